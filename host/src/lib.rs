@@ -1,0 +1,9 @@
+//! The `runner` library: a scriptable benchmark scenario runner for LLM serving.
+//!
+//! Pipeline: scenario (own thread) → schedule → dispatcher (tokio) → HTTP client →
+//! records → statistics → reports. The binary in `main.rs` is a thin shell over [`cli::main`].
+
+pub mod metrics;
+pub mod report;
+pub mod sim;
+pub mod tokenizer;

@@ -1,0 +1,123 @@
+//! One finished request, as measured by the client. Everything downstream (statistics,
+//! the JSONL record file, reports) is derived from these records.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a request did not succeed. Each kind is counted separately in the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The server answered with a non-2xx HTTP status.
+    HttpStatus,
+    /// Could not connect (refused, DNS, TLS).
+    Connect,
+    /// The connection broke while the response was streaming.
+    Disconnect,
+    /// No complete response within the request timeout.
+    Timeout,
+    /// The body was not a parseable OpenAI response / SSE stream, or carried an error object.
+    MalformedStream,
+    /// The stream ended without a single content chunk.
+    EmptyCompletion,
+    /// The run stopped (drain limit, Ctrl-C) before the request finished.
+    Cancelled,
+}
+
+impl ErrorKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorKind::HttpStatus => "http status",
+            ErrorKind::Connect => "connect",
+            ErrorKind::Disconnect => "disconnect",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::MalformedStream => "malformed stream",
+            ErrorKind::EmptyCompletion => "empty completion",
+            ErrorKind::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+/// One SSE message that carried generated content (text, reasoning or a tool call).
+/// Role-only opening deltas, finish-reason-only and usage-only messages are not chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// Time the bytes of this message were read, in ns since the phase started.
+    pub t_ns: u64,
+    /// Tokens carried by this message (from continuous usage when the server reports it,
+    /// else counted with the run's tokenizer; at least 1).
+    pub tokens: u32,
+}
+
+/// All times are nanoseconds since the start of the request's phase, on a monotonic clock.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    pub phase: usize,
+    /// Index of the request within its phase, in generation order.
+    pub index: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// When the schedule wanted the request sent.
+    pub scheduled_ns: u64,
+    /// When it was actually handed to the HTTP client (after any concurrency wait).
+    pub sent_ns: u64,
+    /// First byte of the response body (or headers for a non-streaming response).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_byte_ns: Option<u64>,
+    /// Content chunks in arrival order. A non-streaming response is one chunk.
+    pub chunks: Vec<Chunk>,
+    /// The response ended (stream closed, `[DONE]`, or failure).
+    pub end_ns: u64,
+    /// Prompt tokens: `usage.prompt_tokens` when reported, else the tokenizer's count.
+    pub input_tokens: u64,
+    /// Generated tokens: `usage.completion_tokens` when reported, else the tokenizer's count.
+    pub output_tokens: u64,
+    /// Whether `output_tokens` came from the server's usage report.
+    pub output_tokens_from_usage: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RequestError>,
+}
+
+impl RequestRecord {
+    pub fn succeeded(&self) -> bool {
+        self.error.is_none()
+    }
+
+    /// Time to first token, ns: first content chunk minus send.
+    pub fn ttft_ns(&self) -> Option<u64> {
+        self.chunks.first().map(|c| c.t_ns.saturating_sub(self.sent_ns))
+    }
+
+    /// End-to-end latency, ns: last content chunk minus send.
+    pub fn e2el_ns(&self) -> Option<u64> {
+        self.chunks.last().map(|c| c.t_ns.saturating_sub(self.sent_ns))
+    }
+
+    /// Time per output token excluding the first, ns; only for more than one output token.
+    pub fn tpot_ns(&self) -> Option<f64> {
+        if self.output_tokens <= 1 {
+            return None;
+        }
+        let (ttft, e2el) = (self.ttft_ns()?, self.e2el_ns()?);
+        Some((e2el - ttft) as f64 / (self.output_tokens - 1) as f64)
+    }
+
+    /// Gaps between consecutive content chunks, ns (one per chunk after the first).
+    pub fn itls_ns(&self) -> impl Iterator<Item = u64> + '_ {
+        self.chunks
+            .windows(2)
+            .map(|w| w[1].t_ns.saturating_sub(w[0].t_ns))
+    }
+
+    /// How late the request left compared to its schedule, ns.
+    pub fn lateness_ns(&self) -> u64 {
+        self.sent_ns.saturating_sub(self.scheduled_ns)
+    }
+}
