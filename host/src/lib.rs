@@ -3,7 +3,12 @@
 //! Pipeline: scenario (own thread) → schedule → dispatcher (tokio) → HTTP client →
 //! records → statistics → reports. The binary in `main.rs` is a thin shell over [`cli::main`].
 
+pub mod cli;
+pub mod client;
+pub mod engine;
 pub mod metrics;
 pub mod report;
+pub mod scenario;
+pub mod schedule;
 pub mod sim;
 pub mod tokenizer;

@@ -1,1 +1,13 @@
+//! Streaming statistics over finished requests (vLLM-compatible definitions, plus our own).
+
+pub mod options;
 pub mod record;
+pub mod stat;
+pub mod summary;
+
+pub use options::{parse_percentiles, MetricsOptions, ParseError, Slo};
+pub use record::{Chunk, ErrorKind, RequestError, RequestRecord};
+pub use stat::Distribution;
+pub use summary::{
+    FailureCount, PhaseAccumulator, PhaseInfo, PhaseSummary, CLIENT_BOUND_LATENESS_MS, ERROR_KINDS,
+};

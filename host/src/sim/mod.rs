@@ -1,0 +1,27 @@
+//! The built-in target: a simulated OpenAI-compatible LLM server on loopback.
+//!
+//! With no `--target` the runner benchmarks this server over real HTTP, and the tests
+//! measure against it, so its timing is exact: the `fixed` profile emits chunks on absolute
+//! deadlines, and the `default` profile models a continuous-batching engine (vLLM on one
+//! H100 serving a ~9B model) whose TTFT and TPOT respond to load.
+//!
+//! - [`profile`]: `--sim-*` flags, profiles and their defaults.
+//! - [`server`]: routes, handlers, and the server thread.
+//! - `openai`: request parsing and the JSON / SSE wire format.
+//! - `engine`: a request's timed event stream; `batch`: the continuous-batching scheduler.
+//! - `words`: the output text, one OpenAI token per word.
+
+mod batch;
+mod engine;
+mod error;
+mod openai;
+pub mod profile;
+pub mod server;
+mod words;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::SimError;
+pub use profile::{BatchParams, SimArgs, SimConfig, Timing, TokenCounter, DEFAULT_MODEL, PROFILES};
+pub use server::{bind, serve, SimServer};

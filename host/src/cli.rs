@@ -1,0 +1,403 @@
+//! The command line: parse, load, run, report. Every user error ends here as one line on
+//! stderr and a non-zero exit code, never a panic.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use crate::client::{Api, Client};
+use crate::engine::{self, EngineConfig, RunResult};
+use crate::metrics::{parse_percentiles, MetricsOptions, Slo};
+use crate::report::{self, RunHeader};
+use crate::scenario::params::{parse_duration_secs, parse_override};
+use crate::scenario::{self, HostContext, Params, Scenario};
+use crate::sim::{SimArgs, SimServer};
+use crate::tokenizer::Tokenizer;
+
+/// Exit code of a run stopped by Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+#[derive(Parser)]
+#[command(
+    name = "runner",
+    version,
+    about = "Run a scripted LLM-serving benchmark scenario (`runner FILE` is `runner run FILE`)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario against a target (the built-in simulated server when no --target)
+    Run(RunArgs),
+    /// Show a scenario's name, description and parameters with their defaults
+    Info(InfoArgs),
+    /// Serve the simulated OpenAI-compatible server on loopback
+    Sim(SimCommand),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Scenario file (.rhai)
+    scenario: PathBuf,
+    /// Override a scenario parameter (repeatable): -p requests=200
+    #[arg(short = 'p', long = "param", value_name = "NAME=VALUE", value_parser = parse_override)]
+    params: Vec<(String, String)>,
+    /// Seed of the run (same as -p seed=N for scenarios with a `seed` parameter)
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Base URL of an OpenAI-compatible server; without it the built-in simulator is used
+    #[arg(long, value_name = "URL")]
+    target: Option<String>,
+    /// Model name; by default the first one the server lists at /v1/models
+    #[arg(long = "model", id = "target_model")]
+    model: Option<String>,
+    /// Endpoint for plain prompts (chat messages always use /v1/chat/completions)
+    #[arg(long, value_enum, default_value = "completions")]
+    api: Api,
+    /// API key sent as a bearer token (never printed)
+    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Tokenizer: o200k_base, cl100k_base, or a path to a Hugging Face tokenizer.json
+    #[arg(long, default_value = "o200k_base")]
+    tokenizer: String,
+    /// Percentiles to report, comma-separated (e.g. 50,90,95,99,99.9)
+    #[arg(long, default_value = "99")]
+    percentiles: String,
+    /// Goodput SLOs in ms, e.g. --goodput ttft:200 tpot:50 e2el:5000
+    #[arg(long, num_args = 1.., value_name = "METRIC:MS")]
+    goodput: Vec<String>,
+    /// Write the result as JSON with the keys of `vllm bench serve --save-result`
+    #[arg(long, value_name = "FILE")]
+    save_result: Option<PathBuf>,
+    /// Directory for requests.jsonl (written as requests finish) and result.json
+    #[arg(long, value_name = "DIR")]
+    output: Option<PathBuf>,
+    /// How long in-flight requests may finish once a phase stops sending (e.g. 30s, 5m)
+    #[arg(long, default_value = "60s", value_parser = parse_duration_arg)]
+    drain_timeout: Duration,
+    /// Per-request timeout (e.g. 600s)
+    #[arg(long, default_value = "10m", value_parser = parse_duration_arg)]
+    request_timeout: Duration,
+    /// Do not ask for `stream_options.include_usage` (for servers that reject it)
+    #[arg(long)]
+    no_usage: bool,
+    /// Another directory the scenario may read data files from (repeatable)
+    #[arg(long = "data-dir", value_name = "DIR")]
+    data_dirs: Vec<PathBuf>,
+    /// Print only the results
+    #[arg(short, long)]
+    quiet: bool,
+    #[command(flatten)]
+    sim: SimArgs,
+}
+
+#[derive(Args)]
+struct InfoArgs {
+    /// Scenario file (.rhai)
+    scenario: PathBuf,
+}
+
+#[derive(Args)]
+struct SimCommand {
+    /// Port on 127.0.0.1
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// Tokenizer used to count prompt tokens
+    #[arg(long, default_value = "o200k_base")]
+    tokenizer: String,
+    #[command(flatten)]
+    sim: SimArgs,
+}
+
+fn parse_duration_arg(s: &str) -> Result<Duration, String> {
+    parse_duration_secs(s)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("expected a duration like 30s, 5m or 90, got `{s}`"))
+}
+
+/// Entry point of the binary; returns the process exit code.
+pub fn main() -> i32 {
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    // `runner FILE …` means `runner run FILE …`.
+    if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
+        let known = ["run", "info", "sim", "help", "-h", "--help", "-V", "--version"];
+        if !known.contains(&first) {
+            args.insert(1, "run".into());
+        }
+    }
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let result = match cli.command {
+        Command::Run(a) => run_command(a),
+        Command::Info(a) => info_command(a).map(|_| 0),
+        Command::Sim(a) => sim_command(a).map(|_| 0),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            1
+        }
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn load_tokenizer(spec: &str) -> Result<Arc<Tokenizer>> {
+    Ok(Arc::new(Tokenizer::load(spec)?))
+}
+
+fn scenario_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn load_scenario(path: &Path, tokenizer: Arc<Tokenizer>, data_dirs: &[PathBuf], quiet: bool) -> Result<Box<dyn Scenario>> {
+    if !path.is_file() {
+        bail!("scenario file {} not found", path.display());
+    }
+    let mut roots = vec![scenario_dir(path)];
+    for d in data_dirs {
+        if !d.is_dir() {
+            bail!("--data-dir {} is not a directory", d.display());
+        }
+        roots.push(d.clone());
+    }
+    Ok(scenario::load(path, HostContext::new(tokenizer, roots, quiet))?)
+}
+
+fn info_command(a: InfoArgs) -> Result<()> {
+    let tokenizer = load_tokenizer("o200k_base")?;
+    let scenario = load_scenario(&a.scenario, tokenizer, &[], true)?;
+    let d = scenario.describe();
+    println!("{}  ({})", d.name, a.scenario.display());
+    if !d.description.is_empty() {
+        println!("{}", d.description);
+    }
+    if d.params.is_empty() {
+        println!("\nNo parameters.");
+        return Ok(());
+    }
+    println!("\nParameters (override with -p NAME=VALUE):");
+    let name_w = d.params.iter().map(|p| p.name.len()).max().unwrap_or(0).max(4);
+    let def_w = d.params.iter().map(|p| p.default.to_string().len()).max().unwrap_or(0).max(7);
+    println!("  {:<name_w$}  {:<def_w$}  {}", "name", "default", "meaning");
+    for p in &d.params {
+        println!("  {:<name_w$}  {:<def_w$}  {}", p.name, p.default.to_string(), p.help);
+    }
+    Ok(())
+}
+
+fn sim_command(a: SimCommand) -> Result<()> {
+    let tokenizer = load_tokenizer(&a.tokenizer)?;
+    let mut config = a.sim.to_config()?;
+    let counter = tokenizer.clone();
+    config.prompt_token_counter = Some(Arc::new(move |text: &str| counter.count(text)));
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let listener = crate::sim::bind(a.port).with_context(|| format!("cannot listen on 127.0.0.1:{}", a.port))?;
+        eprintln!("simulated OpenAI-compatible server ({} profile) on http://127.0.0.1:{}", a.sim.profile, a.port);
+        tokio::select! {
+            r = crate::sim::serve(listener, config) => r.context("the simulated server stopped"),
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        }
+    })
+}
+
+fn run_command(a: RunArgs) -> Result<i32> {
+    // A sweep opens thousands of connections; lift the soft descriptor limit to the hard one.
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
+    let tokenizer = load_tokenizer(&a.tokenizer)?;
+    let mut scenario = load_scenario(&a.scenario, tokenizer.clone(), &a.data_dirs, a.quiet)?;
+    let description = scenario.describe().clone();
+    let mut overrides = a.params.clone();
+    let declares_seed = description.params.iter().any(|p| p.name == "seed");
+    if let (Some(seed), true) = (a.seed, declares_seed) {
+        overrides.push(("seed".into(), seed.to_string()));
+    }
+    let params = Params::resolve(&a.scenario.display().to_string(), &description.params, &overrides)?;
+    let seed = if declares_seed { params.seed() } else { a.seed.unwrap_or(0) };
+    scenario.configure(&params)?;
+    let phases = scenario.phases()?;
+
+    let percentiles = parse_percentiles(&a.percentiles).map_err(|e| anyhow!("--percentiles: {e}"))?;
+    let goodput = if a.goodput.is_empty() {
+        None
+    } else {
+        Some(a.goodput.join(" ").parse::<Slo>().map_err(|e| anyhow!("--goodput: {e}"))?)
+    };
+    let metrics = MetricsOptions { percentiles: percentiles.clone(), goodput };
+
+    // The target: a real server, or the built-in simulator on loopback.
+    let (sim, target, target_label) = match &a.target {
+        Some(url) => (None, url.clone(), url.clone()),
+        None => {
+            let mut config = a.sim.to_config()?;
+            let counter = tokenizer.clone();
+            config.prompt_token_counter = Some(Arc::new(move |text: &str| counter.count(text)));
+            let server = SimServer::start(config, 0)?;
+            let url = server.base_url();
+            let label = format!("built-in simulator, profile {} ({url})", a.sim.profile);
+            (Some(server), url, label)
+        }
+    };
+    let client = Client::new(&target, a.api_key.clone(), a.request_timeout)?;
+    if let Some(dir) = &a.output {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create output directory {}", dir.display()))?;
+    }
+
+    let rt = runtime()?;
+    let model = rt.block_on(client.preflight(a.model.as_deref(), a.api))?;
+    let mut header = RunHeader {
+        scenario: description.name.clone(),
+        description: description.description.clone(),
+        params: params.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
+        seed,
+        target: target_label,
+        model: model.clone(),
+        api: a.api.name().to_string(),
+        tokenizer: tokenizer.name().to_string(),
+        request_digest: None,
+        runner_version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    if !a.quiet {
+        print!("{}", report::render_header(&header));
+        println!();
+    }
+
+    let config = EngineConfig {
+        api: a.api,
+        model,
+        include_usage: !a.no_usage,
+        drain_timeout: a.drain_timeout,
+        interrupt_drain: Duration::from_secs(5),
+        lookahead: 256,
+        metrics,
+        records: a.output.as_ref().map(|d| d.join("requests.jsonl")),
+        seed,
+    };
+    let (interrupt_tx, interrupt_rx) = tokio::sync::watch::channel(false);
+    let result: RunResult = rt.block_on(async {
+        // First Ctrl-C or SIGTERM: stop sending and drain briefly; second: exit at once.
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            eprintln!("interrupted: finishing in-flight requests (press Ctrl-C again to quit at once)");
+            let _ = interrupt_tx.send(true);
+            wait_for_signal().await;
+            std::process::exit(EXIT_INTERRUPTED);
+        });
+        engine::run(scenario, phases, client, tokenizer.clone(), config, interrupt_rx).await
+    })?;
+    drop(sim);
+    header.request_digest = Some(result.digest.clone());
+
+    let goodput_on = !a.goodput.is_empty();
+    let many = result.phases.len() > 1;
+    for (i, phase) in result.phases.iter().enumerate() {
+        if many {
+            println!("Phase {}/{}: {} ({})", i + 1, result.phases.len(), phase.spec.name, phase.spec.arrival.describe());
+        }
+        print!("{}", report::render_vllm_block(&phase.summary, &percentiles, goodput_on));
+        print!("{}", report::render_extras(&phase.summary, &percentiles));
+        if phase.cut > 0 {
+            println!("{} requests were still running at the drain limit and were cut (counted as failed, cancelled)", phase.cut);
+        }
+        println!();
+    }
+    if many {
+        print!("{}", report::render_phase_table(&result.phases.iter().map(|p| p.summary.clone()).collect::<Vec<_>>()));
+        println!();
+    }
+    println!("Request stream digest (sha256): {}", result.digest);
+
+    let json = result_json(&header, &result, &percentiles);
+    if let Some(path) = &a.save_result {
+        write_json(path, &json)?;
+    }
+    if let Some(dir) = &a.output {
+        write_json(&dir.join("result.json"), &json)?;
+    }
+    if result.interrupted {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    let completed: u64 = result.phases.iter().map(|p| p.summary.completed).sum();
+    if completed == 0 {
+        bail!("no request succeeded; see the failure counts above");
+    }
+    Ok(0)
+}
+
+/// One phase: the vLLM keys at the top level. Several phases: a `phases` array of them.
+fn result_json(header: &RunHeader, result: &RunResult, percentiles: &[f64]) -> serde_json::Value {
+    let mut objects: Vec<serde_json::Value> = result
+        .phases
+        .iter()
+        .map(|p| {
+            let extra = serde_json::Map::from_iter([("phase".to_string(), serde_json::json!(p.spec.name))]);
+            serde_json::Value::Object(report::json::vllm_result_json_with(header, &p.summary, percentiles, &extra, None))
+        })
+        .collect();
+    if objects.len() == 1 {
+        objects.remove(0)
+    } else {
+        serde_json::json!({
+            "scenario": header.scenario,
+            "request_digest": result.digest,
+            "phases": objects,
+        })
+    }
+}
+
+fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).context("cannot serialise the result")?;
+    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,574 @@
+//! Console reports. [`render_vllm_block`] reproduces `vllm bench serve`'s result block byte
+//! for byte (PEERS §2.2): rows are Python's `"{:<40} {:<10}"` / `"{:<40} {:<10.2f}"`, so short
+//! values leave trailing spaces; section rulers are `"{:-^50}"`, which in Python and in Rust
+//! alike put the odd pad character on the right. Every rendered string ends with a newline.
+
+use std::fmt::Display;
+use std::fmt::Write as _;
+
+use super::RunHeader;
+use crate::metrics::{Distribution, PhaseSummary, CLIENT_BOUND_LATENESS_MS};
+
+const WIDTH: usize = 50;
+
+fn title(out: &mut String, s: &str) {
+    let _ = writeln!(out, "{s:=^WIDTH$}");
+}
+
+fn section(out: &mut String, s: &str) {
+    let _ = writeln!(out, "{s:-^WIDTH$}");
+}
+
+fn footer(out: &mut String, c: char) {
+    out.extend(std::iter::repeat_n(c, WIDTH));
+    out.push('\n');
+}
+
+/// `"{:<40} {:<10}"`: integers and strings.
+fn row(out: &mut String, label: &str, value: impl Display) {
+    let _ = writeln!(out, "{label:<40} {value:<10}");
+}
+
+/// `"{:<40} {:<10.2f}"`: floats. (Rust and Python both round the exact binary value, ties
+/// to even, so the digits agree.)
+fn row_f(out: &mut String, label: &str, value: f64) {
+    let _ = writeln!(out, "{label:<40} {value:<10.2}");
+}
+
+/// vLLM's `p_word`: `str(int(p))` when integral, else `str(p)` (99 → "99", 99.9 → "99.9").
+pub fn percentile_word(p: f64) -> String {
+    if p.fract() == 0.0 && p.abs() < 1e15 {
+        format!("{}", p as i64)
+    } else {
+        format!("{p}")
+    }
+}
+
+/// Value of percentile `p` in `d`; a percentile the accumulator was not asked for reads 0.
+fn pct(d: &Distribution, p: f64) -> f64 {
+    d.percentile(p).unwrap_or(0.0)
+}
+
+/// `Mean X (ms):`, `Median X (ms):`, `P{p} X (ms):` rows under a `-` ruler.
+fn latency_section(out: &mut String, header: &str, short: &str, d: &Distribution, pcts: &[f64]) {
+    section(out, header);
+    row_f(out, &format!("Mean {short} (ms):"), d.mean);
+    row_f(out, &format!("Median {short} (ms):"), d.median);
+    for &p in pcts {
+        row_f(
+            out,
+            &format!("P{} {short} (ms):", percentile_word(p)),
+            pct(d, p),
+        );
+    }
+}
+
+/// A short readable block printed before the results.
+pub fn render_header(h: &RunHeader) -> String {
+    let mut out = String::new();
+    let mut line = |label: &str, value: &str| {
+        let _ = writeln!(out, "{:<16} {}", format!("{label}:"), value);
+    };
+    line("Scenario", &h.scenario);
+    if !h.description.is_empty() {
+        line("Description", &h.description);
+    }
+    let params = if h.params.is_empty() {
+        "(none)".to_string()
+    } else {
+        h.params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    line("Parameters", &params);
+    line("Seed", &h.seed.to_string());
+    line("Target", &h.target);
+    line("Model", &h.model);
+    line("API", &h.api);
+    line("Tokenizer", &h.tokenizer);
+    if let Some(d) = &h.request_digest {
+        line("Request digest", &format!("sha256:{d}"));
+    }
+    line("Runner version", &h.runner_version);
+    out
+}
+
+/// The exact `============ Serving Benchmark Result ============` block of `vllm bench serve`
+/// with `--percentile-metrics ttft,tpot,itl,e2el`. `percentiles` should be those the
+/// summary was computed with; `goodput` adds the `Request goodput (req/s):` row.
+pub fn render_vllm_block(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -> String {
+    let mut out = String::new();
+    title(&mut out, " Serving Benchmark Result ");
+    row(&mut out, "Successful requests:", s.completed);
+    row(&mut out, "Failed requests:", s.failed);
+    if let Some(c) = s.max_concurrency {
+        row(&mut out, "Maximum request concurrency:", c);
+    }
+    if let Some(r) = s.request_rate.filter(|r| r.is_finite()) {
+        row_f(&mut out, "Request rate configured (RPS):", r);
+    }
+    row_f(&mut out, "Benchmark duration (s):", s.duration_s);
+    row(&mut out, "Total input tokens:", s.total_input_tokens);
+    row(&mut out, "Total generated tokens:", s.total_output_tokens);
+    row_f(
+        &mut out,
+        "Request throughput (req/s):",
+        s.request_throughput,
+    );
+    if goodput {
+        row_f(
+            &mut out,
+            "Request goodput (req/s):",
+            s.goodput.unwrap_or(0.0),
+        );
+    }
+    row_f(
+        &mut out,
+        "Output token throughput (tok/s):",
+        s.output_throughput,
+    );
+    row_f(
+        &mut out,
+        "Peak output token throughput (tok/s):",
+        s.peak_output_throughput,
+    );
+    row_f(&mut out, "Peak concurrent requests:", s.peak_concurrency);
+    row_f(
+        &mut out,
+        "Total token throughput (tok/s):",
+        s.total_token_throughput,
+    );
+    latency_section(
+        &mut out,
+        "Time to First Token",
+        "TTFT",
+        &s.ttft,
+        percentiles,
+    );
+    latency_section(
+        &mut out,
+        "Time per Output Token (excl. 1st token)",
+        "TPOT",
+        &s.tpot,
+        percentiles,
+    );
+    latency_section(&mut out, "Inter-token Latency", "ITL", &s.itl, percentiles);
+    latency_section(&mut out, "End-to-end Latency", "E2EL", &s.e2el, percentiles);
+    footer(&mut out, '=');
+    out
+}
+
+/// Our own lines, printed right after the vLLM block's `=` footer, in the same 40/10 style.
+/// Labels never start like a vLLM label (e.g. "Mean per-token ITL", not "Mean ITL ..."), so
+/// parsers of the vLLM block are not confused.
+pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
+    let mut out = String::new();
+    section(&mut out, " Runner extras ");
+    latency_section(
+        &mut out,
+        "Token Latency (e2e_latency / output_len)",
+        "Token Latency",
+        &s.token_latency,
+        percentiles,
+    );
+    latency_section(
+        &mut out,
+        "Inter-token Latency per Token",
+        "per-token ITL",
+        &s.itl_per_token,
+        percentiles,
+    );
+    row_f(&mut out, "Mean tokens per chunk:", s.mean_tokens_per_chunk);
+    section(&mut out, "Send Lateness (sent - scheduled)");
+    row_f(&mut out, "Mean send lateness (ms):", s.lateness.mean);
+    row_f(&mut out, "P99 send lateness (ms):", pct(&s.lateness, 99.0));
+    row_f(&mut out, "Max send lateness (ms):", s.lateness.max);
+    if !s.failures_by_kind.is_empty() {
+        section(&mut out, "Failed Requests by Kind");
+        for f in &s.failures_by_kind {
+            row(&mut out, &format!("Failed ({}):", f.kind.label()), f.count);
+        }
+    }
+    if s.client_bound {
+        let _ = writeln!(
+            out,
+            "WARNING: the client could not keep its schedule (P99 send lateness {:.2} ms > {} ms): \
+             the offered load was lower than configured.",
+            pct(&s.lateness, 99.0),
+            CLIENT_BOUND_LATENESS_MS
+        );
+    }
+    footer(&mut out, '=');
+    out
+}
+
+/// A closing table over phases (e.g. a sweep), aligned columns: names left, numbers right.
+/// The TTFT tail column is P99 when every phase has it, else the highest percentile of the
+/// first phase.
+pub fn render_phase_table(phases: &[PhaseSummary]) -> String {
+    let tail_p = if phases.iter().all(|s| s.ttft.percentile(99.0).is_some()) {
+        99.0
+    } else {
+        phases
+            .first()
+            .and_then(|s| s.ttft.percentiles.iter().map(|&(p, _)| p).reduce(f64::max))
+            .unwrap_or(99.0)
+    };
+    let headers: Vec<String> = [
+        "phase",
+        "ok",
+        "failed",
+        "duration s",
+        "req/s",
+        "out tok/s",
+        "mean TTFT ms",
+    ]
+    .iter()
+    .map(|h| h.to_string())
+    .chain([format!("P{} TTFT ms", percentile_word(tail_p))])
+    .chain(
+        ["mean TPOT ms", "mean ITL ms", "mean E2EL ms"]
+            .iter()
+            .map(|h| h.to_string()),
+    )
+    .collect();
+    let f2 = |x: f64| format!("{x:.2}");
+    let rows: Vec<Vec<String>> = phases
+        .iter()
+        .map(|s| {
+            vec![
+                s.name.clone(),
+                s.completed.to_string(),
+                s.failed.to_string(),
+                f2(s.duration_s),
+                f2(s.request_throughput),
+                f2(s.output_throughput),
+                f2(s.ttft.mean),
+                f2(pct(&s.ttft, tail_p)),
+                f2(s.tpot.mean),
+                f2(s.itl.mean),
+                f2(s.e2el.mean),
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..headers.len())
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].chars().count())
+                .chain([headers[c].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let mut line = |cells: &[String]| {
+        let mut l = String::new();
+        for (c, cell) in cells.iter().enumerate() {
+            if c == 0 {
+                let _ = write!(l, "{cell:<w$}", w = widths[0]);
+            } else {
+                let _ = write!(l, "  {cell:>w$}", w = widths[c]);
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(&headers);
+    let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+    line(&["-".repeat(total)]);
+    for r in &rows {
+        line(r);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{ErrorKind, FailureCount};
+
+    fn dist(mean: f64, median: f64, p99: f64) -> Distribution {
+        Distribution {
+            count: 10,
+            mean,
+            median,
+            std: 1.0,
+            min: 0.0,
+            max: p99,
+            percentiles: vec![(99.0, p99)],
+        }
+    }
+
+    /// The synthetic numbers of the literal example in PEERS §2.2.
+    fn peers_example() -> PhaseSummary {
+        PhaseSummary {
+            name: "main".into(),
+            completed: 1000,
+            failed: 0,
+            failures_by_kind: vec![],
+            max_concurrency: Some(64),
+            request_rate: Some(20.0),
+            burstiness: Some(1.0),
+            duration_s: 52.35,
+            total_input_tokens: 1_024_000,
+            total_output_tokens: 128_000,
+            total_chunks: 128_000,
+            request_throughput: 19.10,
+            output_throughput: 2445.28,
+            total_token_throughput: 22007.50,
+            goodput: Some(17.50),
+            slo: None,
+            peak_output_throughput: 3391.0,
+            peak_concurrency: 64.0,
+            ttft: dist(112.30, 98.70, 401.20),
+            tpot: dist(24.10, 23.80, 31.00),
+            itl: dist(23.90, 22.50, 58.40),
+            e2el: dist(3180.20, 3150.40, 3990.70),
+            token_latency: dist(41.71, 39.85, 82.11),
+            itl_per_token: dist(23.904, 22.5, 58.4),
+            lateness: dist(0.1234, 0.1, 0.9),
+            mean_tokens_per_chunk: 1.0,
+            client_bound: false,
+        }
+    }
+
+    /// Copied from PEERS.md §2.2 (trailing spaces preserved).
+    const PEERS_BLOCK: &str = "\
+============ Serving Benchmark Result ============
+Successful requests:                     1000      
+Failed requests:                         0         
+Maximum request concurrency:             64        
+Request rate configured (RPS):           20.00     
+Benchmark duration (s):                  52.35     
+Total input tokens:                      1024000   
+Total generated tokens:                  128000    
+Request throughput (req/s):              19.10     
+Request goodput (req/s):                 17.50     
+Output token throughput (tok/s):         2445.28   
+Peak output token throughput (tok/s):    3391.00   
+Peak concurrent requests:                64.00     
+Total token throughput (tok/s):          22007.50  
+---------------Time to First Token----------------
+Mean TTFT (ms):                          112.30    
+Median TTFT (ms):                        98.70     
+P99 TTFT (ms):                           401.20    
+-----Time per Output Token (excl. 1st token)------
+Mean TPOT (ms):                          24.10     
+Median TPOT (ms):                        23.80     
+P99 TPOT (ms):                           31.00     
+---------------Inter-token Latency----------------
+Mean ITL (ms):                           23.90     
+Median ITL (ms):                         22.50     
+P99 ITL (ms):                            58.40     
+----------------End-to-end Latency----------------
+Mean E2EL (ms):                          3180.20   
+Median E2EL (ms):                        3150.40   
+P99 E2EL (ms):                           3990.70   
+==================================================
+";
+
+    #[test]
+    fn vllm_block_matches_peers_literal() {
+        assert_eq!(
+            render_vllm_block(&peers_example(), &[99.0], true),
+            PEERS_BLOCK
+        );
+    }
+
+    #[test]
+    fn vllm_block_optional_rows() {
+        let mut s = peers_example();
+        s.max_concurrency = None;
+        s.request_rate = None; // infinite: no "configured" row
+        s.failed = 3;
+        s.ttft.percentiles = vec![(50.0, 98.7), (99.9, 1234.5678)];
+        let text = render_vllm_block(&s, &[50.0, 99.9], false);
+        let expected_head = "\
+============ Serving Benchmark Result ============
+Successful requests:                     1000      
+Failed requests:                         3         
+Benchmark duration (s):                  52.35     
+Total input tokens:                      1024000   
+Total generated tokens:                  128000    
+Request throughput (req/s):              19.10     
+Output token throughput (tok/s):         2445.28   
+";
+        assert!(text.starts_with(expected_head), "{text}");
+        assert!(text.contains("\nP50 TTFT (ms):                           98.70     \n"));
+        assert!(text.contains("\nP99.9 TTFT (ms):                         1234.57   \n"));
+        // not computed for TPOT: reads 0, never N/A
+        assert!(text.contains("\nP99.9 TPOT (ms):                         0.00      \n"));
+        assert!(!text.contains("goodput"));
+        // long values overflow the 10-column field, like Python
+        s.total_input_tokens = 123_456_789_012;
+        let text = render_vllm_block(&s, &[99.0], false);
+        assert!(text.contains("\nTotal input tokens:                      123456789012\n"));
+    }
+
+    #[test]
+    fn section_rulers_match_vllm_reference_output() {
+        // Literal lines from shared/reference/vllm-poisson-20min.txt.
+        let mut out = String::new();
+        title(&mut out, " Serving Benchmark Result ");
+        section(&mut out, "Time to First Token");
+        section(&mut out, "Time per Output Token (excl. 1st token)");
+        section(&mut out, "Inter-token Latency");
+        section(&mut out, "End-to-end Latency");
+        section(&mut out, "Token Latency (e2e_latency / output_len)");
+        footer(&mut out, '=');
+        assert_eq!(
+            out,
+            "============ Serving Benchmark Result ============\n\
+             ---------------Time to First Token----------------\n\
+             -----Time per Output Token (excl. 1st token)------\n\
+             ---------------Inter-token Latency----------------\n\
+             ----------------End-to-end Latency----------------\n\
+             -----Token Latency (e2e_latency / output_len)-----\n\
+             ==================================================\n"
+        );
+        // And rows from the same file.
+        let mut out = String::new();
+        row(&mut out, "Successful requests:", 4762u64);
+        row_f(&mut out, "Benchmark duration (s):", 1200.2149);
+        row_f(&mut out, "P99 E2EL (ms):", 41893.8251);
+        row_f(&mut out, "Mean Token Latency (ms):", 41.71);
+        assert_eq!(
+            out,
+            "Successful requests:                     4762      \n\
+             Benchmark duration (s):                  1200.21   \n\
+             P99 E2EL (ms):                           41893.83  \n\
+             Mean Token Latency (ms):                 41.71     \n"
+        );
+    }
+
+    #[test]
+    fn percentile_words_follow_python() {
+        assert_eq!(percentile_word(99.0), "99");
+        assert_eq!(percentile_word(99.9), "99.9");
+        assert_eq!(percentile_word(50.0), "50");
+        assert_eq!(percentile_word(99.99), "99.99");
+        assert_eq!(percentile_word(100.0), "100");
+    }
+
+    #[test]
+    fn extras_golden() {
+        let mut s = peers_example();
+        s.failures_by_kind = vec![
+            FailureCount {
+                kind: ErrorKind::HttpStatus,
+                count: 2,
+            },
+            FailureCount {
+                kind: ErrorKind::Timeout,
+                count: 1,
+            },
+        ];
+        s.lateness = dist(3.456, 0.5, 12.345);
+        s.lateness.max = 20.0;
+        s.client_bound = true;
+        s.mean_tokens_per_chunk = 1.5;
+        let expected = "\
+----------------- Runner extras ------------------
+-----Token Latency (e2e_latency / output_len)-----
+Mean Token Latency (ms):                 41.71     
+Median Token Latency (ms):               39.85     
+P99 Token Latency (ms):                  82.11     
+----------Inter-token Latency per Token-----------
+Mean per-token ITL (ms):                 23.90     
+Median per-token ITL (ms):               22.50     
+P99 per-token ITL (ms):                  58.40     
+Mean tokens per chunk:                   1.50      
+---------Send Lateness (sent - scheduled)---------
+Mean send lateness (ms):                 3.46      
+P99 send lateness (ms):                  12.35     
+Max send lateness (ms):                  20.00     
+-------------Failed Requests by Kind--------------
+Failed (http status):                    2         
+Failed (timeout):                        1         
+WARNING: the client could not keep its schedule (P99 send lateness 12.35 ms > 10 ms): the offered load was lower than configured.
+==================================================
+";
+        assert_eq!(render_extras(&s, &[99.0]), expected);
+    }
+
+    #[test]
+    fn extras_without_failures_or_warning() {
+        let text = render_extras(&peers_example(), &[99.0]);
+        assert!(!text.contains("Failed"));
+        assert!(!text.contains("WARNING"));
+        assert!(text.ends_with("Max send lateness (ms):                  0.90      \n==================================================\n"));
+    }
+
+    #[test]
+    fn header_block() {
+        let h = RunHeader {
+            scenario: "chat-poisson".into(),
+            description: "Poisson arrivals".into(),
+            params: vec![
+                ("rate".into(), "4".into()),
+                ("duration".into(), "20m".into()),
+            ],
+            seed: 7,
+            target: "built-in simulator (profile default)".into(),
+            model: "m".into(),
+            api: "chat".into(),
+            tokenizer: "cl100k_base".into(),
+            request_digest: Some("ab12".into()),
+            runner_version: "0.1.0".into(),
+        };
+        assert_eq!(
+            render_header(&h),
+            "\
+Scenario:        chat-poisson
+Description:     Poisson arrivals
+Parameters:      rate=4, duration=20m
+Seed:            7
+Target:          built-in simulator (profile default)
+Model:           m
+API:             chat
+Tokenizer:       cl100k_base
+Request digest:  sha256:ab12
+Runner version:  0.1.0
+"
+        );
+        let h = RunHeader {
+            description: String::new(),
+            params: vec![],
+            request_digest: None,
+            ..h
+        };
+        let text = render_header(&h);
+        assert!(text.contains("Parameters:      (none)\n"));
+        assert!(!text.contains("Description") && !text.contains("digest"));
+    }
+
+    #[test]
+    fn phase_table_golden() {
+        let mut a = peers_example();
+        a.name = "rate=1".into();
+        let mut b = peers_example();
+        b.name = "rate=16 (saturated)".into();
+        b.completed = 12;
+        b.failed = 3;
+        b.e2el.mean = 123456.789;
+        let expected = "\
+phase                  ok  failed  duration s  req/s  out tok/s  mean TTFT ms  P99 TTFT ms  mean TPOT ms  mean ITL ms  mean E2EL ms
+-----------------------------------------------------------------------------------------------------------------------------------
+rate=1               1000       0       52.35  19.10    2445.28        112.30       401.20         24.10        23.90       3180.20
+rate=16 (saturated)    12       3       52.35  19.10    2445.28        112.30       401.20         24.10        23.90     123456.79
+";
+        assert_eq!(render_phase_table(&[a, b]), expected);
+    }
+
+    #[test]
+    fn phase_table_without_p99_uses_highest() {
+        let mut a = peers_example();
+        a.ttft.percentiles = vec![(50.0, 1.0), (90.0, 2.0)];
+        let text = render_phase_table(&[a]);
+        assert!(text.starts_with("phase  "));
+        assert!(text.contains("P90 TTFT ms"));
+        assert!(render_phase_table(&[]).starts_with("phase  ok"));
+    }
+}

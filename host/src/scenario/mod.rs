@@ -1,0 +1,130 @@
+//! The scenario contract: one trait that the engine drives. Rhai scripts (and, later, Wasm
+//! components) implement it; the engine cannot tell them apart.
+
+pub mod host;
+pub mod params;
+pub mod rhai;
+pub mod spec;
+
+use std::path::Path;
+
+pub use host::HostContext;
+pub use params::{ParamSpec, ParamValue, Params};
+pub use spec::{ArrivalSpec, Outcome, PhaseSpec, Prompt, RequestSpec, Snapshot};
+
+/// What `runner info` shows, and the parameters `-p name=value` may override.
+#[derive(Clone, Debug)]
+pub struct Description {
+    pub name: String,
+    pub description: String,
+    pub params: Vec<ParamSpec>,
+}
+
+/// An error raised by scenario code or by the host while validating what it returned.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{file}: cannot read the scenario: {source}")]
+    Read {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}:{line}:{column}: syntax error: {message}")]
+    Syntax {
+        file: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{file}{at}: error in `{function}`: {message}", at = position_suffix(*line, *column))]
+    Script {
+        file: String,
+        function: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{file}: `{function}` returned an invalid value: {message}")]
+    Invalid {
+        file: String,
+        function: String,
+        message: String,
+    },
+    #[error("{0}")]
+    Param(String),
+    #[error("{file}: {message}")]
+    Unsupported { file: String, message: String },
+}
+
+fn position_suffix(line: usize, column: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}:{column}")
+    }
+}
+
+/// The contract of DESIGN.md. Calls happen on the scenario's own thread, never on the I/O
+/// path; the engine calls `configure` once, then `phases`, then for each phase
+/// `next_request` (and `arrival` for custom processes) ahead of send time.
+pub trait Scenario: Send {
+    /// Name, description and parameters with defaults.
+    fn describe(&self) -> &Description;
+
+    /// Receives the resolved parameter values before anything else runs.
+    fn configure(&mut self, params: &Params) -> Result<(), ScenarioError>;
+
+    /// The phases of the run, in order (a sweep has one per point).
+    fn phases(&mut self) -> Result<Vec<PhaseSpec>, ScenarioError>;
+
+    /// The next request of a phase, or `None` when the phase's dataset is exhausted.
+    fn next_request(
+        &mut self,
+        phase: usize,
+        index: u64,
+    ) -> Result<Option<RequestSpec>, ScenarioError>;
+
+    /// For `ArrivalSpec::Custom`: seconds to wait after the previous request's scheduled time.
+    fn arrival(&mut self, phase: usize, index: u64) -> Result<f64, ScenarioError> {
+        let _ = (phase, index);
+        Ok(0.0)
+    }
+
+    /// Whether `on_response` exists (the client then keeps response texts).
+    fn wants_responses(&self) -> bool {
+        false
+    }
+
+    /// The outcome of a finished request, for adaptive workloads.
+    fn on_response(&mut self, outcome: &Outcome) -> Result<(), ScenarioError> {
+        let _ = outcome;
+        Ok(())
+    }
+
+    /// Whether `stop` exists.
+    fn has_stop(&self) -> bool {
+        false
+    }
+
+    /// Whether to end the current phase now, given a live snapshot.
+    fn stop(&mut self, snapshot: &Snapshot) -> Result<bool, ScenarioError> {
+        let _ = snapshot;
+        Ok(false)
+    }
+}
+
+/// Loads a scenario from a file, choosing the implementation by extension.
+pub fn load(path: &Path, host: HostContext) -> Result<Box<dyn Scenario>, ScenarioError> {
+    let file = path.display().to_string();
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("rhai") => Ok(Box::new(rhai::RhaiScenario::load(path, host)?)),
+        Some("wasm") => Err(ScenarioError::Unsupported {
+            file,
+            message: "Wasm component scenarios are not supported by this build yet; use a .rhai script".into(),
+        }),
+        _ => Err(ScenarioError::Unsupported {
+            file,
+            message: "unknown scenario kind; expected a .rhai script".into(),
+        }),
+    }
+}

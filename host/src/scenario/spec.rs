@@ -1,0 +1,131 @@
+//! The values exchanged between a scenario and the engine, independent of the guest language.
+
+use std::time::Duration;
+
+/// When requests of a phase may start.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArrivalSpec {
+    /// All requests at once (vLLM's `--request-rate inf`).
+    Burst,
+    /// Open loop, exponential gaps with mean 1/rate.
+    Poisson { rate: f64 },
+    /// Open loop, gamma gaps with mean 1/rate and shape `burstiness` (1 = Poisson).
+    Gamma { rate: f64, burstiness: f64 },
+    /// Open loop, a request every 1/rate seconds.
+    Constant { rate: f64 },
+    /// Closed loop: keep `concurrency` requests in flight.
+    Closed { concurrency: u64 },
+    /// The scenario's `arrival` function gives each gap (or requests carry `at`/`delay`).
+    Custom,
+}
+
+impl ArrivalSpec {
+    /// Configured request rate, `None` for unbounded or closed loop.
+    pub fn rate(&self) -> Option<f64> {
+        match self {
+            ArrivalSpec::Poisson { rate } | ArrivalSpec::Constant { rate } => Some(*rate),
+            ArrivalSpec::Gamma { rate, .. } => Some(*rate),
+            _ => None,
+        }
+    }
+
+    pub fn burstiness(&self) -> Option<f64> {
+        match self {
+            ArrivalSpec::Poisson { .. } => Some(1.0),
+            ArrivalSpec::Gamma { burstiness, .. } => Some(*burstiness),
+            _ => None,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            ArrivalSpec::Burst => "all at once".into(),
+            ArrivalSpec::Poisson { rate } => format!("Poisson, {rate} req/s"),
+            ArrivalSpec::Gamma { rate, burstiness } => format!("gamma, {rate} req/s, burstiness {burstiness}"),
+            ArrivalSpec::Constant { rate } => format!("constant, {rate} req/s"),
+            ArrivalSpec::Closed { concurrency } => format!("closed loop, {concurrency} in flight"),
+            ArrivalSpec::Custom => "custom (scenario-computed)".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PhaseSpec {
+    pub name: String,
+    pub arrival: ArrivalSpec,
+    /// Phase-wide cap on requests in flight (requests wait for a free slot).
+    pub max_concurrency: Option<u64>,
+    /// Stop generating after this many requests.
+    pub max_requests: Option<u64>,
+    /// Stop sending after this long; in-flight requests then drain.
+    pub max_duration: Option<Duration>,
+}
+
+impl PhaseSpec {
+    /// Effective concurrency limit: the explicit cap, or the closed loop's width.
+    pub fn concurrency_limit(&self) -> Option<u64> {
+        match (self.max_concurrency, &self.arrival) {
+            (Some(m), ArrivalSpec::Closed { concurrency }) => Some(m.min(*concurrency)),
+            (Some(m), _) => Some(m),
+            (None, ArrivalSpec::Closed { concurrency }) => Some(*concurrency),
+            (None, _) => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Prompt {
+    Text(String),
+    Tokens(Vec<u32>),
+    /// Chat messages as JSON objects (`{role, content}`), sent to the chat endpoint.
+    Messages(Vec<serde_json::Value>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestSpec {
+    pub prompt: Prompt,
+    pub max_tokens: u64,
+    pub ignore_eos: bool,
+    pub stream: bool,
+    /// Extra fields merged into the JSON body (temperature, top_p, …).
+    pub extra: serde_json::Map<String, serde_json::Value>,
+    pub tag: Option<String>,
+    pub session: Option<String>,
+    /// Absolute offset from the phase start, seconds (trace replay).
+    pub at: Option<f64>,
+    /// Gap after the previous request's scheduled time, seconds.
+    pub delay: Option<f64>,
+    /// Prompt length known to the scenario, used when the server reports no usage.
+    pub input_tokens: Option<u64>,
+}
+
+/// The outcome of a finished request, given to `on_response`.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    pub phase: usize,
+    pub index: u64,
+    pub tag: Option<String>,
+    pub session: Option<String>,
+    pub ok: bool,
+    pub error: Option<String>,
+    pub text: String,
+    pub ttft_ms: f64,
+    pub e2el_ms: f64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// A live view of the current phase, given to `stop`.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub phase: usize,
+    pub elapsed_s: f64,
+    pub sent: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub in_flight: u64,
+    pub output_tokens: u64,
+    pub ttft_p50_ms: f64,
+    pub ttft_p99_ms: f64,
+    pub e2el_p99_ms: f64,
+}

@@ -1,0 +1,142 @@
+//! Turns a request into a timed stream of events, by the profile's timing model.
+
+use std::future::ready;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::stream::{self, Stream, StreamExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::{sleep_until, Instant};
+
+use super::batch::{Scheduler, Seq};
+use super::profile::{SimConfig, Timing};
+
+/// What happens to a request, in order: admitted once, then chunks of tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The engine took the request (chat streams answer with the role-only delta).
+    Admitted,
+    /// This many more tokens were generated and go out as one SSE event.
+    Tokens(usize),
+}
+
+/// The events of one request; dropping it (client gone) cancels the request.
+pub type Events = Pin<Box<dyn Stream<Item = Event> + Send>>;
+
+/// The timing model of a running server.
+pub enum Engine {
+    Fixed {
+        ttft: Duration,
+        itl: Duration,
+        per_chunk: usize,
+    },
+    Zero {
+        per_chunk: usize,
+    },
+    Batching {
+        queue: mpsc::UnboundedSender<Seq>,
+        kv_tokens: usize,
+    },
+}
+
+/// Aborts the scheduler task when the server stops.
+pub struct SchedulerTask(Option<JoinHandle<()>>);
+
+impl Drop for SchedulerTask {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Engine {
+    /// Build the engine of `config`; the batching scheduler is spawned on the current runtime.
+    pub fn start(config: &SimConfig) -> (Engine, SchedulerTask) {
+        let per_chunk = config.tokens_per_chunk.max(1);
+        match &config.timing {
+            Timing::Fixed { ttft, itl } => (
+                Engine::Fixed {
+                    ttft: *ttft,
+                    itl: *itl,
+                    per_chunk,
+                },
+                SchedulerTask(None),
+            ),
+            Timing::Zero => (Engine::Zero { per_chunk }, SchedulerTask(None)),
+            Timing::Batching(params) => {
+                let (queue, incoming) = mpsc::unbounded_channel();
+                let scheduler = Scheduler::new(params.clone(), per_chunk);
+                let task = tokio::spawn(scheduler.run(incoming));
+                let kv_tokens = params.kv_tokens;
+                (Engine::Batching { queue, kv_tokens }, SchedulerTask(Some(task)))
+            }
+        }
+    }
+
+    /// Why a request can never be served, if it cannot.
+    pub fn check(&self, prompt_tokens: usize, max_tokens: usize) -> Result<(), String> {
+        match self {
+            Engine::Batching { kv_tokens, .. } if prompt_tokens.saturating_add(max_tokens) > *kv_tokens => Err(format!(
+                "This request needs {} KV-cache tokens ({prompt_tokens} in the prompt, {max_tokens} in the completion) \
+                 but the simulated server holds only {kv_tokens}; reduce the prompt or max_tokens.",
+                prompt_tokens.saturating_add(max_tokens)
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Start generating; `None` when the engine has stopped.
+    pub fn submit(&self, arrived: Instant, prompt_tokens: usize, max_tokens: usize) -> Option<Events> {
+        match self {
+            Engine::Fixed { ttft, itl, per_chunk } => {
+                Some(fixed(arrived, *ttft, *itl, max_tokens, *per_chunk))
+            }
+            Engine::Zero { per_chunk } => Some(zero(max_tokens, *per_chunk)),
+            Engine::Batching { queue, .. } => {
+                let (out, events) = mpsc::unbounded_channel();
+                queue.send(Seq::new(prompt_tokens, max_tokens, out)).ok()?;
+                let events = stream::unfold(events, |mut events| async move {
+                    events.recv().await.map(|event| (event, events))
+                });
+                Some(Box::pin(events))
+            }
+        }
+    }
+}
+
+/// Chunk `i` at exactly `arrived + ttft + i × itl`: absolute deadlines, so timer lateness
+/// never accumulates along a stream.
+fn fixed(arrived: Instant, ttft: Duration, itl: Duration, max_tokens: usize, per_chunk: usize) -> Events {
+    let chunks = stream::unfold(0usize, move |sent| async move {
+        if sent >= max_tokens {
+            return None;
+        }
+        let index = u32::try_from(sent / per_chunk).unwrap_or(u32::MAX);
+        sleep_until(after(arrived, ttft.saturating_add(itl.saturating_mul(index)))).await;
+        let n = per_chunk.min(max_tokens - sent);
+        Some((Event::Tokens(n), sent + n))
+    });
+    Box::pin(stream::once(ready(Event::Admitted)).chain(chunks))
+}
+
+/// Every chunk at once; yielding between chunks makes each its own write, as a real server's.
+fn zero(max_tokens: usize, per_chunk: usize) -> Events {
+    let chunks = stream::unfold(0usize, move |sent| async move {
+        if sent >= max_tokens {
+            return None;
+        }
+        tokio::task::yield_now().await;
+        let n = per_chunk.min(max_tokens - sent);
+        Some((Event::Tokens(n), sent + n))
+    });
+    Box::pin(stream::once(ready(Event::Admitted)).chain(chunks))
+}
+
+/// `base + offset`, or a year later when that would overflow (never a panic).
+pub fn after(base: Instant, offset: Duration) -> Instant {
+    base.checked_add(offset)
+        .or_else(|| base.checked_add(Duration::from_secs(365 * 86_400)))
+        .unwrap_or(base)
+}

@@ -1,0 +1,35 @@
+//! Errors of the simulated server: bad profile flags and start-up failures.
+
+/// Why a simulated server could not be configured or started.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("unknown simulator profile `{name}`; known profiles: {known}")]
+    UnknownProfile { name: String, known: String },
+
+    #[error("--sim-{flag} does not apply to the `{profile}` profile ({hint})")]
+    NotApplicable {
+        flag: &'static str,
+        profile: String,
+        hint: &'static str,
+    },
+
+    #[error("--sim-{flag} {value} is invalid: {reason}")]
+    InvalidValue {
+        flag: &'static str,
+        value: String,
+        reason: String,
+    },
+
+    #[error("the simulated server could not listen on 127.0.0.1:{port}: {source}")]
+    Bind {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("the simulated server could not start its runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+
+    #[error("the simulated server thread stopped before it was ready")]
+    Stopped,
+}

@@ -1,0 +1,407 @@
+//! The OpenAI wire format as vLLM speaks it: request bodies in, JSON and SSE chunks out.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::profile::SimConfig;
+use super::words;
+
+/// vLLM's default when a request gives no max_tokens.
+const DEFAULT_MAX_TOKENS: i64 = 16;
+
+/// Which generation endpoint a request came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Completions,
+    Chat,
+}
+
+/// What a valid request asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    pub prompt_tokens: usize,
+    pub max_tokens: usize,
+    pub stream: bool,
+    pub include_usage: bool,
+}
+
+/// An error answered with an OpenAI error object.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+        }
+    }
+
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::NOT_FOUND,
+            message: message.into(),
+        }
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: message.into(),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self.status {
+            StatusCode::BAD_REQUEST => "BadRequestError",
+            StatusCode::NOT_FOUND => "NotFoundError",
+            _ => "ServiceUnavailableError",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({
+            "error": {
+                "message": self.message,
+                "type": self.kind(),
+                "param": null,
+                "code": self.status.as_u16(),
+            }
+        });
+        (self.status, Json(body)).into_response()
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct StreamOptions {
+    include_usage: Option<bool>,
+}
+
+// Unknown fields (ignore_eos, temperature, ...) are accepted and ignored, as vLLM does for
+// sampling knobs that cannot change what this model says.
+#[derive(Deserialize)]
+struct CompletionRequest {
+    model: Option<String>,
+    prompt: Option<Value>,
+    max_tokens: Option<i64>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+    n: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    model: Option<String>,
+    messages: Option<Value>,
+    max_completion_tokens: Option<i64>,
+    max_tokens: Option<i64>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+    n: Option<i64>,
+}
+
+/// Parse and validate a request body for `endpoint`.
+pub fn parse(endpoint: Endpoint, body: &[u8], config: &SimConfig) -> Result<Job, ApiError> {
+    let bad_json = |e: serde_json::Error| ApiError::bad_request(format!("invalid JSON body: {e}"));
+    let (model, prompt_tokens, max_tokens, stream, options, n) = match endpoint {
+        Endpoint::Completions => {
+            let r: CompletionRequest = serde_json::from_slice(body).map_err(bad_json)?;
+            let prompt = r
+                .prompt
+                .ok_or_else(|| ApiError::bad_request("the field `prompt` is required"))?;
+            let tokens = prompt_tokens(&prompt, config)?;
+            (r.model, tokens, r.max_tokens, r.stream, r.stream_options, r.n)
+        }
+        Endpoint::Chat => {
+            let r: ChatRequest = serde_json::from_slice(body).map_err(bad_json)?;
+            let messages = r
+                .messages
+                .ok_or_else(|| ApiError::bad_request("the field `messages` is required"))?;
+            let tokens = chat_prompt_tokens(&messages, config)?;
+            let max = r.max_completion_tokens.or(r.max_tokens);
+            (r.model, tokens, max, r.stream, r.stream_options, r.n)
+        }
+    };
+    if let Some(name) = model {
+        if name != config.model {
+            return Err(ApiError::not_found(format!(
+                "The model `{name}` does not exist; this server serves `{}`.",
+                config.model
+            )));
+        }
+    }
+    if n.is_some_and(|n| n != 1) {
+        return Err(ApiError::bad_request("only n = 1 is supported by the simulated server"));
+    }
+    let max_tokens = max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+    let max_tokens = usize::try_from(max_tokens)
+        .ok()
+        .filter(|&m| m >= 1)
+        .ok_or_else(|| ApiError::bad_request(format!("max_tokens must be at least 1, got {max_tokens}")))?;
+    Ok(Job {
+        prompt_tokens,
+        max_tokens,
+        stream: stream.unwrap_or(false),
+        include_usage: options.and_then(|o| o.include_usage).unwrap_or(false),
+    })
+}
+
+/// A string, an array of token ids, or an array holding one of those.
+fn prompt_tokens(prompt: &Value, config: &SimConfig) -> Result<usize, ApiError> {
+    let empty = || ApiError::bad_request("the prompt must not be empty");
+    let text = |s: &str| match s {
+        "" => Err(empty()),
+        s => Ok(config.count_prompt_tokens(s)),
+    };
+    let ids = |items: &[Value]| match items {
+        [] => Err(empty()),
+        items if items.iter().all(|v| v.as_u64().is_some()) => Ok(items.len()),
+        _ => Err(ApiError::bad_request("token ids in `prompt` must be non-negative integers")),
+    };
+    match prompt {
+        Value::String(s) => text(s),
+        Value::Array(items) => match items.as_slice() {
+            [Value::String(s)] => text(s),
+            [Value::Array(inner)] => ids(inner),
+            items if items.iter().all(|v| v.is_string() || v.is_array()) && items.len() > 1 => Err(
+                ApiError::bad_request("batched prompts (several per request) are not supported by the simulated server"),
+            ),
+            items => ids(items),
+        },
+        _ => Err(ApiError::bad_request(
+            "`prompt` must be a string, an array of token ids, or an array of one string",
+        )),
+    }
+}
+
+/// The counter over all message contents concatenated, plus 4 template tokens per message.
+fn chat_prompt_tokens(messages: &Value, config: &SimConfig) -> Result<usize, ApiError> {
+    let messages = messages
+        .as_array()
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| ApiError::bad_request("`messages` must be a non-empty array"))?;
+    let mut text = String::new();
+    for message in messages {
+        let message = message
+            .as_object()
+            .ok_or_else(|| ApiError::bad_request("each message must be an object with `role` and `content`"))?;
+        match message.get("content") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => text.push_str(s),
+            // Content parts: only text parts carry tokens here.
+            Some(Value::Array(parts)) => {
+                for part in parts {
+                    if let Some(t) = part.get("text").and_then(Value::as_str) {
+                        text.push_str(t);
+                    }
+                }
+            }
+            Some(_) => return Err(ApiError::bad_request("message `content` must be a string or an array of parts")),
+        }
+    }
+    Ok(config.count_prompt_tokens(&text) + 4 * messages.len())
+}
+
+/// Formats the responses of one request. Builds JSON by hand around a pre-escaped header so
+/// that a chunk costs one small allocation (the server shares the CPU with the client).
+pub struct Writer {
+    endpoint: Endpoint,
+    /// `{"id":..,"object":..,"created":..,"model":..,` ready to be followed by `"choices"`.
+    head: String,
+    seed: u64,
+    emitted: usize,
+    job: Job,
+}
+
+impl Writer {
+    /// `model_json` is the model name already encoded as a JSON string.
+    pub fn new(endpoint: Endpoint, job: &Job, id: u64, created: u64, model_json: &str) -> Writer {
+        let (prefix, object) = match (endpoint, job.stream) {
+            (Endpoint::Completions, _) => ("cmpl", "text_completion"),
+            (Endpoint::Chat, true) => ("chatcmpl", "chat.completion.chunk"),
+            (Endpoint::Chat, false) => ("chatcmpl", "chat.completion"),
+        };
+        let head = format!(
+            r#"{{"id":"{prefix}-{id}","object":"{object}","created":{created},"model":{model_json},"#
+        );
+        Writer {
+            endpoint,
+            head,
+            seed: id,
+            emitted: 0,
+            job: job.clone(),
+        }
+    }
+
+    /// The chat role-only delta sent on admission; completions have none.
+    pub fn role_chunk(&self) -> Option<Bytes> {
+        (self.endpoint == Endpoint::Chat).then(|| {
+            sse(format!(
+                r#"{}"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},"logprobs":null,"finish_reason":null}}]}}"#,
+                self.head
+            ))
+        })
+    }
+
+    /// One SSE event with the next `tokens` tokens; the one reaching max_tokens finishes.
+    pub fn content_chunk(&mut self, tokens: usize) -> Bytes {
+        let mut text = String::with_capacity(8 * tokens);
+        words::push_tokens(&mut text, self.seed, self.emitted, tokens);
+        self.emitted += tokens;
+        let finish = self.finish_reason();
+        sse(match self.endpoint {
+            Endpoint::Completions => format!(
+                r#"{}"choices":[{{"index":0,"text":"{text}","logprobs":null,"finish_reason":{finish}}}]}}"#,
+                self.head
+            ),
+            Endpoint::Chat => format!(
+                r#"{}"choices":[{{"index":0,"delta":{{"content":"{text}"}},"logprobs":null,"finish_reason":{finish}}}]}}"#,
+                self.head
+            ),
+        })
+    }
+
+    /// The `include_usage` event: no choices, token counts so far.
+    pub fn usage_chunk(&self) -> Bytes {
+        sse(format!(r#"{}"choices":[],"usage":{}}}"#, self.head, self.usage()))
+    }
+
+    /// Count tokens generated for a non-streaming response.
+    pub fn add_tokens(&mut self, tokens: usize) {
+        self.emitted += tokens;
+    }
+
+    /// The whole non-streaming response body.
+    pub fn full_response(&self) -> String {
+        let mut text = String::with_capacity(8 * self.emitted);
+        words::push_tokens(&mut text, self.seed, 0, self.emitted);
+        let finish = self.finish_reason();
+        let usage = self.usage();
+        match self.endpoint {
+            Endpoint::Completions => format!(
+                r#"{}"choices":[{{"index":0,"text":"{text}","logprobs":null,"finish_reason":{finish},"stop_reason":null}}],"usage":{usage}}}"#,
+                self.head
+            ),
+            Endpoint::Chat => format!(
+                r#"{}"choices":[{{"index":0,"message":{{"role":"assistant","content":"{text}"}},"logprobs":null,"finish_reason":{finish}}}],"usage":{usage}}}"#,
+                self.head
+            ),
+        }
+    }
+
+    fn finish_reason(&self) -> &'static str {
+        // The model never stops early, so the only finish is the length limit.
+        if self.emitted >= self.job.max_tokens {
+            r#""length""#
+        } else {
+            "null"
+        }
+    }
+
+    fn usage(&self) -> String {
+        let (p, c) = (self.job.prompt_tokens, self.emitted);
+        format!(
+            r#"{{"prompt_tokens":{p},"completion_tokens":{c},"total_tokens":{}}}"#,
+            p + c
+        )
+    }
+}
+
+/// The final SSE event.
+pub const DONE: &[u8] = b"data: [DONE]\n\n";
+
+fn sse(json: String) -> Bytes {
+    let mut event = String::with_capacity(json.len() + 8);
+    event.push_str("data: ");
+    event.push_str(&json);
+    event.push_str("\n\n");
+    Bytes::from(event)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(body: &str, endpoint: Endpoint) -> Result<Job, ApiError> {
+        parse(endpoint, body.as_bytes(), &SimConfig::default())
+    }
+
+    fn status(body: &str, endpoint: Endpoint) -> u16 {
+        job(body, endpoint).map_or_else(|e| e.status.as_u16(), |_| 200)
+    }
+
+    #[test]
+    fn prompts_of_every_shape_are_counted() {
+        let c = Endpoint::Completions;
+        assert_eq!(job(r#"{"prompt":"abcdefgh"}"#, c).map(|j| j.prompt_tokens).ok(), Some(2));
+        assert_eq!(job(r#"{"prompt":[1,2,3]}"#, c).map(|j| j.prompt_tokens).ok(), Some(3));
+        assert_eq!(job(r#"{"prompt":["abcde"]}"#, c).map(|j| j.prompt_tokens).ok(), Some(2));
+        assert_eq!(job(r#"{"prompt":[[5,6]]}"#, c).map(|j| j.prompt_tokens).ok(), Some(2));
+        let j = job(
+            r#"{"prompt":"x","max_tokens":7,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}"#,
+            c,
+        )
+        .expect("valid");
+        assert_eq!((j.max_tokens, j.stream, j.include_usage), (7, true, true));
+        assert_eq!(job(r#"{"prompt":"x"}"#, c).map(|j| j.max_tokens).ok(), Some(16));
+    }
+
+    #[test]
+    fn chat_counts_contents_plus_four_per_message() {
+        let body = r#"{"messages":[{"role":"system","content":"abcd"},
+            {"role":"user","content":[{"type":"text","text":"efgh"}]}],"max_completion_tokens":3,"max_tokens":9}"#;
+        let j = job(body, Endpoint::Chat).expect("valid");
+        assert_eq!((j.prompt_tokens, j.max_tokens), (2 + 8, 3));
+    }
+
+    #[test]
+    fn bad_requests_are_rejected() {
+        let c = Endpoint::Completions;
+        assert_eq!(status("{", c), 400);
+        assert_eq!(status("{}", c), 400);
+        assert_eq!(status(r#"{"prompt":""}"#, c), 400);
+        assert_eq!(status(r#"{"prompt":["a","b"]}"#, c), 400);
+        assert_eq!(status(r#"{"prompt":[1,-2]}"#, c), 400);
+        assert_eq!(status(r#"{"prompt":"a","max_tokens":0}"#, c), 400);
+        assert_eq!(status(r#"{"prompt":"a","n":2}"#, c), 400);
+        assert_eq!(status(r#"{"prompt":"a","model":"other"}"#, c), 404);
+        assert_eq!(status(r#"{"prompt":"a","model":"sim/llm-9b"}"#, c), 200);
+        assert_eq!(status(r#"{"messages":[]}"#, Endpoint::Chat), 400);
+        assert_eq!(status(r#"{"prompt":"a"}"#, Endpoint::Chat), 400);
+    }
+
+    #[test]
+    fn chunks_are_valid_json_and_finish_on_the_last() {
+        let j = Job {
+            prompt_tokens: 3,
+            max_tokens: 3,
+            stream: true,
+            include_usage: true,
+        };
+        let mut w = Writer::new(Endpoint::Chat, &j, 1, 2, r#""m\"x""#);
+        let parse = |b: Bytes| -> Value {
+            let s = std::str::from_utf8(&b).expect("utf8").to_string();
+            let json = s.strip_prefix("data: ").and_then(|s| s.strip_suffix("\n\n")).expect("framed");
+            serde_json::from_str(json).expect("json")
+        };
+        let role = parse(w.role_chunk().expect("chat has a role chunk"));
+        assert_eq!(role["choices"][0]["delta"]["role"], "assistant");
+        assert_eq!(role["model"], "m\"x");
+        let first = parse(w.content_chunk(2));
+        assert_eq!(first["choices"][0]["finish_reason"], Value::Null);
+        let last = parse(w.content_chunk(1));
+        assert_eq!(last["choices"][0]["finish_reason"], "length");
+        assert_eq!(parse(w.usage_chunk())["usage"]["total_tokens"], 6);
+        let full: Value = serde_json::from_str(&w.full_response()).expect("json");
+        assert_eq!(full["choices"][0]["message"]["content"], " of and to");
+    }
+}

@@ -1,0 +1,482 @@
+//! Profiles of the simulated server: the `--sim-*` flags, their defaults and validation.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::error::SimError;
+
+/// The model name served when `--sim-model` is not given.
+pub const DEFAULT_MODEL: &str = "sim/llm-9b";
+
+/// Names accepted by `--sim-profile`.
+pub const PROFILES: [&str; 3] = ["default", "fixed", "zero"];
+
+// `fixed`: round numbers that tests assert on (mean TTFT 50 ms, TPOT 10 ms).
+const FIXED_TTFT_MS: f64 = 50.0;
+const FIXED_ITL_MS: f64 = 10.0;
+
+// `default`: one H100 80 GB serving a ~9B dense model with vLLM. Checked against
+// /work/shared/reference/gpustack-qwen3.5-9b-h100.md.
+/// vLLM's long-standing `--max-num-seqs` default; the reference's throughput-tuned
+/// configuration uses 512 (`--sim-max-seqs 512`).
+const MAX_SEQS: usize = 256;
+/// vLLM's chunked-prefill token budget per step for online serving on H100-class GPUs.
+const MAX_BATCHED_TOKENS: usize = 8192;
+/// 80 GB × 0.9 utilisation − 18 GB of bf16 weights ≈ 54 GB of KV cache; a 9B GQA model
+/// stores 32 layers × 8 KV heads × 128 dims × 2 (K and V) × 2 bytes = 128 KiB per token,
+/// so about 420k tokens.
+const KV_TOKENS: usize = 400_000;
+/// About 50k prefill tokens/s (2 × 9e9 FLOP per token near the H100's dense bf16 peak):
+/// a 1024-token prompt costs 20 ms, so the reference's throughput profile (1000 × 1024 in,
+/// 128 out) lands near its 30–34k total tok/s.
+const PREFILL_US_PER_TOKEN: f64 = 20.0;
+/// A decode step at small batch is bound by reading the 18 GB of weights at ~3 TB/s:
+/// ~6 ms, i.e. ~6 ms TPOT for a lone stream (the reference's generation-heavy run shows
+/// 7–9 ms ITL at concurrency 18).
+const DECODE_STEP_MS: f64 = 6.0;
+/// Attention over each sequence's KV plus sampling: 6 ms + 55 µs × 512 ≈ 34 ms TPOT at
+/// batch 512, the reference's throughput-profile TPOT (34.6 ms).
+const DECODE_US_PER_SEQ: f64 = 55.0;
+
+// Upper bounds that keep every computed instant far from overflow.
+const MAX_MS: f64 = 3_600_000.0;
+const MAX_WORKERS: usize = 256;
+
+/// Counts the prompt tokens of a text; the runner passes its tokenizer here.
+pub type TokenCounter = Arc<dyn Fn(&str) -> usize + Send + Sync>;
+
+/// Flags that select and override a profile. Flattened into two clap commands, so every flag is prefixed `--sim-`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct SimArgs {
+    /// Named profile: `default` (continuous batching, H100-like), `fixed` (exact TTFT and gap, unlimited concurrency), `zero` (no delays at all)
+    #[arg(long = "sim-profile", default_value = "default", value_name = "NAME")]
+    pub profile: String,
+    /// Model name served by the simulator [default: sim/llm-9b]
+    #[arg(long = "sim-model", value_name = "NAME")]
+    pub model: Option<String>,
+    /// `fixed` profile: time from request arrival to the first content chunk, in ms [default: 50]
+    #[arg(long = "sim-ttft-ms", value_name = "MS")]
+    pub ttft_ms: Option<f64>,
+    /// `fixed` profile: gap between consecutive chunks, in ms [default: 10]
+    #[arg(long = "sim-itl-ms", value_name = "MS")]
+    pub itl_ms: Option<f64>,
+    /// `default` profile: most sequences running at once; the rest wait in FIFO order [default: 256]
+    #[arg(long = "sim-max-seqs", value_name = "N")]
+    pub max_seqs: Option<usize>,
+    /// `default` profile: token budget of one engine step (decodes + chunked prefill) [default: 8192]
+    #[arg(long = "sim-max-batched-tokens", value_name = "N")]
+    pub max_batched_tokens: Option<usize>,
+    /// `default` profile: KV-cache capacity in tokens; a request reserves prompt + max_tokens [default: 400000]
+    #[arg(long = "sim-kv-tokens", value_name = "N")]
+    pub kv_tokens: Option<usize>,
+    /// `default` profile: step time added per prefilled prompt token, in µs [default: 20]
+    #[arg(long = "sim-prefill-us-per-token", value_name = "US")]
+    pub prefill_us_per_token: Option<f64>,
+    /// `default` profile: fixed cost of every engine step, in ms [default: 6]
+    #[arg(long = "sim-decode-step-ms", value_name = "MS")]
+    pub decode_step_ms: Option<f64>,
+    /// `default` profile: step time added per decoding sequence, in µs [default: 55]
+    #[arg(long = "sim-decode-us-per-seq", value_name = "US")]
+    pub decode_us_per_seq: Option<f64>,
+    /// Tokens grouped into one SSE event (the last may carry fewer) [default: 1]
+    #[arg(long = "sim-tokens-per-chunk", value_name = "N")]
+    pub tokens_per_chunk: Option<usize>,
+    /// Threads of the simulator's own tokio runtime [default: 1]
+    #[arg(long = "sim-workers", value_name = "N")]
+    pub workers: Option<usize>,
+}
+
+impl Default for SimArgs {
+    /// The `default` profile with no overrides (what clap yields for no flags).
+    fn default() -> Self {
+        SimArgs {
+            profile: "default".to_string(),
+            model: None,
+            ttft_ms: None,
+            itl_ms: None,
+            max_seqs: None,
+            max_batched_tokens: None,
+            kv_tokens: None,
+            prefill_us_per_token: None,
+            decode_step_ms: None,
+            decode_us_per_seq: None,
+            tokens_per_chunk: None,
+            workers: None,
+        }
+    }
+}
+
+/// How the simulated engine spends time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Timing {
+    /// Every request on its own: first chunk `ttft` after arrival, then one chunk every `itl`.
+    Fixed { ttft: Duration, itl: Duration },
+    /// No delays at all.
+    Zero,
+    /// A continuous-batching engine (see [`BatchParams`]).
+    Batching(BatchParams),
+}
+
+/// The continuous-batching model of the `default` profile.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchParams {
+    pub max_seqs: usize,
+    pub max_batched_tokens: usize,
+    pub kv_tokens: usize,
+    pub prefill_us_per_token: f64,
+    pub decode_step_ms: f64,
+    pub decode_us_per_seq: f64,
+}
+
+impl Default for BatchParams {
+    fn default() -> Self {
+        BatchParams {
+            max_seqs: MAX_SEQS,
+            max_batched_tokens: MAX_BATCHED_TOKENS,
+            kv_tokens: KV_TOKENS,
+            prefill_us_per_token: PREFILL_US_PER_TOKEN,
+            decode_step_ms: DECODE_STEP_MS,
+            decode_us_per_seq: DECODE_US_PER_SEQ,
+        }
+    }
+}
+
+impl BatchParams {
+    /// Simulated GPU time of one step with `decoding` sequences and `prefill` prompt tokens.
+    pub fn step_time(&self, decoding: usize, prefill: usize) -> Duration {
+        let us = self.decode_step_ms * 1000.0
+            + self.decode_us_per_seq * decoding as f64
+            + self.prefill_us_per_token * prefill as f64;
+        // Parameters are validated finite and non-negative; the clamp keeps a huge step
+        // from overflowing an Instant.
+        Duration::from_nanos((us * 1000.0).round().clamp(0.0, MAX_MS * 1e6) as u64)
+    }
+}
+
+/// A complete simulator configuration.
+#[derive(Clone)]
+pub struct SimConfig {
+    /// Profile name it was built from (for reports).
+    pub profile: String,
+    /// Model name served on `/v1/models` and required in requests that name one.
+    pub model: String,
+    pub timing: Timing,
+    /// Tokens per SSE event, at least 1.
+    pub tokens_per_chunk: usize,
+    /// Threads of the runtime [`super::SimServer::start`] builds, at least 1.
+    pub workers: usize,
+    /// Prompt token counter; when `None`, the estimate is ceil(bytes / 4).
+    pub prompt_token_counter: Option<TokenCounter>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            profile: "default".to_string(),
+            model: DEFAULT_MODEL.to_string(),
+            timing: Timing::Batching(BatchParams::default()),
+            tokens_per_chunk: 1,
+            workers: 1,
+            prompt_token_counter: None,
+        }
+    }
+}
+
+impl fmt::Debug for SimConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimConfig")
+            .field("profile", &self.profile)
+            .field("model", &self.model)
+            .field("timing", &self.timing)
+            .field("tokens_per_chunk", &self.tokens_per_chunk)
+            .field("workers", &self.workers)
+            .field("prompt_token_counter", &self.prompt_token_counter.is_some())
+            .finish()
+    }
+}
+
+impl SimConfig {
+    /// The named profile with its defaults.
+    pub fn profile(name: &str) -> Result<SimConfig, SimError> {
+        SimArgs {
+            profile: name.to_string(),
+            ..SimArgs::default()
+        }
+        .to_config()
+    }
+
+    /// Count prompt tokens with `counter` (e.g. the run's tokenizer) instead of bytes / 4.
+    pub fn with_prompt_token_counter(
+        mut self,
+        counter: impl Fn(&str) -> usize + Send + Sync + 'static,
+    ) -> SimConfig {
+        self.prompt_token_counter = Some(Arc::new(counter));
+        self
+    }
+
+    /// Prompt tokens of `text`, by the counter or the 4-bytes-per-token estimate.
+    pub fn count_prompt_tokens(&self, text: &str) -> usize {
+        match &self.prompt_token_counter {
+            Some(count) => count(text),
+            None => text.len().div_ceil(4),
+        }
+    }
+}
+
+impl SimArgs {
+    /// Resolve the profile and apply every override, rejecting flags that do not apply.
+    pub fn to_config(&self) -> Result<SimConfig, SimError> {
+        let timing = match self.profile.as_str() {
+            "default" => {
+                self.reject_fixed_flags()?;
+                Timing::Batching(self.batch_params()?)
+            }
+            "fixed" => {
+                self.reject_batch_flags()?;
+                Timing::Fixed {
+                    ttft: millis("ttft-ms", self.ttft_ms.unwrap_or(FIXED_TTFT_MS))?,
+                    itl: millis("itl-ms", self.itl_ms.unwrap_or(FIXED_ITL_MS))?,
+                }
+            }
+            "zero" => {
+                self.reject_fixed_flags()?;
+                self.reject_batch_flags()?;
+                Timing::Zero
+            }
+            other => {
+                return Err(SimError::UnknownProfile {
+                    name: other.to_string(),
+                    known: PROFILES.join(", "),
+                })
+            }
+        };
+        let model = self
+            .model
+            .clone()
+            .unwrap_or_else(|| DEFAULT_MODEL.to_string());
+        if model.trim().is_empty() {
+            return Err(invalid("model", &model, "the model name must not be empty"));
+        }
+        Ok(SimConfig {
+            profile: self.profile.clone(),
+            model,
+            timing,
+            tokens_per_chunk: at_least_one("tokens-per-chunk", self.tokens_per_chunk, 1)?,
+            workers: bounded("workers", self.workers.unwrap_or(1), 1, MAX_WORKERS)?,
+            prompt_token_counter: None,
+        })
+    }
+
+    fn batch_params(&self) -> Result<BatchParams, SimError> {
+        let d = BatchParams::default();
+        let p = BatchParams {
+            max_seqs: at_least_one("max-seqs", self.max_seqs, d.max_seqs)?,
+            max_batched_tokens: at_least_one(
+                "max-batched-tokens",
+                self.max_batched_tokens,
+                d.max_batched_tokens,
+            )?,
+            kv_tokens: at_least_one("kv-tokens", self.kv_tokens, d.kv_tokens)?,
+            prefill_us_per_token: number(
+                "prefill-us-per-token",
+                self.prefill_us_per_token.unwrap_or(d.prefill_us_per_token),
+                MAX_MS * 1000.0,
+                "microseconds",
+            )?,
+            decode_step_ms: number(
+                "decode-step-ms",
+                self.decode_step_ms.unwrap_or(d.decode_step_ms),
+                MAX_MS,
+                "milliseconds",
+            )?,
+            decode_us_per_seq: number(
+                "decode-us-per-seq",
+                self.decode_us_per_seq.unwrap_or(d.decode_us_per_seq),
+                MAX_MS * 1000.0,
+                "microseconds",
+            )?,
+        };
+        // Every running sequence must be able to decode in every step (vLLM enforces the same).
+        if p.max_batched_tokens < p.max_seqs {
+            return Err(invalid(
+                "max-batched-tokens",
+                &p.max_batched_tokens.to_string(),
+                &format!("it must be at least --sim-max-seqs ({})", p.max_seqs),
+            ));
+        }
+        Ok(p)
+    }
+
+    fn reject_fixed_flags(&self) -> Result<(), SimError> {
+        let hint = "only the `fixed` profile has a fixed TTFT and gap";
+        self.reject(&[("ttft-ms", self.ttft_ms.is_some()), ("itl-ms", self.itl_ms.is_some())], hint)
+    }
+
+    fn reject_batch_flags(&self) -> Result<(), SimError> {
+        let hint = "only the `default` profile models batching";
+        self.reject(
+            &[
+                ("max-seqs", self.max_seqs.is_some()),
+                ("max-batched-tokens", self.max_batched_tokens.is_some()),
+                ("kv-tokens", self.kv_tokens.is_some()),
+                ("prefill-us-per-token", self.prefill_us_per_token.is_some()),
+                ("decode-step-ms", self.decode_step_ms.is_some()),
+                ("decode-us-per-seq", self.decode_us_per_seq.is_some()),
+            ],
+            hint,
+        )
+    }
+
+    fn reject(&self, flags: &[(&'static str, bool)], hint: &'static str) -> Result<(), SimError> {
+        match flags.iter().find(|(_, given)| *given) {
+            Some((flag, _)) => Err(SimError::NotApplicable {
+                flag,
+                profile: self.profile.clone(),
+                hint,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+fn invalid(flag: &'static str, value: &str, reason: &str) -> SimError {
+    SimError::InvalidValue {
+        flag,
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn at_least_one(flag: &'static str, value: Option<usize>, default: usize) -> Result<usize, SimError> {
+    bounded(flag, value.unwrap_or(default), 1, usize::MAX)
+}
+
+fn bounded(flag: &'static str, value: usize, min: usize, max: usize) -> Result<usize, SimError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else if max == usize::MAX {
+        Err(invalid(flag, &value.to_string(), &format!("it must be at least {min}")))
+    } else {
+        Err(invalid(flag, &value.to_string(), &format!("it must be between {min} and {max}")))
+    }
+}
+
+/// A duration in milliseconds, validated by [`number`].
+fn millis(flag: &'static str, ms: f64) -> Result<Duration, SimError> {
+    let ms = number(flag, ms, MAX_MS, "milliseconds")?;
+    Ok(Duration::from_nanos((ms * 1e6).round() as u64))
+}
+
+/// A finite number between 0 and `max` (an hour in its unit), so no instant can overflow.
+fn number(flag: &'static str, value: f64, max: f64, unit: &str) -> Result<f64, SimError> {
+    if value.is_finite() && (0.0..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(invalid(
+            flag,
+            &value.to_string(),
+            &format!("it must be a number of {unit} between 0 and {max}"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_have_their_defaults() {
+        let d = SimConfig::profile("default").expect("default profile");
+        assert_eq!(d.model, DEFAULT_MODEL);
+        assert_eq!(d.timing, Timing::Batching(BatchParams::default()));
+        assert_eq!((d.tokens_per_chunk, d.workers), (1, 1));
+        let f = SimConfig::profile("fixed").expect("fixed profile");
+        assert_eq!(
+            f.timing,
+            Timing::Fixed {
+                ttft: Duration::from_millis(50),
+                itl: Duration::from_millis(10)
+            }
+        );
+        assert_eq!(SimConfig::profile("zero").expect("zero").timing, Timing::Zero);
+        assert_eq!(SimArgs::default().to_config().expect("args").timing, d.timing);
+    }
+
+    #[test]
+    fn overrides_apply() {
+        let args = SimArgs {
+            model: Some("m".into()),
+            max_seqs: Some(2),
+            decode_step_ms: Some(1.5),
+            tokens_per_chunk: Some(4),
+            workers: Some(2),
+            ..SimArgs::default()
+        };
+        let c = args.to_config().expect("config");
+        assert_eq!((c.model.as_str(), c.tokens_per_chunk, c.workers), ("m", 4, 2));
+        match c.timing {
+            Timing::Batching(p) => assert_eq!((p.max_seqs, p.decode_step_ms), (2, 1.5)),
+            other => panic!("unexpected timing {other:?}"),
+        }
+        let fixed = SimArgs {
+            profile: "fixed".into(),
+            ttft_ms: Some(5.0),
+            itl_ms: Some(0.5),
+            ..SimArgs::default()
+        };
+        assert_eq!(
+            fixed.to_config().expect("fixed").timing,
+            Timing::Fixed {
+                ttft: Duration::from_millis(5),
+                itl: Duration::from_micros(500)
+            }
+        );
+    }
+
+    #[test]
+    fn bad_flags_are_rejected_with_a_clear_message() {
+        let unknown = SimConfig::profile("turbo").expect_err("unknown profile");
+        assert!(unknown.to_string().contains("default, fixed, zero"), "{unknown}");
+        let misplaced = SimArgs {
+            ttft_ms: Some(5.0),
+            ..SimArgs::default()
+        };
+        let e = misplaced.to_config().expect_err("ttft on default");
+        assert!(e.to_string().contains("--sim-ttft-ms"), "{e}");
+        let zero_seqs = SimArgs {
+            max_seqs: Some(0),
+            ..SimArgs::default()
+        };
+        assert!(zero_seqs.to_config().is_err());
+        let negative = SimArgs {
+            profile: "fixed".into(),
+            itl_ms: Some(-1.0),
+            ..SimArgs::default()
+        };
+        assert!(negative.to_config().is_err());
+        let small_budget = SimArgs {
+            max_seqs: Some(100),
+            max_batched_tokens: Some(10),
+            ..SimArgs::default()
+        };
+        assert!(small_budget.to_config().is_err());
+    }
+
+    #[test]
+    fn step_time_follows_the_formula() {
+        let p = BatchParams::default();
+        // 6 ms + 55 µs × 512 = 34.16 ms: the reference's TPOT at batch 512.
+        assert_eq!(p.step_time(512, 0), Duration::from_micros(34_160));
+        assert_eq!(p.step_time(1, 80), Duration::from_micros(6_000 + 55 + 1_600));
+    }
+
+    #[test]
+    fn prompt_tokens_default_to_bytes_over_four() {
+        let c = SimConfig::default();
+        assert_eq!(c.count_prompt_tokens(""), 0);
+        assert_eq!(c.count_prompt_tokens("abcde"), 2);
+        let c = c.with_prompt_token_counter(|s| s.split_whitespace().count());
+        assert_eq!(c.count_prompt_tokens("a b c"), 3);
+    }
+}

@@ -1,0 +1,361 @@
+//! End-to-end tests of the simulated server over loopback HTTP with a real client.
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+
+use super::{SimArgs, SimConfig, SimServer};
+
+/// Every request of these tests ends well within this.
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("reqwest client")
+}
+
+fn server(args: SimArgs) -> SimServer {
+    SimServer::start(args.to_config().expect("config"), 0).expect("sim server")
+}
+
+fn profile(name: &str) -> SimArgs {
+    SimArgs {
+        profile: name.to_string(),
+        ..SimArgs::default()
+    }
+}
+
+/// A streamed response: each SSE event with the time it arrived.
+struct Streamed {
+    sent: Instant,
+    events: Vec<(Instant, Value)>,
+    done: bool,
+}
+
+impl Streamed {
+    /// (arrival, tokens) of each event that carries content.
+    fn content(&self) -> Vec<(Instant, usize)> {
+        self.events
+            .iter()
+            .filter_map(|(t, v)| content_tokens(v).map(|n| (*t, n)))
+            .collect()
+    }
+
+    fn tokens(&self) -> usize {
+        self.content().iter().map(|(_, n)| n).sum()
+    }
+
+    fn ttft(&self) -> Duration {
+        self.content()[0].0 - self.sent
+    }
+
+    fn end(&self) -> Instant {
+        self.content().last().expect("content").0
+    }
+
+    fn usage(&self) -> Option<&Value> {
+        self.events.iter().map(|(_, v)| v).find(|v| v.get("usage").is_some())
+    }
+}
+
+/// Tokens in a chunk's text: one word, with its leading space, per token.
+fn content_tokens(v: &Value) -> Option<usize> {
+    let choice = &v["choices"][0];
+    let text = choice["text"]
+        .as_str()
+        .or_else(|| choice["delta"]["content"].as_str())?;
+    (!text.is_empty()).then(|| text.split(' ').count() - 1)
+}
+
+async fn post(url: String, body: Value) -> reqwest::Response {
+    client()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("send")
+}
+
+async fn stream(url: String, body: Value) -> Streamed {
+    tokio::time::timeout(LIMIT, stream_unbounded(url, body))
+        .await
+        .expect("stream ended in time")
+}
+
+async fn stream_unbounded(url: String, body: Value) -> Streamed {
+    let sent = Instant::now();
+    let response = post(url, body).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"].to_str().ok(),
+        Some("text/event-stream")
+    );
+    let mut bytes = response.bytes_stream();
+    let (mut buf, mut events, mut done) = (Vec::new(), Vec::new(), false);
+    while let Some(chunk) = bytes.next().await {
+        let now = Instant::now();
+        buf.extend_from_slice(&chunk.expect("body chunk"));
+        while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = buf.drain(..end + 2).collect();
+            let text = std::str::from_utf8(&event).expect("utf8");
+            let data = text.strip_prefix("data: ").expect("data field").trim_end();
+            assert!(!done, "nothing may follow [DONE]");
+            if data == "[DONE]" {
+                done = true;
+            } else {
+                events.push((now, serde_json::from_str(data).expect("chunk json")));
+            }
+        }
+    }
+    assert!(buf.is_empty(), "trailing bytes after the last event");
+    Streamed { sent, events, done }
+}
+
+fn completion(max_tokens: usize) -> Value {
+    json!({"prompt": "x".repeat(320), "max_tokens": max_tokens, "stream": true,
+           "stream_options": {"include_usage": true}, "ignore_eos": true})
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let xs: Vec<f64> = xs.collect();
+    xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[tokio::test]
+async fn health_and_models_list() {
+    let sim = server(SimArgs {
+        model: Some("test/model".into()),
+        ..profile("zero")
+    });
+    let health = client()
+        .get(format!("{}/health", sim.base_url()))
+        .send()
+        .await
+        .expect("health");
+    assert_eq!(health.status(), 200);
+    let models: Value = client()
+        .get(format!("{}/v1/models", sim.base_url()))
+        .send()
+        .await
+        .expect("models")
+        .json_text()
+        .await;
+    assert_eq!(models["object"], "list");
+    assert_eq!(models["data"][0]["id"], "test/model");
+    assert_eq!(models["data"][0]["owned_by"], "runner-sim");
+    assert_eq!(sim.base_url(), format!("http://127.0.0.1:{}", sim.addr().port()));
+}
+
+#[tokio::test]
+async fn completions_stream_yields_max_tokens_then_usage() {
+    let sim = server(profile("zero"));
+    let s = stream(format!("{}/v1/completions", sim.base_url()), completion(37)).await;
+    assert!(s.done);
+    assert_eq!(s.tokens(), 37);
+    assert_eq!(s.content().len(), 37, "one token per event by default");
+    let (_, last_content) = s
+        .events
+        .iter()
+        .rev()
+        .find(|(_, v)| content_tokens(v).is_some())
+        .expect("content");
+    assert_eq!(last_content["choices"][0]["finish_reason"], "length");
+    assert_eq!(last_content["object"], "text_completion");
+    let usage = s.usage().expect("usage chunk");
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["prompt_tokens"], 80);
+    assert_eq!(usage["usage"]["completion_tokens"], 37);
+    assert_eq!(usage["usage"]["total_tokens"], 117);
+    assert!(
+        s.events.last().is_some_and(|(_, v)| v.get("usage").is_some()),
+        "usage comes last, right before [DONE]"
+    );
+}
+
+#[tokio::test]
+async fn chat_stream_starts_with_a_role_only_delta() {
+    let sim = server(SimArgs {
+        tokens_per_chunk: Some(3),
+        ..profile("default")
+    });
+    let body = json!({"messages": [{"role": "user", "content": "abcdefgh"}],
+        "max_completion_tokens": 10, "stream": true, "stream_options": {"include_usage": true}});
+    let s = stream(format!("{}/v1/chat/completions", sim.base_url()), body).await;
+    assert!(s.done);
+    let first = &s.events[0].1;
+    assert_eq!(first["object"], "chat.completion.chunk");
+    assert_eq!(first["choices"][0]["delta"], json!({"role": "assistant", "content": ""}));
+    assert_eq!(content_tokens(first), None, "the role delta is not a token");
+    let sizes: Vec<usize> = s.content().iter().map(|(_, n)| *n).collect();
+    assert_eq!(sizes, vec![3, 3, 3, 1]);
+    let usage = s.usage().expect("usage chunk");
+    assert_eq!(usage["usage"]["prompt_tokens"], 2 + 4);
+    assert_eq!(usage["usage"]["completion_tokens"], 10);
+}
+
+#[tokio::test]
+async fn non_streaming_responses_carry_text_and_usage() {
+    let sim = server(profile("zero"));
+    let r = post(
+        format!("{}/v1/completions", sim.base_url()),
+        json!({"prompt": [1, 2, 3], "max_tokens": 5}),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json_text().await;
+    assert_eq!(content_tokens(&v), Some(5));
+    assert_eq!(v["choices"][0]["finish_reason"], "length");
+    assert_eq!(v["usage"]["prompt_tokens"], 3);
+    let r = post(
+        format!("{}/v1/chat/completions", sim.base_url()),
+        json!({"messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    let v: Value = r.json_text().await;
+    assert_eq!(v["object"], "chat.completion");
+    let text = v["choices"][0]["message"]["content"].as_str().expect("content");
+    assert_eq!(text.split(' ').count() - 1, 16, "default max_tokens");
+    assert_eq!(v["usage"]["completion_tokens"], 16);
+}
+
+#[tokio::test]
+async fn fixed_profile_ttft_and_gaps_are_exact() {
+    let sim = server(profile("fixed"));
+    let url = format!("{}/v1/completions", sim.base_url());
+    let runs = futures_util::future::join_all((0..8).map(|_| stream(url.clone(), completion(21)))).await;
+    let ttft = mean(runs.iter().map(|s| ms(s.ttft())));
+    let gaps: Vec<f64> = runs
+        .iter()
+        .flat_map(|s| {
+            let c = s.content();
+            (1..c.len()).map(move |i| ms(c[i].0 - c[i - 1].0)).collect::<Vec<_>>()
+        })
+        .collect();
+    let gap = mean(gaps.iter().copied());
+    let tpot = mean(runs.iter().map(|s| ms(s.end() - s.content()[0].0) / 20.0));
+    eprintln!("DBG ttft {ttft:.3} gap {gap:.3} tpot {tpot:.3}");
+    assert!((ttft - 50.0).abs() < 5.0, "mean TTFT {ttft:.2} ms");
+    assert!((gap - 10.0).abs() < 2.0, "mean gap {gap:.2} ms");
+    assert!((tpot - 10.0).abs() < 1.0, "mean TPOT {tpot:.2} ms");
+    assert!(runs.iter().all(|s| s.tokens() == 21));
+}
+
+#[tokio::test]
+async fn default_profile_ttft_grows_with_load() {
+    let sim = server(profile("default"));
+    let url = format!("{}/v1/completions", sim.base_url());
+    let mut alone = Vec::new();
+    for _ in 0..3 {
+        alone.push(ms(stream(url.clone(), completion(4)).await.ttft()));
+    }
+    let loaded = futures_util::future::join_all((0..64).map(|_| stream(url.clone(), completion(4)))).await;
+    let alone = mean(alone.into_iter());
+    let loaded = mean(loaded.iter().map(|s| ms(s.ttft())));
+    eprintln!("DBG alone {alone:.2} loaded {loaded:.2}");
+    assert!(loaded > 2.0 * alone, "TTFT alone {alone:.1} ms, with 64 at once {loaded:.1} ms");
+}
+
+#[tokio::test]
+async fn bad_requests_get_openai_error_objects() {
+    let sim = server(SimArgs {
+        kv_tokens: Some(150),
+        max_seqs: Some(4),
+        max_batched_tokens: Some(64),
+        ..profile("default")
+    });
+    let url = format!("{}/v1/completions", sim.base_url());
+    let cases = [
+        ("{not json".to_string(), 400, "BadRequestError"),
+        (json!({"max_tokens": 4}).to_string(), 400, "BadRequestError"),
+        (json!({"prompt": "a", "model": "gpt-4"}).to_string(), 404, "NotFoundError"),
+        // 80 prompt tokens + 100 > 150 KV tokens: can never be served.
+        (completion(100).to_string(), 400, "BadRequestError"),
+    ];
+    for (body, status, kind) in cases {
+        let r = client()
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(r.status().as_u16(), status, "{body}");
+        let v: Value = r.json_text().await;
+        assert_eq!(v["error"]["type"], kind, "{body}");
+        assert_eq!(v["error"]["code"], status);
+        assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    // A request that fits still works on the same server.
+    let ok = stream(url, completion(10)).await;
+    assert_eq!(ok.tokens(), 10);
+}
+
+#[tokio::test]
+async fn max_seqs_holds_back_extra_requests() {
+    let sim = server(SimArgs {
+        max_seqs: Some(2),
+        decode_step_ms: Some(5.0),
+        ..profile("default")
+    });
+    let url = format!("{}/v1/completions", sim.base_url());
+    let runs = futures_util::future::join_all((0..4).map(|_| stream(url.clone(), completion(10)))).await;
+    let mut firsts: Vec<Instant> = runs.iter().map(|s| s.content()[0].0).collect();
+    let mut ends: Vec<Instant> = runs.iter().map(Streamed::end).collect();
+    firsts.sort();
+    ends.sort();
+    let slack = Duration::from_millis(2);
+    assert!(firsts[1] < ends[0], "two run at once");
+    for late in &firsts[2..] {
+        assert!(*late + slack >= ends[0], "a third sequence started before any finished");
+    }
+}
+
+#[tokio::test]
+async fn a_disconnected_stream_frees_its_slot() {
+    let sim = server(SimArgs {
+        max_seqs: Some(1),
+        decode_step_ms: Some(1.0),
+        ..profile("default")
+    });
+    let url = format!("{}/v1/completions", sim.base_url());
+    // 100k tokens would hold the only slot for minutes.
+    let long = post(url.clone(), completion(100_000)).await;
+    let mut body = long.bytes_stream();
+    for _ in 0..3 {
+        let chunk = tokio::time::timeout(LIMIT, body.next()).await.expect("chunk in time");
+        assert!(chunk.is_some_and(|c| c.is_ok()));
+    }
+    drop(body);
+    let next = tokio::time::timeout(Duration::from_secs(5), stream_unbounded(url, completion(5)))
+        .await
+        .expect("the slot was freed");
+    assert_eq!(next.tokens(), 5);
+}
+
+/// Read a body as JSON (reqwest here is built without its `json` feature).
+trait JsonText {
+    async fn json_text(self) -> Value;
+}
+
+impl JsonText for reqwest::Response {
+    async fn json_text(self) -> Value {
+        let text = self.text().await.expect("body");
+        serde_json::from_str(&text).expect("json body")
+    }
+}
+
+#[test]
+fn start_reports_a_busy_port() {
+    let first = SimServer::start(SimConfig::default(), 0).expect("first server");
+    let second = SimServer::start(SimConfig::default(), first.addr().port());
+    // SO_REUSEADDR does not allow two listeners on one port.
+    assert!(second.is_err_and(|e| e.to_string().contains("could not listen")));
+}
