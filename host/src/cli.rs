@@ -35,11 +35,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a scenario against a target (the built-in simulated server when no --target)
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Show a scenario's name, description and parameters with their defaults
     Info(InfoArgs),
     /// Serve the simulated OpenAI-compatible server on loopback
-    Sim(SimCommand),
+    Sim(Box<SimCommand>),
 }
 
 #[derive(Args)]
@@ -140,9 +140,9 @@ pub fn main() -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Run(a) => run_command(a),
+        Command::Run(a) => run_command(*a),
         Command::Info(a) => info_command(a).map(|_| 0),
-        Command::Sim(a) => sim_command(a).map(|_| 0),
+        Command::Sim(a) => sim_command(*a).map(|_| 0),
     };
     match result {
         Ok(code) => code,
@@ -204,7 +204,7 @@ fn info_command(a: InfoArgs) -> Result<()> {
     println!("\nParameters (override with -p NAME=VALUE):");
     let name_w = d.params.iter().map(|p| p.name.len()).max().unwrap_or(0).max(4);
     let def_w = d.params.iter().map(|p| p.default.to_string().len()).max().unwrap_or(0).max(7);
-    println!("  {:<name_w$}  {:<def_w$}  {}", "name", "default", "meaning");
+    println!("  {:<name_w$}  {:<def_w$}  meaning", "name", "default");
     for p in &d.params {
         println!("  {:<name_w$}  {:<def_w$}  {}", p.name, p.default.to_string(), p.help);
     }

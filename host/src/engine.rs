@@ -170,26 +170,17 @@ pub async fn run(
     // Scenario thread.
     let (req_tx, mut req_rx) = mpsc::channel::<FromScenario>(config.lookahead.max(1));
     let (cmd_tx, cmd_rx) = std_mpsc::channel::<ToScenario>();
-    let thread_phases = phases.clone();
-    let thread_cfg = config.clone();
-    let thread_tok = tokenizer.clone();
-    let thread_live = live.clone();
     let primed = Arc::new(tokio::sync::Notify::new());
-    let thread_primed = primed.clone();
+    let context = ThreadContext {
+        phases: phases.clone(),
+        config: config.clone(),
+        tokenizer: tokenizer.clone(),
+        live: live.clone(),
+        primed: primed.clone(),
+    };
     let scenario_thread = std::thread::Builder::new()
         .name("scenario".into())
-        .spawn(move || {
-            scenario_loop(
-                &mut *scenario,
-                &thread_phases,
-                &thread_cfg,
-                &thread_tok,
-                &thread_live,
-                &thread_primed,
-                cmd_rx,
-                req_tx,
-            )
-        })
+        .spawn(move || scenario_loop(&mut *scenario, &context, cmd_rx, req_tx))
         .map_err(|_| EngineError::ScenarioThread)?;
 
     // Collector task.
@@ -567,18 +558,25 @@ fn plan(
     Ok(Planned { index, offset, prepared, digest, input_tokens, tag: spec.tag, session: spec.session })
 }
 
+/// What the scenario thread shares with the dispatcher.
+struct ThreadContext {
+    phases: Vec<PhaseSpec>,
+    config: EngineConfig,
+    tokenizer: Arc<Tokenizer>,
+    live: Arc<Mutex<Live>>,
+    /// Signalled once per phase when the queue is full (or the phase has no more requests).
+    primed: Arc<tokio::sync::Notify>,
+}
+
 /// The scenario thread: waits for a phase to start, generates its requests ahead of time,
 /// feeds back outcomes and evaluates the scenario's stop condition.
 fn scenario_loop(
     scenario: &mut dyn Scenario,
-    phases: &[PhaseSpec],
-    config: &EngineConfig,
-    tokenizer: &Tokenizer,
-    live: &Mutex<Live>,
-    primed: &tokio::sync::Notify,
+    context: &ThreadContext,
     cmd_rx: std_mpsc::Receiver<ToScenario>,
     req_tx: mpsc::Sender<FromScenario>,
 ) {
+    let ThreadContext { phases, config, tokenizer, live, primed } = context;
     let fail = |e: ScenarioError| {
         primed.notify_one();
         let _ = req_tx.blocking_send(FromScenario::Failed(e));

@@ -1,1 +1,9 @@
+//! End-to-end tests: they run the real `runner` binary against the built-in simulated
+//! server (or a deliberately broken one) over real HTTP on loopback.
 
+mod support;
+
+mod cli;
+mod determinism;
+mod report;
+mod timing;

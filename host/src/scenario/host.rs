@@ -61,7 +61,7 @@ impl HostContext {
     }
 
     pub fn uniform(&mut self, lo: f64, hi: f64) -> Result<f64, String> {
-        if !(lo <= hi) || !lo.is_finite() || !hi.is_finite() {
+        if !lo.is_finite() || !hi.is_finite() || lo > hi {
             return Err(format!("uniform({lo}, {hi}): need finite lo <= hi"));
         }
         Ok(lo + (hi - lo) * self.random())

@@ -10,8 +10,9 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
 
+use super::clock::ClockHandle;
 use super::engine::{after, Event};
 use super::profile::BatchParams;
 
@@ -75,9 +76,9 @@ impl Scheduler {
     }
 
     /// Run steps until every sender of `incoming` is gone; waits without spinning when idle.
-    pub async fn run(mut self, mut incoming: mpsc::UnboundedReceiver<Seq>) {
+    pub async fn run(mut self, mut incoming: mpsc::UnboundedReceiver<Seq>, clock: ClockHandle) {
         // Start of the next step on the simulated clock; None after an idle period.
-        let mut clock: Option<Instant> = None;
+        let mut next_start: Option<Instant> = None;
         loop {
             while let Ok(seq) = incoming.try_recv() {
                 self.waiting.push_back(seq);
@@ -88,25 +89,25 @@ impl Scheduler {
                     Some(seq) => self.waiting.push_back(seq),
                     None => return,
                 }
-                clock = None;
+                next_start = None;
                 continue;
             }
             self.admit();
             let step = self.plan();
             let now = Instant::now();
             // Chain steps on absolute deadlines so timer lateness does not accumulate.
-            let start = match clock {
+            let start = match next_start {
                 Some(t) if now.saturating_duration_since(t) <= MAX_LAG => t,
                 _ => now,
             };
             let deadline = after(start, step);
-            sleep_until(deadline).await;
+            clock.sleep_until(deadline).await;
             if step.is_zero() {
                 // Zero-cost steps would otherwise never give the connections a turn.
                 tokio::task::yield_now().await;
             }
             self.complete();
-            clock = Some(deadline);
+            next_start = Some(deadline);
         }
     }
 

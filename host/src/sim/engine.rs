@@ -7,9 +7,10 @@ use std::time::Duration;
 use futures_util::stream::{self, Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
 
 use super::batch::{Scheduler, Seq};
+use super::clock::{Clock, ClockHandle};
 use super::profile::{SimConfig, Timing};
 
 /// What happens to a request, in order: admitted once, then chunks of tokens.
@@ -30,6 +31,7 @@ pub enum Engine {
         ttft: Duration,
         itl: Duration,
         per_chunk: usize,
+        clock: ClockHandle,
     },
     Zero {
         per_chunk: usize,
@@ -40,12 +42,16 @@ pub enum Engine {
     },
 }
 
-/// Aborts the scheduler task when the server stops.
-pub struct SchedulerTask(Option<JoinHandle<()>>);
+/// What runs beside the handlers: the scheduler task and the clock thread. Dropping it
+/// (when the server stops) aborts the one and joins the other.
+pub struct Background {
+    scheduler: Option<JoinHandle<()>>,
+    _clock: Option<Clock>,
+}
 
-impl Drop for SchedulerTask {
+impl Drop for Background {
     fn drop(&mut self) {
-        if let Some(task) = self.0.take() {
+        if let Some(task) = self.scheduler.take() {
             task.abort();
         }
     }
@@ -53,24 +59,36 @@ impl Drop for SchedulerTask {
 
 impl Engine {
     /// Build the engine of `config`; the batching scheduler is spawned on the current runtime.
-    pub fn start(config: &SimConfig) -> (Engine, SchedulerTask) {
+    pub fn start(config: &SimConfig) -> (Engine, Background) {
         let per_chunk = config.tokens_per_chunk.max(1);
         match &config.timing {
-            Timing::Fixed { ttft, itl } => (
-                Engine::Fixed {
+            Timing::Fixed { ttft, itl } => {
+                let clock = Clock::start();
+                let engine = Engine::Fixed {
                     ttft: *ttft,
                     itl: *itl,
                     per_chunk,
+                    clock: clock.handle(),
+                };
+                (engine, Background { scheduler: None, _clock: Some(clock) })
+            }
+            Timing::Zero => (
+                Engine::Zero { per_chunk },
+                Background {
+                    scheduler: None,
+                    _clock: None,
                 },
-                SchedulerTask(None),
             ),
-            Timing::Zero => (Engine::Zero { per_chunk }, SchedulerTask(None)),
             Timing::Batching(params) => {
+                let clock = Clock::start();
                 let (queue, incoming) = mpsc::unbounded_channel();
                 let scheduler = Scheduler::new(params.clone(), per_chunk);
-                let task = tokio::spawn(scheduler.run(incoming));
-                let kv_tokens = params.kv_tokens;
-                (Engine::Batching { queue, kv_tokens }, SchedulerTask(Some(task)))
+                let task = tokio::spawn(scheduler.run(incoming, clock.handle()));
+                let engine = Engine::Batching {
+                    queue,
+                    kv_tokens: params.kv_tokens,
+                };
+                (engine, Background { scheduler: Some(task), _clock: Some(clock) })
             }
         }
     }
@@ -90,9 +108,19 @@ impl Engine {
     /// Start generating; `None` when the engine has stopped.
     pub fn submit(&self, arrived: Instant, prompt_tokens: usize, max_tokens: usize) -> Option<Events> {
         match self {
-            Engine::Fixed { ttft, itl, per_chunk } => {
-                Some(fixed(arrived, *ttft, *itl, max_tokens, *per_chunk))
-            }
+            Engine::Fixed {
+                ttft,
+                itl,
+                per_chunk,
+                clock,
+            } => Some(fixed(Timetable {
+                arrived,
+                ttft: *ttft,
+                itl: *itl,
+                max_tokens,
+                per_chunk: *per_chunk,
+                clock: clock.clone(),
+            })),
             Engine::Zero { per_chunk } => Some(zero(max_tokens, *per_chunk)),
             Engine::Batching { queue, .. } => {
                 let (out, events) = mpsc::unbounded_channel();
@@ -106,17 +134,28 @@ impl Engine {
     }
 }
 
+/// The chunk timetable of one request in the `fixed` profile.
+struct Timetable {
+    arrived: Instant,
+    ttft: Duration,
+    itl: Duration,
+    max_tokens: usize,
+    per_chunk: usize,
+    clock: ClockHandle,
+}
+
 /// Chunk `i` at exactly `arrived + ttft + i × itl`: absolute deadlines, so timer lateness
 /// never accumulates along a stream.
-fn fixed(arrived: Instant, ttft: Duration, itl: Duration, max_tokens: usize, per_chunk: usize) -> Events {
-    let chunks = stream::unfold(0usize, move |sent| async move {
-        if sent >= max_tokens {
+fn fixed(table: Timetable) -> Events {
+    let chunks = stream::unfold((table, 0usize), |(table, sent)| async move {
+        if sent >= table.max_tokens {
             return None;
         }
-        let index = u32::try_from(sent / per_chunk).unwrap_or(u32::MAX);
-        sleep_until(after(arrived, ttft.saturating_add(itl.saturating_mul(index)))).await;
-        let n = per_chunk.min(max_tokens - sent);
-        Some((Event::Tokens(n), sent + n))
+        let index = u32::try_from(sent / table.per_chunk).unwrap_or(u32::MAX);
+        let offset = table.ttft.saturating_add(table.itl.saturating_mul(index));
+        table.clock.sleep_until(after(table.arrived, offset)).await;
+        let n = table.per_chunk.min(table.max_tokens - sent);
+        Some((Event::Tokens(n), (table, sent + n)))
     });
     Box::pin(stream::once(ready(Event::Admitted)).chain(chunks))
 }

@@ -8,10 +8,12 @@
 //! - [`profile`]: `--sim-*` flags, profiles and their defaults.
 //! - [`server`]: routes, handlers, and the server thread.
 //! - `openai`: request parsing and the JSON / SSE wire format.
-//! - `engine`: a request's timed event stream; `batch`: the continuous-batching scheduler.
+//! - `engine`: a request's timed event stream; `batch`: the continuous-batching scheduler;
+//!   `clock`: a sub-millisecond timer thread for both.
 //! - `words`: the output text, one OpenAI token per word.
 
 mod batch;
+mod clock;
 mod engine;
 mod error;
 mod openai;

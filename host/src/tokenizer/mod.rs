@@ -12,10 +12,14 @@
 //! BPE, Metaspace and whitespace pre-tokenizers, so the first draft usually has exactly
 //! `n` tokens; the result is always re-encoded and, if off, adjusted (see [`Tokenizer::fit`]).
 
+mod fast_bpe;
+
 use std::path::{Path, PathBuf};
 
 use rand::{Rng, RngCore};
 use tiktoken_rs::CoreBPE;
+
+use fast_bpe::FastBpe;
 
 /// The tokenizer used when the run names none.
 pub const DEFAULT_TOKENIZER: &str = "o200k_base";
@@ -29,6 +33,10 @@ const MAX_FIT_ROUNDS: usize = 24;
 
 /// Word tokens are a space plus this many lowercase ASCII letters.
 const WORD_LETTERS: std::ops::RangeInclusive<usize> = 2..=8;
+
+/// Below this many "common" words (see `build_pools`) all word tokens are used instead, so
+/// that small vocabularies still give varied text.
+const MIN_COMMON_WORDS: usize = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
@@ -61,6 +69,8 @@ pub struct Tokenizer {
 enum Backend {
     Tiktoken {
         bpe: Box<CoreBPE>,
+        /// Same output as `bpe` on ASCII text, about 30× faster.
+        fast: FastBpe,
         table: TokenTable,
     },
     Hf(Box<tokenizers::Tokenizer>),
@@ -130,10 +140,20 @@ impl Tokenizer {
         })?;
         let table = build_table(&bpe);
         let vocab_size = table.known.len();
+        let pattern = if name == "o200k_base" {
+            fast_bpe::Pattern::O200k
+        } else {
+            fast_bpe::Pattern::Cl100k
+        };
+        let ordinary = (0..vocab_size as u32)
+            .filter(|&id| !table.special[id as usize])
+            .filter_map(|id| Some((table.get(id)?, id)));
+        let fast = FastBpe::new(pattern, ordinary);
         let mut tok = Tokenizer {
             name: name.into(),
             backend: Backend::Tiktoken {
                 bpe: Box::new(bpe),
+                fast,
                 table,
             },
             vocab_size,
@@ -198,7 +218,9 @@ impl Tokenizer {
     /// encodings, special-token text is encoded as ordinary text.
     pub fn encode(&self, text: &str) -> Vec<u32> {
         match &self.backend {
-            Backend::Tiktoken { bpe, .. } => bpe.encode_ordinary(text),
+            Backend::Tiktoken { bpe, fast, .. } => fast
+                .encode(text)
+                .unwrap_or_else(|| bpe.encode_ordinary(text)),
             // Load checked that ordinary text encodes; an error here has no token count
             // to give, so it yields none rather than panicking.
             Backend::Hf(hf) => hf
@@ -211,7 +233,7 @@ impl Tokenizer {
     /// Number of tokens in `text` (as [`Tokenizer::encode`]).
     pub fn count(&self, text: &str) -> usize {
         match &self.backend {
-            Backend::Tiktoken { bpe, .. } => bpe.encode_ordinary(text).len(),
+            Backend::Tiktoken { .. } => self.encode(text).len(),
             Backend::Hf(hf) => hf.encode_fast(text, false).map_or(0, |e| e.len()),
         }
     }
@@ -404,11 +426,26 @@ impl Tokenizer {
         }
         // Keep a word only if " word" is that very token; several ids may share letters
         // (e.g. "▁foo" and "foo"), and the check keeps the one used in running text.
+        let single = |text: &str| self.encode(text).len() == 1;
+        let mut verified: Vec<(Box<str>, bool, bool)> = Vec::new();
         for (id, letters) in word_ids {
             if self.encode(&format!(" {letters}")) != [id] {
                 continue;
             }
-            if self.encode(&letters).len() == 1 {
+            let head = single(&letters);
+            let mut capital = letters.to_string();
+            capital[..1].make_ascii_uppercase();
+            // Fragments ("oot", "liwat") rarely have capitalised forms in the vocabulary;
+            // real words do.
+            let common =
+                head && letters.len() >= 3 && single(&capital) && single(&format!(" {capital}"));
+            verified.push((letters, head, common));
+        }
+        if verified.iter().filter(|w| w.2).count() >= MIN_COMMON_WORDS {
+            verified.retain(|w| w.2);
+        }
+        for (letters, head, _) in verified {
+            if head {
                 pools.heads.push(pools.words.len() as u32);
             }
             pools.words.push(letters);
@@ -505,11 +542,11 @@ mod tests {
     }
 
     // Building a tiktoken encoding takes a while; share one per built-in across tests.
-    fn o200k() -> &'static Tokenizer {
+    pub(super) fn o200k() -> &'static Tokenizer {
         static T: OnceLock<Tokenizer> = OnceLock::new();
         T.get_or_init(|| Tokenizer::load("o200k_base").unwrap())
     }
-    fn cl100k() -> &'static Tokenizer {
+    pub(super) fn cl100k() -> &'static Tokenizer {
         static T: OnceLock<Tokenizer> = OnceLock::new();
         T.get_or_init(|| Tokenizer::load("cl100k_base").unwrap())
     }
@@ -687,8 +724,9 @@ mod tests {
     #[test]
     fn word_pools_are_found_where_expected() {
         for tok in [o200k(), cl100k()] {
-            assert!(tok.pools.words.len() > 10_000, "{tok:?}");
-            assert!(tok.pools.heads.len() > 1_000, "{tok:?}");
+            // The "common" tier: every word can also start the text.
+            assert!(tok.pools.words.len() > 2_000, "{tok:?}");
+            assert_eq!(tok.pools.heads.len(), tok.pools.words.len(), "{tok:?}");
         }
         for name in ["bytelevel_bpe.json", "metaspace_bpe.json", "wordlevel.json"] {
             let tok = hf(name);
@@ -733,7 +771,7 @@ mod tests {
         let text = o200k().synthetic_text(8, &mut rng);
         assert_eq!(text, GOLDEN_O200K_8);
     }
-    const GOLDEN_O200K_8: &str = "";
+    const GOLDEN_O200K_8: &str = "stop axios sob jac herr kap blood wal";
 
     #[test]
     fn shared_across_threads() {
@@ -828,7 +866,7 @@ mod tests {
                 BpeTrainerBuilder::new()
                     .show_progress(false)
                     .vocab_size(vocab)
-                    .min_frequency(2)
+                    .min_frequency(1)
                     .initial_alphabet(byte_alphabet())
                     .special_tokens(special(&["<|endoftext|>"]))
                     .build(),
@@ -847,7 +885,7 @@ mod tests {
             BpeTrainerBuilder::new()
                 .show_progress(false)
                 .vocab_size(800)
-                .min_frequency(2)
+                .min_frequency(1)
                 .special_tokens(special(&["<unk>", "<s>", "</s>"]))
                 .build(),
         );

@@ -1,0 +1,104 @@
+//! Bad input gets one clear line on stderr and a non-zero exit, never a panic.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+
+use crate::support::*;
+
+fn fails_with(args: &[&str], needles: &[&str]) {
+    let out = runner(args);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "runner {args:?} should fail");
+    assert_eq!(out.status.code(), Some(1), "exit code for {args:?}: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line, got: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "expected `{n}` in: {err}");
+    }
+}
+
+#[test]
+fn missing_scenario_file() {
+    fails_with(&["/nonexistent/x.rhai"], &["/nonexistent/x.rhai", "not found"]);
+}
+
+#[test]
+fn syntax_error_names_line_and_column() {
+    fails_with(&[&fixture("syntax_error.rhai")], &["syntax_error.rhai:6:13", "syntax error"]);
+}
+
+#[test]
+fn runtime_error_names_function_and_line() {
+    fails_with(&[&fixture("runtime_error.rhai"), "-q"], &["runtime_error.rhai:6:", "next_request", "no_such_method"]);
+}
+
+#[test]
+fn malformed_request_names_the_field() {
+    fails_with(&[&fixture("bad_request.rhai"), "-q"], &["next_request", "`max_tokens` must be a positive integer"]);
+}
+
+#[test]
+fn endless_loop_is_stopped() {
+    // Rhai reports the operation limit without a source position; file and function suffice.
+    fails_with(&[&fixture("endless.rhai"), "-q"], &["endless.rhai", "`next_request`", "operations", "stopped"]);
+}
+
+#[test]
+fn unknown_parameter_lists_the_known_ones() {
+    fails_with(&[&scenario("throughput.rhai"), "-p", "request=5"], &["unknown parameter `request`", "requests, input_tokens"]);
+}
+
+#[test]
+fn mistyped_parameter() {
+    fails_with(&[&scenario("throughput.rhai"), "-p", "requests=many"], &["`requests`", "must be an integer"]);
+}
+
+#[test]
+fn refused_connection() {
+    // A port that was just free: nothing listens there.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let target = format!("http://127.0.0.1:{port}");
+    fails_with(&[&scenario("throughput.rhai"), "--target", &target, "-q"], &["cannot reach the target", &target]);
+}
+
+#[test]
+fn non_openai_server() {
+    // A web server that answers every request with an HTML page.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(8) {
+            let Ok(mut s) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let body = "<html><body>hello</body></html>";
+            let _ = write!(s, "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    fails_with(&[&scenario("throughput.rhai"), "--target", &target, "-q"], &["OpenAI", &target]);
+}
+
+#[test]
+fn bad_target_url() {
+    fails_with(&[&scenario("throughput.rhai"), "--target", "not a url", "-q"], &["invalid target URL"]);
+}
+
+#[test]
+fn info_lists_parameters_with_defaults() {
+    let out = runner(&["info", &scenario("long_context.rhai")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in ["long_context", "requests", "100", "input_tokens", "32000", "output_tokens", "rate", "seed", "42"] {
+        assert!(text.contains(needle), "info lacks {needle}:\n{text}");
+    }
+}
+
+#[test]
+fn every_bundled_scenario_describes_itself() {
+    for name in ["long_context", "throughput", "generation_heavy", "sharegpt", "sweep", "poisson_duration"] {
+        let out = runner(&["info", &scenario(&format!("{name}.rhai"))]);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        assert!(stdout(&out).starts_with(name), "{name}: {}", stdout(&out));
+    }
+}
