@@ -79,7 +79,8 @@ struct RunArgs {
     /// Directory for requests.jsonl (written as requests finish) and result.json
     #[arg(long, value_name = "DIR")]
     output: Option<PathBuf>,
-    /// How long in-flight requests may finish once a phase stops sending (e.g. 30s, 5m)
+    /// How long in-flight requests may finish once a phase is stopped by its duration or stop
+    /// condition (e.g. 30s, 5m); a phase that sent all its requests waits for every one
     #[arg(long, default_value = "60s", value_parser = parse_duration_arg)]
     drain_timeout: Duration,
     /// Per-request timeout (e.g. 600s)
@@ -127,7 +128,16 @@ pub fn main() -> i32 {
     let mut args: Vec<OsString> = std::env::args_os().collect();
     // `runner FILE …` means `runner run FILE …`.
     if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
-        let known = ["run", "info", "sim", "help", "-h", "--help", "-V", "--version"];
+        let known = [
+            "run",
+            "info",
+            "sim",
+            "help",
+            "-h",
+            "--help",
+            "-V",
+            "--version",
+        ];
         if !known.contains(&first) {
             args.insert(1, "run".into());
         }
@@ -175,7 +185,12 @@ fn scenario_dir(path: &Path) -> PathBuf {
     }
 }
 
-fn load_scenario(path: &Path, tokenizer: Arc<Tokenizer>, data_dirs: &[PathBuf], quiet: bool) -> Result<Box<dyn Scenario>> {
+fn load_scenario(
+    path: &Path,
+    tokenizer: Arc<Tokenizer>,
+    data_dirs: &[PathBuf],
+    quiet: bool,
+) -> Result<Box<dyn Scenario>> {
     if !path.is_file() {
         bail!("scenario file {} not found", path.display());
     }
@@ -186,7 +201,10 @@ fn load_scenario(path: &Path, tokenizer: Arc<Tokenizer>, data_dirs: &[PathBuf], 
         }
         roots.push(d.clone());
     }
-    Ok(scenario::load(path, HostContext::new(tokenizer, roots, quiet))?)
+    Ok(scenario::load(
+        path,
+        HostContext::new(tokenizer, roots, quiet),
+    )?)
 }
 
 fn info_command(a: InfoArgs) -> Result<()> {
@@ -202,11 +220,28 @@ fn info_command(a: InfoArgs) -> Result<()> {
         return Ok(());
     }
     println!("\nParameters (override with -p NAME=VALUE):");
-    let name_w = d.params.iter().map(|p| p.name.len()).max().unwrap_or(0).max(4);
-    let def_w = d.params.iter().map(|p| p.default.to_string().len()).max().unwrap_or(0).max(7);
+    let name_w = d
+        .params
+        .iter()
+        .map(|p| p.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    let def_w = d
+        .params
+        .iter()
+        .map(|p| p.default.to_string().len())
+        .max()
+        .unwrap_or(0)
+        .max(7);
     println!("  {:<name_w$}  {:<def_w$}  meaning", "name", "default");
     for p in &d.params {
-        println!("  {:<name_w$}  {:<def_w$}  {}", p.name, p.default.to_string(), p.help);
+        println!(
+            "  {:<name_w$}  {:<def_w$}  {}",
+            p.name,
+            p.default.to_string(),
+            p.help
+        );
     }
     Ok(())
 }
@@ -218,8 +253,12 @@ fn sim_command(a: SimCommand) -> Result<()> {
     config.prompt_token_counter = Some(Arc::new(move |text: &str| counter.count(text)));
     let rt = runtime()?;
     rt.block_on(async move {
-        let listener = crate::sim::bind(a.port).with_context(|| format!("cannot listen on 127.0.0.1:{}", a.port))?;
-        eprintln!("simulated OpenAI-compatible server ({} profile) on http://127.0.0.1:{}", a.sim.profile, a.port);
+        let listener = crate::sim::bind(a.port)
+            .with_context(|| format!("cannot listen on 127.0.0.1:{}", a.port))?;
+        eprintln!(
+            "simulated OpenAI-compatible server ({} profile) on http://127.0.0.1:{}",
+            a.sim.profile, a.port
+        );
         tokio::select! {
             r = crate::sim::serve(listener, config) => r.context("the simulated server stopped"),
             _ = tokio::signal::ctrl_c() => Ok(()),
@@ -238,18 +277,35 @@ fn run_command(a: RunArgs) -> Result<i32> {
     if let (Some(seed), true) = (a.seed, declares_seed) {
         overrides.push(("seed".into(), seed.to_string()));
     }
-    let params = Params::resolve(&a.scenario.display().to_string(), &description.params, &overrides)?;
-    let seed = if declares_seed { params.seed() } else { a.seed.unwrap_or(0) };
+    let params = Params::resolve(
+        &a.scenario.display().to_string(),
+        &description.params,
+        &overrides,
+    )?;
+    let seed = if declares_seed {
+        params.seed()
+    } else {
+        a.seed.unwrap_or(0)
+    };
     scenario.configure(&params)?;
     let phases = scenario.phases()?;
 
-    let percentiles = parse_percentiles(&a.percentiles).map_err(|e| anyhow!("--percentiles: {e}"))?;
+    let percentiles =
+        parse_percentiles(&a.percentiles).map_err(|e| anyhow!("--percentiles: {e}"))?;
     let goodput = if a.goodput.is_empty() {
         None
     } else {
-        Some(a.goodput.join(" ").parse::<Slo>().map_err(|e| anyhow!("--goodput: {e}"))?)
+        Some(
+            a.goodput
+                .join(" ")
+                .parse::<Slo>()
+                .map_err(|e| anyhow!("--goodput: {e}"))?,
+        )
     };
-    let metrics = MetricsOptions { percentiles: percentiles.clone(), goodput };
+    let metrics = MetricsOptions {
+        percentiles: percentiles.clone(),
+        goodput,
+    };
 
     // The target: a real server, or the built-in simulator on loopback.
     let (sim, target, target_label) = match &a.target {
@@ -266,7 +322,8 @@ fn run_command(a: RunArgs) -> Result<i32> {
     };
     let client = Client::new(&target, a.api_key.clone(), a.request_timeout)?;
     if let Some(dir) = &a.output {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create output directory {}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create output directory {}", dir.display()))?;
     }
 
     let rt = runtime()?;
@@ -274,7 +331,10 @@ fn run_command(a: RunArgs) -> Result<i32> {
     let mut header = RunHeader {
         scenario: description.name.clone(),
         description: description.description.clone(),
-        params: params.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
+        params: params
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect(),
         seed,
         target: target_label,
         model: model.clone(),
@@ -304,12 +364,22 @@ fn run_command(a: RunArgs) -> Result<i32> {
         // First Ctrl-C or SIGTERM: stop sending and drain briefly; second: exit at once.
         tokio::spawn(async move {
             wait_for_signal().await;
-            eprintln!("interrupted: finishing in-flight requests (press Ctrl-C again to quit at once)");
+            eprintln!(
+                "interrupted: finishing in-flight requests (press Ctrl-C again to quit at once)"
+            );
             let _ = interrupt_tx.send(true);
             wait_for_signal().await;
             std::process::exit(EXIT_INTERRUPTED);
         });
-        engine::run(scenario, phases, client, tokenizer.clone(), config, interrupt_rx).await
+        engine::run(
+            scenario,
+            phases,
+            client,
+            tokenizer.clone(),
+            config,
+            interrupt_rx,
+        )
+        .await
     })?;
     drop(sim);
     header.request_digest = Some(result.digest.clone());
@@ -318,9 +388,18 @@ fn run_command(a: RunArgs) -> Result<i32> {
     let many = result.phases.len() > 1;
     for (i, phase) in result.phases.iter().enumerate() {
         if many {
-            println!("Phase {}/{}: {} ({})", i + 1, result.phases.len(), phase.spec.name, phase.spec.arrival.describe());
+            println!(
+                "Phase {}/{}: {} ({})",
+                i + 1,
+                result.phases.len(),
+                phase.spec.name,
+                phase.spec.arrival.describe()
+            );
         }
-        print!("{}", report::render_vllm_block(&phase.summary, &percentiles, goodput_on));
+        print!(
+            "{}",
+            report::render_vllm_block(&phase.summary, &percentiles, goodput_on)
+        );
         print!("{}", report::render_extras(&phase.summary, &percentiles));
         if phase.cut > 0 {
             println!("{} requests were still running at the drain limit and were cut (counted as failed, cancelled)", phase.cut);
@@ -328,7 +407,16 @@ fn run_command(a: RunArgs) -> Result<i32> {
         println!();
     }
     if many {
-        print!("{}", report::render_phase_table(&result.phases.iter().map(|p| p.summary.clone()).collect::<Vec<_>>()));
+        print!(
+            "{}",
+            report::render_phase_table(
+                &result
+                    .phases
+                    .iter()
+                    .map(|p| p.summary.clone())
+                    .collect::<Vec<_>>()
+            )
+        );
         println!();
     }
     println!("Request stream digest (sha256): {}", result.digest);
@@ -356,8 +444,15 @@ fn result_json(header: &RunHeader, result: &RunResult, percentiles: &[f64]) -> s
         .phases
         .iter()
         .map(|p| {
-            let extra = serde_json::Map::from_iter([("phase".to_string(), serde_json::json!(p.spec.name))]);
-            serde_json::Value::Object(report::json::vllm_result_json_with(header, &p.summary, percentiles, &extra, None))
+            let extra =
+                serde_json::Map::from_iter([("phase".to_string(), serde_json::json!(p.spec.name))]);
+            serde_json::Value::Object(report::json::vllm_result_json_with(
+                header,
+                &p.summary,
+                percentiles,
+                &extra,
+                None,
+            ))
         })
         .collect();
     if objects.len() == 1 {

@@ -32,7 +32,8 @@ pub struct EngineConfig {
     pub api: Api,
     pub model: String,
     pub include_usage: bool,
-    /// How long in-flight requests may finish after a phase stops sending.
+    /// How long in-flight requests may finish after a phase is stopped by time or by its
+    /// stop condition (a phase that ran out of requests waits for all of them).
     pub drain_timeout: Duration,
     /// Drain allowed after Ctrl-C.
     pub interrupt_drain: Duration,
@@ -49,7 +50,10 @@ pub enum EngineError {
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
     #[error("cannot write request records to {path}: {source}")]
-    Records { path: String, source: std::io::Error },
+    Records {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("the scenario thread stopped unexpectedly")]
     ScenarioThread,
 }
@@ -140,7 +144,10 @@ impl Live {
 
 enum Collect {
     Record(Box<RequestRecord>, Option<Box<Outcome>>),
-    EndPhase { info: PhaseInfo, reply: oneshot::Sender<PhaseSummary> },
+    EndPhase {
+        info: PhaseInfo,
+        reply: oneshot::Sender<PhaseSummary>,
+    },
 }
 
 /// Runs every phase of a configured scenario. `interrupt` turning true stops sending,
@@ -154,9 +161,12 @@ pub async fn run(
     mut interrupt: watch::Receiver<bool>,
 ) -> Result<RunResult, EngineError> {
     let records = match &config.records {
-        Some(path) => Some(std::io::BufWriter::new(std::fs::File::create(path).map_err(|source| {
-            EngineError::Records { path: path.display().to_string(), source }
-        })?)),
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|source| EngineError::Records {
+                path: path.display().to_string(),
+                source,
+            })?,
+        )),
         None => None,
     };
     let wants_responses = scenario.wants_responses();
@@ -191,7 +201,11 @@ pub async fn run(
         config.records.clone(),
         config.metrics.clone(),
         live.clone(),
-        if wants_responses { Some(cmd_tx.clone()) } else { None },
+        if wants_responses {
+            Some(cmd_tx.clone())
+        } else {
+            None
+        },
     ));
 
     let mut digest = Sha256::new();
@@ -205,7 +219,10 @@ pub async fn run(
         }
         {
             let mut l = live.lock().unwrap_or_else(|e| e.into_inner());
-            l.snapshot = Snapshot { phase: p, ..Snapshot::default() };
+            l.snapshot = Snapshot {
+                phase: p,
+                ..Snapshot::default()
+            };
             l.phase_start = Instant::now();
             l.ttft.reset();
             l.e2el.reset();
@@ -266,7 +283,12 @@ pub async fn run(
             break;
         };
         let was_interrupted = stop == StopReason::Interrupted;
-        results.push(PhaseResult { spec: spec.clone(), summary, stop, cut });
+        results.push(PhaseResult {
+            spec: spec.clone(),
+            summary,
+            stop,
+            cut,
+        });
         if failure.is_some() {
             break;
         }
@@ -284,7 +306,11 @@ pub async fn run(
         return Err(e);
     }
     written?;
-    Ok(RunResult { phases: results, digest: hex(&digest.finalize()), interrupted })
+    Ok(RunResult {
+        phases: results,
+        digest: hex(&digest.finalize()),
+        interrupted,
+    })
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -306,8 +332,12 @@ async fn dispatch_phase(
     interrupt: &mut watch::Receiver<bool>,
     wants_responses: bool,
 ) -> Result<(StopReason, u64, Duration), EngineError> {
-    let slots = spec.concurrency_limit().map(|n| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS as u64) as usize)));
-    let deadline = spec.max_duration.map(|d| tokio::time::Instant::from_std(phase_start + d));
+    let slots = spec
+        .concurrency_limit()
+        .map(|n| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS as u64) as usize)));
+    let deadline = spec
+        .max_duration
+        .map(|d| tokio::time::Instant::from_std(phase_start + d));
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let far = tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
@@ -330,7 +360,9 @@ async fn dispatch_phase(
             Some(FromScenario::Closed) => break StopReason::Exhausted,
             Some(FromScenario::Request(p)) => p,
         };
-        let ideal = planned.offset.map(|o| phase_start + Duration::from_secs_f64(o));
+        let ideal = planned
+            .offset
+            .map(|o| phase_start + Duration::from_secs_f64(o));
         if let Some(at) = ideal {
             if at > Instant::now() {
                 tokio::select! {
@@ -365,7 +397,13 @@ async fn dispatch_phase(
         }
         digest.update((phase as u64).to_le_bytes());
         digest.update(planned.index.to_le_bytes());
-        digest.update(planned.offset.map(|o| (o * 1e9).round() as i64).unwrap_or(-1).to_le_bytes());
+        digest.update(
+            planned
+                .offset
+                .map(|o| (o * 1e9).round() as i64)
+                .unwrap_or(-1)
+                .to_le_bytes(),
+        );
         digest.update(planned.digest);
         live.lock().unwrap_or_else(|e| e.into_inner()).snapshot.sent += 1;
 
@@ -377,35 +415,53 @@ async fn dispatch_phase(
             let sent = Instant::now();
             let exchange = client.execute(&planned.prepared, &mut cancel).await;
             drop(permit);
-            let (record, outcome) =
-                build_record(phase, &planned, phase_start, scheduled, sent, exchange, &tokenizer, wants_responses);
+            let (record, outcome) = build_record(
+                phase,
+                &planned,
+                phase_start,
+                scheduled,
+                sent,
+                exchange,
+                &tokenizer,
+                wants_responses,
+            );
             let _ = rec_tx.send(Collect::Record(Box::new(record), outcome.map(Box::new)));
         });
     };
 
-    // Drain: in-flight requests may finish, up to the drain limit; then they are cut.
-    let drain = if stop == StopReason::Interrupted { config.interrupt_drain } else { config.drain_timeout };
-    let in_flight = tasks.len() as u64;
-    let drained = tokio::time::timeout(drain, async {
+    // Drain. Requests of a phase that ran out of work are all part of it: wait for every
+    // one (each is bounded by the request timeout). A phase stopped by time or by its stop
+    // condition lets in-flight requests finish up to the drain limit, then cuts them.
+    let drain = match stop {
+        StopReason::Exhausted => None,
+        StopReason::Interrupted => Some(config.interrupt_drain),
+        StopReason::MaxDuration | StopReason::ScenarioStop => Some(config.drain_timeout),
+    };
+    let wait_all = async {
         loop {
             tokio::select! {
                 biased;
-                // A (second) interrupt during the drain cuts what is left at once.
+                // An interrupt during the drain cuts what is left at once.
                 _ = interrupt.wait_for(|i| *i), if stop != StopReason::Interrupted => return false,
                 r = tasks.join_next() => if r.is_none() { return true },
             }
         }
-    })
-    .await
-    .unwrap_or(false);
+    };
+    let drained = match drain {
+        Some(limit) => tokio::time::timeout(limit, wait_all).await.unwrap_or(false),
+        None => wait_all.await,
+    };
     let mut cut = 0;
     if !drained {
         cut = tasks.len() as u64;
         let _ = cancel_tx.send(true);
         while tasks.join_next().await.is_some() {}
     }
-    let _ = in_flight;
-    let stop = if !drained && stop != StopReason::Interrupted && *interrupt.borrow() { StopReason::Interrupted } else { stop };
+    let stop = if !drained && stop != StopReason::Interrupted && *interrupt.borrow() {
+        StopReason::Interrupted
+    } else {
+        stop
+    };
     Ok((stop, cut, phase_start.elapsed()))
 }
 
@@ -429,11 +485,19 @@ fn build_record(
         .iter()
         .map(|&(t, a, b)| Chunk {
             t_ns: ns(t),
-            tokens: if per_chunk_ones { 1 } else { (tokenizer.count(&ex.text[a..b]) as u32).max(1) },
+            tokens: if per_chunk_ones {
+                1
+            } else {
+                (tokenizer.count(&ex.text[a..b]) as u32).max(1)
+            },
         })
         .collect();
-    let output_tokens = usage_output.unwrap_or_else(|| chunks.iter().map(|c| c.tokens as u64).sum());
-    let input_tokens = ex.prompt_tokens.filter(|&n| n > 0).unwrap_or(planned.input_tokens);
+    let output_tokens =
+        usage_output.unwrap_or_else(|| chunks.iter().map(|c| c.tokens as u64).sum());
+    let input_tokens = ex
+        .prompt_tokens
+        .filter(|&n| n > 0)
+        .unwrap_or(planned.input_tokens);
     let record = RequestRecord {
         phase,
         index: planned.index,
@@ -555,7 +619,15 @@ fn plan(
             .map(|c| tokenizer.count(c) as u64)
             .sum(),
     });
-    Ok(Planned { index, offset, prepared, digest, input_tokens, tag: spec.tag, session: spec.session })
+    Ok(Planned {
+        index,
+        offset,
+        prepared,
+        digest,
+        input_tokens,
+        tag: spec.tag,
+        session: spec.session,
+    })
 }
 
 /// What the scenario thread shares with the dispatcher.
@@ -576,7 +648,13 @@ fn scenario_loop(
     cmd_rx: std_mpsc::Receiver<ToScenario>,
     req_tx: mpsc::Sender<FromScenario>,
 ) {
-    let ThreadContext { phases, config, tokenizer, live, primed } = context;
+    let ThreadContext {
+        phases,
+        config,
+        tokenizer,
+        live,
+        primed,
+    } = context;
     let fail = |e: ScenarioError| {
         primed.notify_one();
         let _ = req_tx.blocking_send(FromScenario::Failed(e));
@@ -643,7 +721,9 @@ fn scenario_loop(
             }
             // With nothing more to generate, or the queue full (the generator is far
             // enough ahead), wait a little, waking at once for an outcome or the end.
-            let permit = if exhausted || stop_sent { None } else {
+            let permit = if exhausted || stop_sent {
+                None
+            } else {
                 match req_tx.try_reserve() {
                     Ok(permit) => Some(permit),
                     Err(mpsc::error::TrySendError::Full(())) => None,
@@ -651,7 +731,11 @@ fn scenario_loop(
                 }
             };
             let Some(permit) = permit else {
-                let wait = if exhausted || stop_sent { STOP_CHECK_INTERVAL } else { Duration::from_millis(2) };
+                let wait = if exhausted || stop_sent {
+                    STOP_CHECK_INTERVAL
+                } else {
+                    Duration::from_millis(2)
+                };
                 match cmd_rx.recv_timeout(wait) {
                     Ok(cmd) => match apply(cmd, scenario) {
                         Ok(true) => {
@@ -678,22 +762,23 @@ fn scenario_loop(
                     return;
                 }
             };
-            let offset = if schedule.is_closed_loop() && request.at.is_none() && request.delay.is_none() {
-                None
-            } else {
-                let gap = if custom {
-                    match scenario.arrival(p, index) {
-                        Ok(g) => Some(g),
-                        Err(e) => {
-                            permit.send(FromScenario::Failed(e));
-                            return;
-                        }
-                    }
-                } else {
+            let offset =
+                if schedule.is_closed_loop() && request.at.is_none() && request.delay.is_none() {
                     None
+                } else {
+                    let gap = if custom {
+                        match scenario.arrival(p, index) {
+                            Ok(g) => Some(g),
+                            Err(e) => {
+                                permit.send(FromScenario::Failed(e));
+                                return;
+                            }
+                        }
+                    } else {
+                        None
+                    };
+                    Some(schedule.next(gap, request.at, request.delay))
                 };
-                Some(schedule.next(gap, request.at, request.delay))
-            };
             match plan(request, index, offset, config, tokenizer) {
                 Ok(planned) => permit.send(FromScenario::Request(Box::new(planned))),
                 Err(message) => {

@@ -25,10 +25,18 @@ impl Schedule {
             // Gamma(shape k, scale 1/(rate·k)) has mean 1/rate and CV 1/√k (k = 1: Poisson),
             // as vLLM's --burstiness defines it.
             ArrivalSpec::Poisson { rate } => Gamma::new(1.0, 1.0 / rate).ok(),
-            ArrivalSpec::Gamma { rate, burstiness } => Gamma::new(*burstiness, 1.0 / (rate * burstiness)).ok(),
+            ArrivalSpec::Gamma { rate, burstiness } => {
+                Gamma::new(*burstiness, 1.0 / (rate * burstiness)).ok()
+            }
             _ => None,
         };
-        Schedule { spec: spec.clone(), rng: ChaCha8Rng::seed_from_u64(stream), gamma, previous: 0.0, count: 0 }
+        Schedule {
+            spec: spec.clone(),
+            rng: ChaCha8Rng::seed_from_u64(stream),
+            gamma,
+            previous: 0.0,
+            count: 0,
+        }
     }
 
     /// Whether requests wait for a free slot rather than for a time.
@@ -51,9 +59,11 @@ impl Schedule {
                 _ if first && custom_gap.is_none() => 0.0,
                 ArrivalSpec::Burst | ArrivalSpec::Closed { .. } => 0.0,
                 ArrivalSpec::Constant { rate } => 1.0 / rate,
-                ArrivalSpec::Poisson { .. } | ArrivalSpec::Gamma { .. } => {
-                    self.gamma.as_ref().map(|g| g.sample(&mut self.rng)).unwrap_or(0.0)
-                }
+                ArrivalSpec::Poisson { .. } | ArrivalSpec::Gamma { .. } => self
+                    .gamma
+                    .as_ref()
+                    .map(|g| g.sample(&mut self.rng))
+                    .unwrap_or(0.0),
                 ArrivalSpec::Custom => custom_gap.unwrap_or(0.0),
             };
             self.previous + gap
@@ -91,7 +101,14 @@ mod tests {
     #[test]
     fn gamma_burstiness_changes_the_spread_not_the_mean() {
         let gaps = |k: f64| {
-            let o = offsets(ArrivalSpec::Gamma { rate: 10.0, burstiness: k }, 3, 20_001);
+            let o = offsets(
+                ArrivalSpec::Gamma {
+                    rate: 10.0,
+                    burstiness: k,
+                },
+                3,
+                20_001,
+            );
             let g: Vec<f64> = o.windows(2).map(|w| w[1] - w[0]).collect();
             let mean = g.iter().sum::<f64>() / g.len() as f64;
             let var = g.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / g.len() as f64;
@@ -99,8 +116,14 @@ mod tests {
         };
         let (m1, cv1) = gaps(1.0);
         let (m4, cv4) = gaps(4.0);
-        assert!((m1 - 0.1).abs() < 0.005 && (m4 - 0.1).abs() < 0.005, "{m1} {m4}");
-        assert!((cv1 - 1.0).abs() < 0.05 && (cv4 - 0.5).abs() < 0.05, "{cv1} {cv4}");
+        assert!(
+            (m1 - 0.1).abs() < 0.005 && (m4 - 0.1).abs() < 0.005,
+            "{m1} {m4}"
+        );
+        assert!(
+            (cv1 - 1.0).abs() < 0.05 && (cv4 - 0.5).abs() < 0.05,
+            "{cv1} {cv4}"
+        );
     }
 
     #[test]

@@ -20,46 +20,74 @@ fn fails_with(args: &[&str], needles: &[&str]) {
 
 #[test]
 fn missing_scenario_file() {
-    fails_with(&["/nonexistent/x.rhai"], &["/nonexistent/x.rhai", "not found"]);
+    fails_with(
+        &["/nonexistent/x.rhai"],
+        &["/nonexistent/x.rhai", "not found"],
+    );
 }
 
 #[test]
 fn syntax_error_names_line_and_column() {
-    fails_with(&[&fixture("syntax_error.rhai")], &["syntax_error.rhai:6:13", "syntax error"]);
+    fails_with(
+        &[&fixture("syntax_error.rhai")],
+        &["syntax_error.rhai:6:13", "syntax error"],
+    );
 }
 
 #[test]
 fn runtime_error_names_function_and_line() {
-    fails_with(&[&fixture("runtime_error.rhai"), "-q"], &["runtime_error.rhai:6:", "next_request", "no_such_method"]);
+    fails_with(
+        &[&fixture("runtime_error.rhai"), "-q"],
+        &["runtime_error.rhai:6:", "next_request", "no_such_method"],
+    );
 }
 
 #[test]
 fn malformed_request_names_the_field() {
-    fails_with(&[&fixture("bad_request.rhai"), "-q"], &["next_request", "`max_tokens` must be a positive integer"]);
+    fails_with(
+        &[&fixture("bad_request.rhai"), "-q"],
+        &["next_request", "`max_tokens` must be a positive integer"],
+    );
 }
 
 #[test]
 fn endless_loop_is_stopped() {
     // Rhai reports the operation limit without a source position; file and function suffice.
-    fails_with(&[&fixture("endless.rhai"), "-q"], &["endless.rhai", "`next_request`", "operations", "stopped"]);
+    fails_with(
+        &[&fixture("endless.rhai"), "-q"],
+        &["endless.rhai", "`next_request`", "operations", "stopped"],
+    );
 }
 
 #[test]
 fn unknown_parameter_lists_the_known_ones() {
-    fails_with(&[&scenario("throughput.rhai"), "-p", "request=5"], &["unknown parameter `request`", "requests, input_tokens"]);
+    fails_with(
+        &[&scenario("throughput.rhai"), "-p", "request=5"],
+        &["unknown parameter `request`", "requests, input_tokens"],
+    );
 }
 
 #[test]
 fn mistyped_parameter() {
-    fails_with(&[&scenario("throughput.rhai"), "-p", "requests=many"], &["`requests`", "must be an integer"]);
+    fails_with(
+        &[&scenario("throughput.rhai"), "-p", "requests=many"],
+        &["`requests`", "must be an integer"],
+    );
 }
 
 #[test]
 fn refused_connection() {
     // A port that was just free: nothing listens there.
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let target = format!("http://127.0.0.1:{port}");
-    fails_with(&[&scenario("throughput.rhai"), "--target", &target, "-q"], &["cannot reach the target", &target]);
+    fails_with(
+        &[&scenario("throughput.rhai"), "--target", &target, "-q"],
+        &["cannot reach the target", &target],
+    );
 }
 
 #[test]
@@ -76,12 +104,18 @@ fn non_openai_server() {
             let _ = write!(s, "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
         }
     });
-    fails_with(&[&scenario("throughput.rhai"), "--target", &target, "-q"], &["OpenAI", &target]);
+    fails_with(
+        &[&scenario("throughput.rhai"), "--target", &target, "-q"],
+        &["OpenAI", &target],
+    );
 }
 
 #[test]
 fn bad_target_url() {
-    fails_with(&[&scenario("throughput.rhai"), "--target", "not a url", "-q"], &["invalid target URL"]);
+    fails_with(
+        &[&scenario("throughput.rhai"), "--target", "not a url", "-q"],
+        &["invalid target URL"],
+    );
 }
 
 #[test]
@@ -89,14 +123,31 @@ fn info_lists_parameters_with_defaults() {
     let out = runner(&["info", &scenario("long_context.rhai")]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    for needle in ["long_context", "requests", "100", "input_tokens", "32000", "output_tokens", "rate", "seed", "42"] {
+    for needle in [
+        "long_context",
+        "requests",
+        "100",
+        "input_tokens",
+        "32000",
+        "output_tokens",
+        "rate",
+        "seed",
+        "42",
+    ] {
         assert!(text.contains(needle), "info lacks {needle}:\n{text}");
     }
 }
 
 #[test]
 fn every_bundled_scenario_describes_itself() {
-    for name in ["long_context", "throughput", "generation_heavy", "sharegpt", "sweep", "poisson_duration"] {
+    for name in [
+        "long_context",
+        "throughput",
+        "generation_heavy",
+        "sharegpt",
+        "sweep",
+        "poisson_duration",
+    ] {
         let out = runner(&["info", &scenario(&format!("{name}.rhai"))]);
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         assert!(stdout(&out).starts_with(name), "{name}: {}", stdout(&out));

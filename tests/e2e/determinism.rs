@@ -8,7 +8,10 @@ fn digest(extra: &[&str]) -> String {
     args.extend(extra.iter().map(|s| s.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let (out, r) = run_ok(&refs);
-    let d = r["runner"]["request_digest"].as_str().expect("digest in result").to_string();
+    let d = r["runner"]["request_digest"]
+        .as_str()
+        .expect("digest in result")
+        .to_string();
     assert!(out.contains(&d), "digest printed in the report");
     d
 }

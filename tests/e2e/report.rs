@@ -31,31 +31,52 @@ fn throughput_run_prints_the_vllm_block() {
     let out = runner(&[&scenario("throughput.rhai"), "-p", "requests=200"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    let start = text.find("============ Serving Benchmark Result ============").expect("block title");
-    let block: Vec<&str> = text[start..].lines().take_while(|l| *l != "=".repeat(50)).collect();
+    let start = text
+        .find("============ Serving Benchmark Result ============")
+        .expect("block title");
+    let block: Vec<&str> = text[start..]
+        .lines()
+        .take_while(|l| *l != "=".repeat(50))
+        .collect();
     // Every row in vLLM's order, label padded to 40 columns, value in a 10-column field.
     let mut at = 0;
     for row in VLLM_ROWS {
-        let pos = block[at..].iter().position(|l| l.starts_with(row)).unwrap_or_else(|| panic!("missing `{row}` after line {at}:\n{}", block.join("\n")));
+        let pos = block[at..]
+            .iter()
+            .position(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("missing `{row}` after line {at}:\n{}", block.join("\n")));
         at += pos + 1;
     }
     for line in &block[1..] {
         if !line.starts_with('-') {
-            assert!(line.len() >= 51 && line.as_bytes()[40] == b' ', "not a {{:<40}} {{:<10}} row: {line:?}");
+            assert!(
+                line.len() >= 51 && line.as_bytes()[40] == b' ',
+                "not a {{:<40}} {{:<10}} row: {line:?}"
+            );
         } else {
             assert_eq!(line.len(), 50, "ruler width: {line:?}");
         }
     }
     let mut at = 0;
     for s in SECTIONS {
-        let pos = block[at..].iter().position(|l| *l == s).unwrap_or_else(|| panic!("missing section {s}"));
+        let pos = block[at..]
+            .iter()
+            .position(|l| *l == s)
+            .unwrap_or_else(|| panic!("missing section {s}"));
         at += pos + 1;
         for prefix in ["Mean ", "Median ", "P99 "] {
-            assert!(block[at..].iter().take(3).any(|l| l.starts_with(prefix)), "{s} lacks {prefix}");
+            assert!(
+                block[at..].iter().take(3).any(|l| l.starts_with(prefix)),
+                "{s} lacks {prefix}"
+            );
         }
     }
     let row = |label: &str| -> String {
-        block.iter().find(|l| l.starts_with(label)).map(|l| l[41..].trim().to_string()).unwrap_or_default()
+        block
+            .iter()
+            .find(|l| l.starts_with(label))
+            .map(|l| l[41..].trim().to_string())
+            .unwrap_or_default()
     };
     assert_eq!(row("Successful requests:"), "200");
     assert_eq!(row("Failed requests:"), "0");
@@ -63,7 +84,15 @@ fn throughput_run_prints_the_vllm_block() {
     assert_eq!(row("Total input tokens:"), "204800");
     assert_eq!(row("Total generated tokens:"), "25600");
     // The header names scenario, parameters, seed, target, model and the request digest.
-    for needle in ["throughput", "requests=200", "Seed:", "42", "built-in simulator", "sim/llm-9b", "Request stream digest (sha256):"] {
+    for needle in [
+        "throughput",
+        "requests=200",
+        "Seed:",
+        "42",
+        "built-in simulator",
+        "sim/llm-9b",
+        "Request stream digest (sha256):",
+    ] {
         assert!(text.contains(needle), "report lacks {needle}");
     }
 }
@@ -71,12 +100,29 @@ fn throughput_run_prints_the_vllm_block() {
 #[test]
 fn percentiles_and_goodput_options_add_rows() {
     let out = runner(&[
-        &fixture("fixed.rhai"), "--sim-profile", "fixed", "-p", "requests=16", "-p", "output_tokens=8",
-        "--percentiles", "50,95,99.9", "--goodput", "ttft:1000", "tpot:1000", "-q",
+        &fixture("fixed.rhai"),
+        "--sim-profile",
+        "fixed",
+        "-p",
+        "requests=16",
+        "-p",
+        "output_tokens=8",
+        "--percentiles",
+        "50,95,99.9",
+        "--goodput",
+        "ttft:1000",
+        "tpot:1000",
+        "-q",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    for needle in ["P50 TTFT (ms):", "P95 TPOT (ms):", "P99.9 ITL (ms):", "P95 E2EL (ms):", "Request goodput (req/s):"] {
+    for needle in [
+        "P50 TTFT (ms):",
+        "P95 TPOT (ms):",
+        "P99.9 ITL (ms):",
+        "P95 E2EL (ms):",
+        "Request goodput (req/s):",
+    ] {
         assert!(text.contains(needle), "missing {needle}:\n{text}");
     }
     assert!(!text.contains("N/A"));

@@ -4,7 +4,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent")
+        .to_path_buf()
 }
 
 pub fn scenario(name: &str) -> String {
@@ -12,7 +15,11 @@ pub fn scenario(name: &str) -> String {
 }
 
 pub fn fixture(name: &str) -> String {
-    repo().join("tests/fixtures/scenarios").join(name).display().to_string()
+    repo()
+        .join("tests/fixtures/scenarios")
+        .join(name)
+        .display()
+        .to_string()
 }
 
 /// Runs `runner ARGS…` to completion (every run in these tests is bounded in requests).
@@ -41,11 +48,21 @@ pub fn run_ok(args: &[&str]) -> (String, serde_json::Value) {
     let p = path.display().to_string();
     all.extend(["--save-result", &p]);
     let out = runner(&all);
-    assert!(out.status.success(), "runner {args:?} failed: {}\n{}", stderr(&out), stdout(&out));
+    assert!(
+        out.status.success(),
+        "runner {args:?} failed: {}\n{}",
+        stderr(&out),
+        stdout(&out)
+    );
     let text = std::fs::read_to_string(&path).expect("result file written");
-    (stdout(&out), serde_json::from_str(&text).expect("result is JSON"))
+    (
+        stdout(&out),
+        serde_json::from_str(&text).expect("result is JSON"),
+    )
 }
 
 pub fn num(v: &serde_json::Value, key: &str) -> f64 {
-    v.get(key).and_then(|x| x.as_f64()).unwrap_or_else(|| panic!("no numeric `{key}` in {v}"))
+    v.get(key)
+        .and_then(|x| x.as_f64())
+        .unwrap_or_else(|| panic!("no numeric `{key}` in {v}"))
 }

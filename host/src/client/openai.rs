@@ -47,25 +47,38 @@ pub struct Prepared {
 
 /// Builds the JSON body. `messages` always go to the chat endpoint; a plain prompt goes to
 /// the run's `--api` (wrapped as one user message for chat).
-pub fn prepare(spec: &RequestSpec, api: Api, model: &str, include_usage: bool) -> Result<Prepared, String> {
+pub fn prepare(
+    spec: &RequestSpec,
+    api: Api,
+    model: &str,
+    include_usage: bool,
+) -> Result<Prepared, String> {
     use serde_json::{json, Value};
     let mut body = serde_json::Map::new();
     body.insert("model".into(), json!(model));
-    let api = match (&spec.prompt, api) {
-        (Prompt::Messages(_), _) => Api::Chat,
-        (Prompt::Tokens(_), Api::Chat) => {
-            return Err("a prompt of token ids can only be sent to /v1/completions; use --api completions".into())
-        }
-        (_, api) => api,
-    };
+    let api =
+        match (&spec.prompt, api) {
+            (Prompt::Messages(_), _) => Api::Chat,
+            (Prompt::Tokens(_), Api::Chat) => return Err(
+                "a prompt of token ids can only be sent to /v1/completions; use --api completions"
+                    .into(),
+            ),
+            (_, api) => api,
+        };
     match (&spec.prompt, api) {
         (Prompt::Text(t), Api::Completions) => body.insert("prompt".into(), json!(t)),
         (Prompt::Tokens(ids), _) => body.insert("prompt".into(), json!(ids)),
-        (Prompt::Text(t), Api::Chat) => body.insert("messages".into(), json!([{"role": "user", "content": t}])),
+        (Prompt::Text(t), Api::Chat) => {
+            body.insert("messages".into(), json!([{"role": "user", "content": t}]))
+        }
         (Prompt::Messages(m), _) => body.insert("messages".into(), Value::Array(m.clone())),
     };
     // The names vLLM's benchmark client uses for each endpoint.
-    let max_key = if api == Api::Chat { "max_completion_tokens" } else { "max_tokens" };
+    let max_key = if api == Api::Chat {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
     body.insert(max_key.into(), json!(spec.max_tokens));
     body.insert("stream".into(), json!(spec.stream));
     if spec.stream && include_usage {
@@ -78,7 +91,11 @@ pub fn prepare(spec: &RequestSpec, api: Api, model: &str, include_usage: bool) -
         body.insert(k.clone(), v.clone());
     }
     let bytes = serde_json::to_vec(&Value::Object(body)).map_err(|e| e.to_string())?;
-    Ok(Prepared { api, body: Bytes::from(bytes), stream: spec.stream })
+    Ok(Prepared {
+        api,
+        body: Bytes::from(bytes),
+        stream: spec.stream,
+    })
 }
 
 /// What one request saw on the wire, timed with the monotonic clock.
@@ -111,7 +128,10 @@ impl Exchange {
 
     fn fail(&mut self, kind: ErrorKind, message: impl Into<String>) {
         if self.error.is_none() {
-            self.error = Some(RequestError { kind, message: message.into() });
+            self.error = Some(RequestError {
+                kind,
+                message: message.into(),
+            });
         }
     }
 }
@@ -165,18 +185,30 @@ impl Exchange {
             Ok(m) => m,
             Err(e) => {
                 let head = String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned();
-                return self.fail(ErrorKind::MalformedStream, format!("not an OpenAI JSON message ({e}): {head}"));
+                return self.fail(
+                    ErrorKind::MalformedStream,
+                    format!("not an OpenAI JSON message ({e}): {head}"),
+                );
             }
         };
         if let Some(err) = msg.error {
-            let text = err.get("message").and_then(|m| m.as_str()).map(str::to_string).unwrap_or_else(|| err.to_string());
-            return self.fail(ErrorKind::MalformedStream, format!("error in the response: {text}"));
+            let text = err
+                .get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+                .unwrap_or_else(|| err.to_string());
+            return self.fail(
+                ErrorKind::MalformedStream,
+                format!("error in the response: {text}"),
+            );
         }
         if let Some(u) = msg.usage {
             self.prompt_tokens = u.prompt_tokens.or(self.prompt_tokens);
             self.completion_tokens = u.completion_tokens.or(self.completion_tokens);
         }
-        let Some(choice) = msg.choices.as_ref().and_then(|c| c.first()) else { return };
+        let Some(choice) = msg.choices.as_ref().and_then(|c| c.first()) else {
+            return;
+        };
         let start = self.text.len();
         let mut content = false;
         if let Some(t) = &choice.text {
@@ -184,7 +216,10 @@ impl Exchange {
             self.text.push_str(t);
         }
         for d in [&choice.delta, &choice.message].into_iter().flatten() {
-            for part in [&d.reasoning_content, &d.reasoning, &d.content].into_iter().flatten() {
+            for part in [&d.reasoning_content, &d.reasoning, &d.content]
+                .into_iter()
+                .flatten()
+            {
                 content |= !part.is_empty();
                 self.text.push_str(part);
             }
@@ -198,10 +233,16 @@ impl Exchange {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot reach the target at {url}: {reason}. Is the server running, and is --target right?")]
+    #[error(
+        "cannot reach the target at {url}: {reason}. Is the server running, and is --target right?"
+    )]
     Unreachable { url: String, reason: String },
     #[error("the target at {url} answered HTTP {status}: {body}")]
-    Status { url: String, status: u16, body: String },
+    Status {
+        url: String,
+        status: u16,
+        body: String,
+    },
     #[error("{url} did not return an OpenAI model list ({reason}); is this an OpenAI-compatible server? Give the model with --model")]
     NoModels { url: String, reason: String },
     #[error("the test request to {url} failed: {reason}")]
@@ -236,10 +277,15 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 impl Client {
     /// `target` is the server's base URL, with or without a trailing `/v1`.
-    pub fn new(target: &str, api_key: Option<String>, timeout: Duration) -> Result<Client, ClientError> {
+    pub fn new(
+        target: &str,
+        api_key: Option<String>,
+        timeout: Duration,
+    ) -> Result<Client, ClientError> {
         let trimmed = target.trim().trim_end_matches('/');
         let base = trimmed.strip_suffix("/v1").unwrap_or(trimmed).to_string();
-        let url = reqwest::Url::parse(&base).map_err(|_| ClientError::BadUrl(target.to_string()))?;
+        let url =
+            reqwest::Url::parse(&base).map_err(|_| ClientError::BadUrl(target.to_string()))?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
             return Err(ClientError::BadUrl(target.to_string()));
         }
@@ -250,7 +296,12 @@ impl Client {
             .pool_idle_timeout(Duration::from_secs(90))
             .build()
             .map_err(|e| ClientError::Build(chain(&e)))?;
-        Ok(Client { http, base, api_key, timeout })
+        Ok(Client {
+            http,
+            base,
+            api_key,
+            timeout,
+        })
     }
 
     pub fn base_url(&self) -> &str {
@@ -281,7 +332,10 @@ impl Client {
         }
         ex.end = Instant::now();
         if ex.error.is_none() && ex.chunks.is_empty() {
-            ex.fail(ErrorKind::EmptyCompletion, "the response carried no generated content");
+            ex.fail(
+                ErrorKind::EmptyCompletion,
+                "the response carried no generated content",
+            );
         }
         ex
     }
@@ -298,7 +352,11 @@ impl Client {
         let mut resp = match req.send().await {
             Ok(r) => r,
             Err(e) => {
-                let kind = if e.is_connect() { ErrorKind::Connect } else { ErrorKind::Disconnect };
+                let kind = if e.is_connect() {
+                    ErrorKind::Connect
+                } else {
+                    ErrorKind::Disconnect
+                };
                 return ex.fail(kind, chain(&e));
             }
         };
@@ -307,7 +365,10 @@ impl Client {
         if !status.is_success() {
             let body = resp.text().await.unwrap_or_default();
             let body: String = body.chars().take(300).collect();
-            return ex.fail(ErrorKind::HttpStatus, format!("HTTP {}: {}", status.as_u16(), body.trim()));
+            return ex.fail(
+                ErrorKind::HttpStatus,
+                format!("HTTP {}: {}", status.as_u16(), body.trim()),
+            );
         }
         let is_sse = resp
             .headers()
@@ -339,7 +400,12 @@ impl Client {
                     }
                 }
                 Ok(None) => break,
-                Err(e) => return ex.fail(ErrorKind::Disconnect, format!("the response broke off: {}", chain(&e))),
+                Err(e) => {
+                    return ex.fail(
+                        ErrorKind::Disconnect,
+                        format!("the response broke off: {}", chain(&e)),
+                    )
+                }
             }
         }
         if is_sse {
@@ -359,12 +425,33 @@ impl Client {
     /// before a run. Returns the model to use.
     pub async fn preflight(&self, model: Option<&str>, api: Api) -> Result<String, ClientError> {
         let health = format!("{}/health", self.base);
-        match self.http.get(&health).timeout(Duration::from_secs(10)).send().await {
-            Err(e) => return Err(ClientError::Unreachable { url: self.base.clone(), reason: chain(&e) }),
+        match self
+            .http
+            .get(&health)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+        {
+            Err(e) => {
+                return Err(ClientError::Unreachable {
+                    url: self.base.clone(),
+                    reason: chain(&e),
+                })
+            }
             Ok(r) if r.status().is_server_error() => {
                 let status = r.status().as_u16();
-                let body = r.text().await.unwrap_or_default().chars().take(200).collect();
-                return Err(ClientError::Status { url: health, status, body });
+                let body = r
+                    .text()
+                    .await
+                    .unwrap_or_default()
+                    .chars()
+                    .take(200)
+                    .collect();
+                return Err(ClientError::Status {
+                    url: health,
+                    status,
+                    body,
+                });
             }
             // 404 and friends: not every OpenAI-compatible server has /health.
             Ok(_) => {}
@@ -375,7 +462,9 @@ impl Client {
         };
         let spec = RequestSpec {
             prompt: if api == Api::Chat {
-                Prompt::Messages(vec![serde_json::json!({"role": "user", "content": "Hello"})])
+                Prompt::Messages(vec![
+                    serde_json::json!({"role": "user", "content": "Hello"}),
+                ])
             } else {
                 Prompt::Text("Hello".into())
             },
@@ -389,11 +478,18 @@ impl Client {
             delay: None,
             input_tokens: None,
         };
-        let prepared = prepare(&spec, api, &model, true).map_err(|reason| ClientError::TestRequest { url: self.url(api), reason })?;
+        let prepared =
+            prepare(&spec, api, &model, true).map_err(|reason| ClientError::TestRequest {
+                url: self.url(api),
+                reason,
+            })?;
         let (_tx, mut never) = watch::channel(false);
         let ex = self.execute(&prepared, &mut never).await;
         if let Some(err) = ex.error {
-            return Err(ClientError::TestRequest { url: self.url(api), reason: err.message });
+            return Err(ClientError::TestRequest {
+                url: self.url(api),
+                reason: err.message,
+            });
         }
         Ok(model)
     }
@@ -404,18 +500,21 @@ impl Client {
         if let Some(key) = &self.api_key {
             req = req.bearer_auth(key);
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| ClientError::Unreachable { url: self.base.clone(), reason: chain(&e) })?;
+        let resp = req.send().await.map_err(|e| ClientError::Unreachable {
+            url: self.base.clone(),
+            reason: chain(&e),
+        })?;
         let status = resp.status();
         let body = resp.bytes().await.unwrap_or_default();
         if !status.is_success() {
             let reason = format!("HTTP {}", status.as_u16());
             return Err(ClientError::NoModels { url, reason });
         }
-        let value: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|_| ClientError::NoModels { url: url.clone(), reason: "the body is not JSON".into() })?;
+        let value: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|_| ClientError::NoModels {
+                url: url.clone(),
+                reason: "the body is not JSON".into(),
+            })?;
         value
             .get("data")
             .and_then(|d| d.as_array())
@@ -423,7 +522,10 @@ impl Client {
             .and_then(|m| m.get("id"))
             .and_then(|id| id.as_str())
             .map(str::to_string)
-            .ok_or(ClientError::NoModels { url, reason: "no `data[0].id` in the answer".into() })
+            .ok_or(ClientError::NoModels {
+                url,
+                reason: "no `data[0].id` in the answer".into(),
+            })
     }
 }
 
@@ -437,7 +539,10 @@ mod tests {
             max_tokens: 8,
             ignore_eos: true,
             stream: true,
-            extra: serde_json::Map::from_iter([("temperature".to_string(), serde_json::json!(0.0))]),
+            extra: serde_json::Map::from_iter([(
+                "temperature".to_string(),
+                serde_json::json!(0.0),
+            )]),
             tag: None,
             session: None,
             at: None,
@@ -448,7 +553,13 @@ mod tests {
 
     #[test]
     fn bodies_follow_vllm_field_names() {
-        let p = prepare(&spec(Prompt::Text("hi".into())), Api::Completions, "m", true).unwrap();
+        let p = prepare(
+            &spec(Prompt::Text("hi".into())),
+            Api::Completions,
+            "m",
+            true,
+        )
+        .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&p.body).unwrap();
         assert_eq!(v["prompt"], "hi");
         assert_eq!(v["max_tokens"], 8);
@@ -466,12 +577,21 @@ mod tests {
     fn role_only_delta_is_not_content_but_reasoning_is() {
         let mut ex = Exchange::new();
         let t = Instant::now();
-        ex.message(br#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#, t);
+        ex.message(
+            br#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
+            t,
+        );
         assert!(ex.chunks.is_empty());
-        ex.message(br#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#, t);
+        ex.message(
+            br#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#,
+            t,
+        );
         ex.message(br#"{"choices":[{"delta":{"content":" hi"}}]}"#, t);
         ex.message(br#"{"choices":[{"delta":{"tool_calls":[{"id":"x"}]}}]}"#, t);
-        ex.message(br#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#, t);
+        ex.message(
+            br#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#,
+            t,
+        );
         assert_eq!(ex.chunks.len(), 3);
         assert_eq!(ex.text, "think hi");
         assert_eq!((ex.prompt_tokens, ex.completion_tokens), (Some(3), Some(4)));

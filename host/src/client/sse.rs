@@ -77,7 +77,10 @@ mod tests {
 
     #[test]
     fn splits_events_across_reads_and_line_endings() {
-        let got = events(&[b"data: {\"a\":1}\n\nda", b"ta: {\"b\":2}\r\n\r\n: comment\n\ndata: [DONE]\n\n"]);
+        let got = events(&[
+            b"data: {\"a\":1}\n\nda",
+            b"ta: {\"b\":2}\r\n\r\n: comment\n\ndata: [DONE]\n\n",
+        ]);
         assert_eq!(got, vec!["{\"a\":1}", "{\"b\":2}", "[DONE]"]);
     }
 

@@ -92,12 +92,16 @@ impl RequestRecord {
 
     /// Time to first token, ns: first content chunk minus send.
     pub fn ttft_ns(&self) -> Option<u64> {
-        self.chunks.first().map(|c| c.t_ns.saturating_sub(self.sent_ns))
+        self.chunks
+            .first()
+            .map(|c| c.t_ns.saturating_sub(self.sent_ns))
     }
 
     /// End-to-end latency, ns: last content chunk minus send.
     pub fn e2el_ns(&self) -> Option<u64> {
-        self.chunks.last().map(|c| c.t_ns.saturating_sub(self.sent_ns))
+        self.chunks
+            .last()
+            .map(|c| c.t_ns.saturating_sub(self.sent_ns))
     }
 
     /// Time per output token excluding the first, ns; only for more than one output token.

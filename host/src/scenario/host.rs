@@ -83,12 +83,14 @@ impl HostContext {
     }
 
     pub fn synthetic_text(&mut self, tokens: i64) -> Result<String, String> {
-        let n = usize::try_from(tokens).map_err(|_| format!("synthetic_text({tokens}): need a count >= 0"))?;
+        let n = usize::try_from(tokens)
+            .map_err(|_| format!("synthetic_text({tokens}): need a count >= 0"))?;
         Ok(self.tokenizer.synthetic_text(n, &mut self.rng))
     }
 
     pub fn random_token_text(&mut self, tokens: i64) -> Result<String, String> {
-        let n = usize::try_from(tokens).map_err(|_| format!("random_token_text({tokens}): need a count >= 0"))?;
+        let n = usize::try_from(tokens)
+            .map_err(|_| format!("random_token_text({tokens}): need a count >= 0"))?;
         Ok(self.tokenizer.random_token_text(n, &mut self.rng))
     }
 
@@ -99,7 +101,11 @@ impl HostContext {
             return Err("this scenario may not read files".into());
         };
         let wanted = Path::new(path);
-        let joined = if wanted.is_absolute() { wanted.to_path_buf() } else { base.join(wanted) };
+        let joined = if wanted.is_absolute() {
+            wanted.to_path_buf()
+        } else {
+            base.join(wanted)
+        };
         let real = joined
             .canonicalize()
             .map_err(|e| format!("cannot read `{path}`: {e}"))?;
@@ -109,9 +115,13 @@ impl HostContext {
                 base.display()
             ));
         }
-        let len = std::fs::metadata(&real).map_err(|e| format!("cannot read `{path}`: {e}"))?.len();
+        let len = std::fs::metadata(&real)
+            .map_err(|e| format!("cannot read `{path}`: {e}"))?
+            .len();
         if len > MAX_READ_BYTES {
-            return Err(format!("`{path}` is {len} bytes, over the {MAX_READ_BYTES}-byte limit for scenario data"));
+            return Err(format!(
+                "`{path}` is {len} bytes, over the {MAX_READ_BYTES}-byte limit for scenario data"
+            ));
         }
         std::fs::read_to_string(&real).map_err(|e| format!("cannot read `{path}`: {e}"))
     }

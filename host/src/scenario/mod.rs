@@ -120,7 +120,9 @@ pub fn load(path: &Path, host: HostContext) -> Result<Box<dyn Scenario>, Scenari
         Some("rhai") => Ok(Box::new(rhai::RhaiScenario::load(path, host)?)),
         Some("wasm") => Err(ScenarioError::Unsupported {
             file,
-            message: "Wasm component scenarios are not supported by this build yet; use a .rhai script".into(),
+            message:
+                "Wasm component scenarios are not supported by this build yet; use a .rhai script"
+                    .into(),
         }),
         _ => Err(ScenarioError::Unsupported {
             file,

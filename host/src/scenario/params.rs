@@ -28,7 +28,11 @@ impl ParamValue {
         let t = text.trim();
         match self {
             ParamValue::Int(_) => t.replace('_', "").parse().ok().map(ParamValue::Int),
-            ParamValue::Float(_) => t.parse::<f64>().ok().filter(|v| v.is_finite()).map(ParamValue::Float),
+            ParamValue::Float(_) => t
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .map(ParamValue::Float),
             ParamValue::Bool(_) => match t.to_ascii_lowercase().as_str() {
                 "true" | "yes" | "1" | "on" => Some(ParamValue::Bool(true)),
                 "false" | "no" | "0" | "off" => Some(ParamValue::Bool(false)),
@@ -88,7 +92,11 @@ impl Params {
                 let known: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
                 return Err(ScenarioError::Param(format!(
                     "unknown parameter `{name}` for scenario {scenario}; it accepts: {}",
-                    if known.is_empty() { "no parameters".to_string() } else { known.join(", ") }
+                    if known.is_empty() {
+                        "no parameters".to_string()
+                    } else {
+                        known.join(", ")
+                    }
                 )));
             };
             slot.1 = slot.1.parse_like(text).ok_or_else(|| {
@@ -153,15 +161,35 @@ mod tests {
 
     fn specs() -> Vec<ParamSpec> {
         vec![
-            ParamSpec { name: "requests".into(), default: ParamValue::Int(100), help: String::new() },
-            ParamSpec { name: "rate".into(), default: ParamValue::Float(1.0), help: String::new() },
-            ParamSpec { name: "duration".into(), default: ParamValue::Str("20m".into()), help: String::new() },
+            ParamSpec {
+                name: "requests".into(),
+                default: ParamValue::Int(100),
+                help: String::new(),
+            },
+            ParamSpec {
+                name: "rate".into(),
+                default: ParamValue::Float(1.0),
+                help: String::new(),
+            },
+            ParamSpec {
+                name: "duration".into(),
+                default: ParamValue::Str("20m".into()),
+                help: String::new(),
+            },
         ]
     }
 
     #[test]
     fn overrides_are_typed_by_default() {
-        let p = Params::resolve("s", &specs(), &[("requests".into(), "200".into()), ("rate".into(), "2.5".into())]).unwrap();
+        let p = Params::resolve(
+            "s",
+            &specs(),
+            &[
+                ("requests".into(), "200".into()),
+                ("rate".into(), "2.5".into()),
+            ],
+        )
+        .unwrap();
         assert_eq!(p.get("requests"), Some(&ParamValue::Int(200)));
         assert_eq!(p.get("rate"), Some(&ParamValue::Float(2.5)));
         assert_eq!(p.get("duration"), Some(&ParamValue::Str("20m".into())));
@@ -169,9 +197,16 @@ mod tests {
 
     #[test]
     fn unknown_and_mistyped_parameters_are_refused() {
-        let e = Params::resolve("s", &specs(), &[("request".into(), "2".into())]).unwrap_err().to_string();
-        assert!(e.contains("unknown parameter `request`") && e.contains("requests, rate, duration"), "{e}");
-        let e = Params::resolve("s", &specs(), &[("requests".into(), "2x".into())]).unwrap_err().to_string();
+        let e = Params::resolve("s", &specs(), &[("request".into(), "2".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown parameter `request`") && e.contains("requests, rate, duration"),
+            "{e}"
+        );
+        let e = Params::resolve("s", &specs(), &[("requests".into(), "2x".into())])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("must be an integer, got `2x`"), "{e}");
     }
 

@@ -9,10 +9,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rhai::packages::{
-    BasicArrayPackage, BasicMapPackage, BasicMathPackage, BitFieldPackage, CorePackage, LogicPackage,
-    MoreStringPackage, Package,
+    BasicArrayPackage, BasicMapPackage, BasicMathPackage, BitFieldPackage, CorePackage,
+    LogicPackage, MoreStringPackage, Package,
 };
-use rhai::{Array, CallFnOptions, Dynamic, Engine, EvalAltResult, FuncArgs, Map, Position, Scope, AST, INT};
+use rhai::{
+    Array, CallFnOptions, Dynamic, Engine, EvalAltResult, FuncArgs, Map, Position, Scope, AST, INT,
+};
 
 use super::params::{parse_duration_secs, ParamSpec, ParamValue, Params};
 use super::spec::{ArrivalSpec, Outcome, PhaseSpec, Prompt, RequestSpec, Snapshot};
@@ -90,30 +92,43 @@ fn register_host(engine: &mut Engine, host: &Arc<Mutex<HostContext>>, params: &A
             Some(ParamValue::Float(v)) => Ok(Dynamic::from_float(*v)),
             Some(ParamValue::Bool(v)) => Ok(Dynamic::from_bool(*v)),
             Some(ParamValue::Str(v)) => Ok(Dynamic::from(v.clone())),
-            None => Err(format!("param(\"{name}\"): no such parameter; declare it in describe()").into()),
+            None => Err(
+                format!("param(\"{name}\"): no such parameter; declare it in describe()").into(),
+            ),
         }
     });
 
     let h = host.clone();
     engine.register_fn("rand", move || lock(&h).random());
     let h = host.clone();
-    engine.register_fn("rand_int", move |lo: INT, hi: INT| -> RhaiResult<INT> { Ok(lock(&h).rand_int(lo, hi)?) });
-    let h = host.clone();
-    engine.register_fn("uniform", move |lo: Dynamic, hi: Dynamic| -> RhaiResult<f64> {
-        Ok(lock(&h).uniform(number(&lo, "uniform")?, number(&hi, "uniform")?)?)
+    engine.register_fn("rand_int", move |lo: INT, hi: INT| -> RhaiResult<INT> {
+        Ok(lock(&h).rand_int(lo, hi)?)
     });
     let h = host.clone();
-    engine.register_fn("normal", move |mean: Dynamic, std: Dynamic| -> RhaiResult<f64> {
-        Ok(lock(&h).normal(number(&mean, "normal")?, number(&std, "normal")?)?)
-    });
+    engine.register_fn(
+        "uniform",
+        move |lo: Dynamic, hi: Dynamic| -> RhaiResult<f64> {
+            Ok(lock(&h).uniform(number(&lo, "uniform")?, number(&hi, "uniform")?)?)
+        },
+    );
+    let h = host.clone();
+    engine.register_fn(
+        "normal",
+        move |mean: Dynamic, std: Dynamic| -> RhaiResult<f64> {
+            Ok(lock(&h).normal(number(&mean, "normal")?, number(&std, "normal")?)?)
+        },
+    );
     let h = host.clone();
     engine.register_fn("exponential", move |rate: Dynamic| -> RhaiResult<f64> {
         Ok(lock(&h).exponential(number(&rate, "exponential")?)?)
     });
     let h = host.clone();
-    engine.register_fn("gamma", move |shape: Dynamic, scale: Dynamic| -> RhaiResult<f64> {
-        Ok(lock(&h).gamma(number(&shape, "gamma")?, number(&scale, "gamma")?)?)
-    });
+    engine.register_fn(
+        "gamma",
+        move |shape: Dynamic, scale: Dynamic| -> RhaiResult<f64> {
+            Ok(lock(&h).gamma(number(&shape, "gamma")?, number(&scale, "gamma")?)?)
+        },
+    );
     let h = host.clone();
     engine.register_fn("choice", move |items: Array| -> RhaiResult<Dynamic> {
         if items.is_empty() {
@@ -124,17 +139,24 @@ fn register_host(engine: &mut Engine, host: &Arc<Mutex<HostContext>>, params: &A
     });
 
     let h = host.clone();
-    engine.register_fn("synthetic_text", move |n: INT| -> RhaiResult<String> { Ok(lock(&h).synthetic_text(n)?) });
+    engine.register_fn("synthetic_text", move |n: INT| -> RhaiResult<String> {
+        Ok(lock(&h).synthetic_text(n)?)
+    });
     let h = host.clone();
     engine.register_fn("random_token_text", move |n: INT| -> RhaiResult<String> {
         Ok(lock(&h).random_token_text(n)?)
     });
     let h = host.clone();
-    engine.register_fn("count_tokens", move |text: &str| -> INT { lock(&h).tokenizer.count(text) as INT });
+    engine.register_fn("count_tokens", move |text: &str| -> INT {
+        lock(&h).tokenizer.count(text) as INT
+    });
     let h = host.clone();
     engine.register_fn("encode", move |text: &str| -> Array {
         let tok = lock(&h).tokenizer.clone();
-        tok.encode(text).into_iter().map(|t| Dynamic::from_int(t as INT)).collect()
+        tok.encode(text)
+            .into_iter()
+            .map(|t| Dynamic::from_int(t as INT))
+            .collect()
     });
     let h = host.clone();
     engine.register_fn("decode", move |ids: Array| -> RhaiResult<String> {
@@ -148,16 +170,19 @@ fn register_host(engine: &mut Engine, host: &Arc<Mutex<HostContext>>, params: &A
     });
 
     let h = host.clone();
-    engine.register_fn("read_text", move |path: &str| -> RhaiResult<String> { Ok(lock(&h).read_file(path)?) });
+    engine.register_fn("read_text", move |path: &str| -> RhaiResult<String> {
+        Ok(lock(&h).read_file(path)?)
+    });
     let h = host.clone();
     engine.register_fn("read_json", move |path: &str| -> RhaiResult<Dynamic> {
         let text = lock(&h).read_file(path)?;
-        let value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| format!("read_json(\"{path}\"): not valid JSON: {e}"))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| format!("read_json(\"{path}\"): not valid JSON: {e}"))?;
         rhai::serde::to_dynamic(value)
     });
     engine.register_fn("seconds", |text: &str| -> RhaiResult<f64> {
-        parse_duration_secs(text).ok_or_else(|| format!("seconds(\"{text}\"): expected e.g. 90, 30s, 20m, 1h").into())
+        parse_duration_secs(text)
+            .ok_or_else(|| format!("seconds(\"{text}\"): expected e.g. 90, 30s, 20m, 1h").into())
     });
 
     let h = host.clone();
@@ -171,8 +196,15 @@ fn register_host(engine: &mut Engine, host: &Arc<Mutex<HostContext>>, params: &A
 impl RhaiScenario {
     pub fn load(path: &Path, host: HostContext) -> Result<RhaiScenario, ScenarioError> {
         let file = path.display().to_string();
-        let source = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read { file: file.clone(), source })?;
-        let name_hint = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario").to_string();
+        let source = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            file: file.clone(),
+            source,
+        })?;
+        let name_hint = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("scenario")
+            .to_string();
         let host = Arc::new(Mutex::new(host));
         lock(&host).scenario = name_hint;
         let params = Arc::new(Mutex::new(Params::default()));
@@ -188,7 +220,10 @@ impl RhaiScenario {
                 message: e.err_type().to_string(),
             }
         })?;
-        let has = |name: &str, arity: usize| ast.iter_functions().any(|f| f.name == name && f.params.len() == arity);
+        let has = |name: &str, arity: usize| {
+            ast.iter_functions()
+                .any(|f| f.name == name && f.params.len() == arity)
+        };
         for (name, arity, sig) in [
             ("describe", 0, "describe()"),
             ("phases", 0, "phases()"),
@@ -202,7 +237,8 @@ impl RhaiScenario {
                 });
             }
         }
-        let (has_arrival, has_on_response, has_stop) = (has("arrival", 2), has("on_response", 1), has("stop", 1));
+        let (has_arrival, has_on_response, has_stop) =
+            (has("arrival", 2), has("on_response", 1), has("stop", 1));
 
         let mut scenario = RhaiScenario {
             file,
@@ -212,14 +248,21 @@ impl RhaiScenario {
             state: Dynamic::from_map(Map::new()),
             host,
             params,
-            description: Description { name: String::new(), description: String::new(), params: vec![] },
+            description: Description {
+                name: String::new(),
+                description: String::new(),
+                params: vec![],
+            },
             has_arrival,
             has_on_response,
             has_stop,
         };
         // Top-level statements run once, so scripts may define constants there.
         let ast = scenario.ast.clone();
-        if let Err(e) = scenario.engine.run_ast_with_scope(&mut scenario.scope, &ast) {
+        if let Err(e) = scenario
+            .engine
+            .run_ast_with_scope(&mut scenario.scope, &ast)
+        {
             return Err(Self::to_error(&scenario.file, "<top level>", *e));
         }
         let described = scenario.call("describe", ())?;
@@ -229,7 +272,10 @@ impl RhaiScenario {
     }
 
     fn call(&mut self, function: &str, args: impl FuncArgs) -> Result<Dynamic, ScenarioError> {
-        let options = CallFnOptions::new().eval_ast(false).rewind_scope(true).bind_this_ptr(&mut self.state);
+        let options = CallFnOptions::new()
+            .eval_ast(false)
+            .rewind_scope(true)
+            .bind_this_ptr(&mut self.state);
         self.engine
             .call_fn_with_options::<Dynamic>(options, &mut self.scope, &self.ast, function, args)
             .map_err(|e| Self::to_error(&self.file, function, *e))
@@ -244,7 +290,11 @@ impl RhaiScenario {
             }
             e = *inner;
         }
-        let pos = if e.position().is_none() { outer_pos } else { e.position() };
+        let pos = if e.position().is_none() {
+            outer_pos
+        } else {
+            e.position()
+        };
         let message = match &e {
             EvalAltResult::ErrorRuntime(value, _) => value.to_string(),
             EvalAltResult::ErrorTooManyOperations(_) => format!(
@@ -268,12 +318,21 @@ impl RhaiScenario {
     }
 
     fn invalid(&self, function: &str, message: impl Into<String>) -> ScenarioError {
-        ScenarioError::Invalid { file: self.file.clone(), function: function.into(), message: message.into() }
+        ScenarioError::Invalid {
+            file: self.file.clone(),
+            function: function.into(),
+            message: message.into(),
+        }
     }
 
     fn parse_description(&self, d: Dynamic) -> Result<Description, ScenarioError> {
         let f = "describe";
-        let map = d.try_cast::<Map>().ok_or_else(|| self.invalid(f, "expected a map #{ name, description, params: [#{ name, value, help }, …] }"))?;
+        let map = d.try_cast::<Map>().ok_or_else(|| {
+            self.invalid(
+                f,
+                "expected a map #{ name, description, params: [#{ name, value, help }, …] }",
+            )
+        })?;
         let text = |key: &str| map.get(key).map(|v| v.to_string()).unwrap_or_default();
         let name = text("name");
         if name.is_empty() {
@@ -287,8 +346,13 @@ impl RhaiScenario {
             Some(v) if v.is_array() => {
                 let mut out = vec![];
                 for item in v.clone().cast::<Array>() {
-                    let m = item.try_cast::<Map>().ok_or_else(|| self.invalid(f, "each entry of `params` must be a map"))?;
-                    let n = m.get("name").map(|v| v.to_string()).ok_or_else(|| self.invalid(f, "a parameter has no `name`"))?;
+                    let m = item
+                        .try_cast::<Map>()
+                        .ok_or_else(|| self.invalid(f, "each entry of `params` must be a map"))?;
+                    let n = m
+                        .get("name")
+                        .map(|v| v.to_string())
+                        .ok_or_else(|| self.invalid(f, "a parameter has no `name`"))?;
                     out.push((n, m));
                 }
                 out
@@ -315,25 +379,50 @@ impl RhaiScenario {
                 _ => return Err(self.invalid(f, format!("parameter `{pname}` needs a default `value` (integer, number, boolean or string)"))),
             };
             let help = m.get("help").map(|v| v.to_string()).unwrap_or_default();
-            params.push(ParamSpec { name: pname, default, help });
+            params.push(ParamSpec {
+                name: pname,
+                default,
+                help,
+            });
         }
-        Ok(Description { name, description: text("description"), params })
+        Ok(Description {
+            name,
+            description: text("description"),
+            params,
+        })
     }
 
     fn parse_phase(&self, i: usize, d: Dynamic) -> Result<PhaseSpec, ScenarioError> {
         let f = "phases";
-        let map = d.try_cast::<Map>().ok_or_else(|| self.invalid(f, format!("phase {i} must be a map")))?;
+        let map = d
+            .try_cast::<Map>()
+            .ok_or_else(|| self.invalid(f, format!("phase {i} must be a map")))?;
         let at = |key: &str| format!("phase {i}: `{key}`");
-        const KNOWN: [&str; 5] = ["name", "arrival", "max_concurrency", "max_requests", "max_duration"];
+        const KNOWN: [&str; 5] = [
+            "name",
+            "arrival",
+            "max_concurrency",
+            "max_requests",
+            "max_duration",
+        ];
         if let Some(k) = map.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-            return Err(self.invalid(f, format!("phase {i}: unknown field `{k}`; known: {}", KNOWN.join(", "))));
+            return Err(self.invalid(
+                f,
+                format!(
+                    "phase {i}: unknown field `{k}`; known: {}",
+                    KNOWN.join(", ")
+                ),
+            ));
         }
         let count = |key: &str| -> Result<Option<u64>, ScenarioError> {
             match map.get(key) {
                 None => Ok(None),
                 Some(v) => match v.as_int() {
                     Ok(n) if n >= 0 => Ok(Some(n as u64)),
-                    _ => Err(self.invalid(f, format!("{} must be a non-negative integer, got {v}", at(key)))),
+                    _ => Err(self.invalid(
+                        f,
+                        format!("{} must be a non-negative integer, got {v}", at(key)),
+                    )),
                 },
             }
         };
@@ -346,7 +435,13 @@ impl RhaiScenario {
                     number(v, "").ok().filter(|s| s.is_finite() && *s >= 0.0)
                 };
                 let secs = secs.ok_or_else(|| {
-                    self.invalid(f, format!("{} must be seconds or a duration like \"20m\", got {v}", at("max_duration")))
+                    self.invalid(
+                        f,
+                        format!(
+                            "{} must be seconds or a duration like \"20m\", got {v}",
+                            at("max_duration")
+                        ),
+                    )
                 })?;
                 Some(Duration::from_secs_f64(secs))
             }
@@ -360,7 +455,10 @@ impl RhaiScenario {
             return Err(self.invalid(f, format!("{} must be at least 1", at("max_concurrency"))));
         }
         Ok(PhaseSpec {
-            name: map.get("name").map(|v| v.to_string()).unwrap_or_else(|| format!("phase {}", i + 1)),
+            name: map
+                .get("name")
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| format!("phase {}", i + 1)),
             arrival,
             max_concurrency,
             max_requests: count("max_requests")?,
@@ -374,12 +472,20 @@ impl RhaiScenario {
             .clone()
             .try_cast::<Map>()
             .ok_or_else(|| self.invalid(f, format!("phase {i}: `arrival` must be a map like #{{ process: \"poisson\", rate: 4.0 }}")))?;
-        let process = map.get("process").map(|v| v.to_string()).unwrap_or_else(|| "burst".into());
+        let process = map
+            .get("process")
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "burst".into());
         let positive = |key: &str| -> Result<f64, ScenarioError> {
-            let v = map.get(key).ok_or_else(|| self.invalid(f, format!("phase {i}: arrival `{process}` needs `{key}`")))?;
+            let v = map.get(key).ok_or_else(|| {
+                self.invalid(f, format!("phase {i}: arrival `{process}` needs `{key}`"))
+            })?;
             match number(v, key) {
                 Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-                _ => Err(self.invalid(f, format!("phase {i}: arrival `{key}` must be a positive number, got {v}"))),
+                _ => Err(self.invalid(
+                    f,
+                    format!("phase {i}: arrival `{key}` must be a positive number, got {v}"),
+                )),
             }
         };
         Ok(match process.as_str() {
@@ -411,18 +517,38 @@ impl RhaiScenario {
         if d.is_unit() {
             return Ok(None);
         }
-        let map = d
-            .try_cast::<Map>()
-            .ok_or_else(|| self.invalid(f, "expected a map #{ prompt, max_tokens, … } or () to end the phase"))?;
+        let map = d.try_cast::<Map>().ok_or_else(|| {
+            self.invalid(
+                f,
+                "expected a map #{ prompt, max_tokens, … } or () to end the phase",
+            )
+        })?;
         const KNOWN: [&str; 11] = [
-            "prompt", "messages", "max_tokens", "ignore_eos", "stream", "extra", "tag", "session", "at", "delay", "input_tokens",
+            "prompt",
+            "messages",
+            "max_tokens",
+            "ignore_eos",
+            "stream",
+            "extra",
+            "tag",
+            "session",
+            "at",
+            "delay",
+            "input_tokens",
         ];
         if let Some(k) = map.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-            return Err(self.invalid(f, format!("unknown field `{k}`; known: {}", KNOWN.join(", "))));
+            return Err(self.invalid(
+                f,
+                format!("unknown field `{k}`; known: {}", KNOWN.join(", ")),
+            ));
         }
         let prompt = match (map.get("prompt"), map.get("messages")) {
-            (Some(_), Some(_)) => return Err(self.invalid(f, "give either `prompt` or `messages`, not both")),
-            (None, None) => return Err(self.invalid(f, "the request has neither `prompt` nor `messages`")),
+            (Some(_), Some(_)) => {
+                return Err(self.invalid(f, "give either `prompt` or `messages`, not both"))
+            }
+            (None, None) => {
+                return Err(self.invalid(f, "the request has neither `prompt` nor `messages`"))
+            }
             (Some(p), None) if p.is_string() => Prompt::Text(p.to_string()),
             (Some(p), None) if p.is_array() => {
                 let ids = p
@@ -431,18 +557,39 @@ impl RhaiScenario {
                     .iter()
                     .map(|d| d.as_int().ok().and_then(|v| u32::try_from(v).ok()))
                     .collect::<Option<Vec<u32>>>()
-                    .ok_or_else(|| self.invalid(f, "`prompt` as an array must hold token ids (non-negative integers)"))?;
+                    .ok_or_else(|| {
+                        self.invalid(
+                            f,
+                            "`prompt` as an array must hold token ids (non-negative integers)",
+                        )
+                    })?;
                 Prompt::Tokens(ids)
             }
             (Some(p), None) => {
-                return Err(self.invalid(f, format!("`prompt` must be a string or an array of token ids, got {}", p.type_name())))
+                return Err(self.invalid(
+                    f,
+                    format!(
+                        "`prompt` must be a string or an array of token ids, got {}",
+                        p.type_name()
+                    ),
+                ))
             }
             (None, Some(m)) => {
-                let value: serde_json::Value = rhai::serde::from_dynamic(m)
-                    .map_err(|e| self.invalid(f, format!("`messages` cannot be sent as JSON: {e}")))?;
+                let value: serde_json::Value = rhai::serde::from_dynamic(m).map_err(|e| {
+                    self.invalid(f, format!("`messages` cannot be sent as JSON: {e}"))
+                })?;
                 let list = match value {
-                    serde_json::Value::Array(items) if !items.is_empty() && items.iter().all(|m| m.is_object()) => items,
-                    _ => return Err(self.invalid(f, "`messages` must be a non-empty array of #{ role, content } maps")),
+                    serde_json::Value::Array(items)
+                        if !items.is_empty() && items.iter().all(|m| m.is_object()) =>
+                    {
+                        items
+                    }
+                    _ => {
+                        return Err(self.invalid(
+                            f,
+                            "`messages` must be a non-empty array of #{ role, content } maps",
+                        ))
+                    }
                 };
                 Prompt::Messages(list)
             }
@@ -451,13 +598,20 @@ impl RhaiScenario {
             None => return Err(self.invalid(f, "`max_tokens` is missing")),
             Some(v) => match v.as_int() {
                 Ok(n) if n >= 1 => n as u64,
-                _ => return Err(self.invalid(f, format!("`max_tokens` must be a positive integer, got {v}"))),
+                _ => {
+                    return Err(self.invalid(
+                        f,
+                        format!("`max_tokens` must be a positive integer, got {v}"),
+                    ))
+                }
             },
         };
         let flag = |key: &str, default: bool| -> Result<bool, ScenarioError> {
             match map.get(key) {
                 None => Ok(default),
-                Some(v) => v.as_bool().map_err(|_| self.invalid(f, format!("`{key}` must be true or false, got {v}"))),
+                Some(v) => v.as_bool().map_err(|_| {
+                    self.invalid(f, format!("`{key}` must be true or false, got {v}"))
+                }),
             }
         };
         let secs = |key: &str| -> Result<Option<f64>, ScenarioError> {
@@ -465,7 +619,10 @@ impl RhaiScenario {
                 None => Ok(None),
                 Some(v) => match number(v, key) {
                     Ok(x) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
-                    _ => Err(self.invalid(f, format!("`{key}` must be a number of seconds >= 0, got {v}"))),
+                    _ => Err(self.invalid(
+                        f,
+                        format!("`{key}` must be a number of seconds >= 0, got {v}"),
+                    )),
                 },
             }
         };
@@ -480,7 +637,12 @@ impl RhaiScenario {
             None => None,
             Some(v) => match v.as_int() {
                 Ok(n) if n >= 0 => Some(n as u64),
-                _ => return Err(self.invalid(f, format!("`input_tokens` must be a non-negative integer, got {v}"))),
+                _ => {
+                    return Err(self.invalid(
+                        f,
+                        format!("`input_tokens` must be a non-negative integer, got {v}"),
+                    ))
+                }
             },
         };
         let text = |key: &str| map.get(key).filter(|v| !v.is_unit()).map(|v| v.to_string());
@@ -522,10 +684,17 @@ impl Scenario for RhaiScenario {
         if list.is_empty() {
             return Err(self.invalid("phases", "returned no phases"));
         }
-        list.into_iter().enumerate().map(|(i, p)| self.parse_phase(i, p)).collect()
+        list.into_iter()
+            .enumerate()
+            .map(|(i, p)| self.parse_phase(i, p))
+            .collect()
     }
 
-    fn next_request(&mut self, phase: usize, index: u64) -> Result<Option<RequestSpec>, ScenarioError> {
+    fn next_request(
+        &mut self,
+        phase: usize,
+        index: u64,
+    ) -> Result<Option<RequestSpec>, ScenarioError> {
         let d = self.call("next_request", (phase as INT, index as INT))?;
         self.parse_request(d)
     }
@@ -546,16 +715,35 @@ impl Scenario for RhaiScenario {
         let mut m = Map::new();
         m.insert("phase".into(), Dynamic::from_int(o.phase as INT));
         m.insert("index".into(), Dynamic::from_int(o.index as INT));
-        m.insert("tag".into(), o.tag.clone().map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-        m.insert("session".into(), o.session.clone().map(Dynamic::from).unwrap_or(Dynamic::UNIT));
+        m.insert(
+            "tag".into(),
+            o.tag.clone().map(Dynamic::from).unwrap_or(Dynamic::UNIT),
+        );
+        m.insert(
+            "session".into(),
+            o.session
+                .clone()
+                .map(Dynamic::from)
+                .unwrap_or(Dynamic::UNIT),
+        );
         m.insert("ok".into(), Dynamic::from_bool(o.ok));
-        m.insert("error".into(), o.error.clone().map(Dynamic::from).unwrap_or(Dynamic::UNIT));
+        m.insert(
+            "error".into(),
+            o.error.clone().map(Dynamic::from).unwrap_or(Dynamic::UNIT),
+        );
         m.insert("text".into(), Dynamic::from(o.text.clone()));
         m.insert("ttft_ms".into(), Dynamic::from_float(o.ttft_ms));
         m.insert("e2el_ms".into(), Dynamic::from_float(o.e2el_ms));
-        m.insert("input_tokens".into(), Dynamic::from_int(o.input_tokens as INT));
-        m.insert("output_tokens".into(), Dynamic::from_int(o.output_tokens as INT));
-        self.call("on_response", (Dynamic::from_map(m),)).map(|_| ())
+        m.insert(
+            "input_tokens".into(),
+            Dynamic::from_int(o.input_tokens as INT),
+        );
+        m.insert(
+            "output_tokens".into(),
+            Dynamic::from_int(o.output_tokens as INT),
+        );
+        self.call("on_response", (Dynamic::from_map(m),))
+            .map(|_| ())
     }
 
     fn has_stop(&self) -> bool {
@@ -575,10 +763,15 @@ impl Scenario for RhaiScenario {
         ] {
             m.insert(k.into(), Dynamic::from_int(v as INT));
         }
-        for (k, v) in [("ttft_p50_ms", s.ttft_p50_ms), ("ttft_p99_ms", s.ttft_p99_ms), ("e2el_p99_ms", s.e2el_p99_ms)] {
+        for (k, v) in [
+            ("ttft_p50_ms", s.ttft_p50_ms),
+            ("ttft_p99_ms", s.ttft_p99_ms),
+            ("e2el_p99_ms", s.e2el_p99_ms),
+        ] {
             m.insert(k.into(), Dynamic::from_float(v));
         }
         let d = self.call("stop", (Dynamic::from_map(m),))?;
-        d.as_bool().map_err(|_| self.invalid("stop", format!("expected true or false, got {d}")))
+        d.as_bool()
+            .map_err(|_| self.invalid("stop", format!("expected true or false, got {d}")))
     }
 }

@@ -41,7 +41,9 @@ impl ArrivalSpec {
         match self {
             ArrivalSpec::Burst => "all at once".into(),
             ArrivalSpec::Poisson { rate } => format!("Poisson, {rate} req/s"),
-            ArrivalSpec::Gamma { rate, burstiness } => format!("gamma, {rate} req/s, burstiness {burstiness}"),
+            ArrivalSpec::Gamma { rate, burstiness } => {
+                format!("gamma, {rate} req/s, burstiness {burstiness}")
+            }
             ArrivalSpec::Constant { rate } => format!("constant, {rate} req/s"),
             ArrivalSpec::Closed { concurrency } => format!("closed loop, {concurrency} in flight"),
             ArrivalSpec::Custom => "custom (scenario-computed)".into(),

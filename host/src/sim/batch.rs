@@ -271,7 +271,12 @@ mod tests {
         let events = drain(&mut rx);
         assert_eq!(
             events,
-            vec![Event::Admitted, Event::Tokens(3), Event::Tokens(3), Event::Tokens(1)]
+            vec![
+                Event::Admitted,
+                Event::Tokens(3),
+                Event::Tokens(3),
+                Event::Tokens(1)
+            ]
         );
         assert!(s.running.is_empty());
     }

@@ -70,7 +70,13 @@ impl Engine {
                     per_chunk,
                     clock: clock.handle(),
                 };
-                (engine, Background { scheduler: None, _clock: Some(clock) })
+                (
+                    engine,
+                    Background {
+                        scheduler: None,
+                        _clock: Some(clock),
+                    },
+                )
             }
             Timing::Zero => (
                 Engine::Zero { per_chunk },
@@ -88,7 +94,13 @@ impl Engine {
                     queue,
                     kv_tokens: params.kv_tokens,
                 };
-                (engine, Background { scheduler: Some(task), _clock: Some(clock) })
+                (
+                    engine,
+                    Background {
+                        scheduler: Some(task),
+                        _clock: Some(clock),
+                    },
+                )
             }
         }
     }
@@ -106,7 +118,12 @@ impl Engine {
     }
 
     /// Start generating; `None` when the engine has stopped.
-    pub fn submit(&self, arrived: Instant, prompt_tokens: usize, max_tokens: usize) -> Option<Events> {
+    pub fn submit(
+        &self,
+        arrived: Instant,
+        prompt_tokens: usize,
+        max_tokens: usize,
+    ) -> Option<Events> {
         match self {
             Engine::Fixed {
                 ttft,

@@ -119,7 +119,14 @@ pub fn parse(endpoint: Endpoint, body: &[u8], config: &SimConfig) -> Result<Job,
                 .prompt
                 .ok_or_else(|| ApiError::bad_request("the field `prompt` is required"))?;
             let tokens = prompt_tokens(&prompt, config)?;
-            (r.model, tokens, r.max_tokens, r.stream, r.stream_options, r.n)
+            (
+                r.model,
+                tokens,
+                r.max_tokens,
+                r.stream,
+                r.stream_options,
+                r.n,
+            )
         }
         Endpoint::Chat => {
             let r: ChatRequest = serde_json::from_slice(body).map_err(bad_json)?;
@@ -140,13 +147,17 @@ pub fn parse(endpoint: Endpoint, body: &[u8], config: &SimConfig) -> Result<Job,
         }
     }
     if n.is_some_and(|n| n != 1) {
-        return Err(ApiError::bad_request("only n = 1 is supported by the simulated server"));
+        return Err(ApiError::bad_request(
+            "only n = 1 is supported by the simulated server",
+        ));
     }
     let max_tokens = max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
     let max_tokens = usize::try_from(max_tokens)
         .ok()
         .filter(|&m| m >= 1)
-        .ok_or_else(|| ApiError::bad_request(format!("max_tokens must be at least 1, got {max_tokens}")))?;
+        .ok_or_else(|| {
+            ApiError::bad_request(format!("max_tokens must be at least 1, got {max_tokens}"))
+        })?;
     Ok(Job {
         prompt_tokens,
         max_tokens,
@@ -165,7 +176,9 @@ fn prompt_tokens(prompt: &Value, config: &SimConfig) -> Result<usize, ApiError> 
     let ids = |items: &[Value]| match items {
         [] => Err(empty()),
         items if items.iter().all(|v| v.as_u64().is_some()) => Ok(items.len()),
-        _ => Err(ApiError::bad_request("token ids in `prompt` must be non-negative integers")),
+        _ => Err(ApiError::bad_request(
+            "token ids in `prompt` must be non-negative integers",
+        )),
     };
     match prompt {
         Value::String(s) => text(s),
@@ -191,9 +204,9 @@ fn chat_prompt_tokens(messages: &Value, config: &SimConfig) -> Result<usize, Api
         .ok_or_else(|| ApiError::bad_request("`messages` must be a non-empty array"))?;
     let mut text = String::new();
     for message in messages {
-        let message = message
-            .as_object()
-            .ok_or_else(|| ApiError::bad_request("each message must be an object with `role` and `content`"))?;
+        let message = message.as_object().ok_or_else(|| {
+            ApiError::bad_request("each message must be an object with `role` and `content`")
+        })?;
         match message.get("content") {
             None | Some(Value::Null) => {}
             Some(Value::String(s)) => text.push_str(s),
@@ -205,7 +218,11 @@ fn chat_prompt_tokens(messages: &Value, config: &SimConfig) -> Result<usize, Api
                     }
                 }
             }
-            Some(_) => return Err(ApiError::bad_request("message `content` must be a string or an array of parts")),
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "message `content` must be a string or an array of parts",
+                ))
+            }
         }
     }
     Ok(config.count_prompt_tokens(&text) + 4 * messages.len())
@@ -272,7 +289,11 @@ impl Writer {
 
     /// The `include_usage` event: no choices, token counts so far.
     pub fn usage_chunk(&self) -> Bytes {
-        sse(format!(r#"{}"choices":[],"usage":{}}}"#, self.head, self.usage()))
+        sse(format!(
+            r#"{}"choices":[],"usage":{}}}"#,
+            self.head,
+            self.usage()
+        ))
     }
 
     /// Count tokens generated for a non-streaming response.
@@ -342,17 +363,40 @@ mod tests {
     #[test]
     fn prompts_of_every_shape_are_counted() {
         let c = Endpoint::Completions;
-        assert_eq!(job(r#"{"prompt":"abcdefgh"}"#, c).map(|j| j.prompt_tokens).ok(), Some(2));
-        assert_eq!(job(r#"{"prompt":[1,2,3]}"#, c).map(|j| j.prompt_tokens).ok(), Some(3));
-        assert_eq!(job(r#"{"prompt":["abcde"]}"#, c).map(|j| j.prompt_tokens).ok(), Some(2));
-        assert_eq!(job(r#"{"prompt":[[5,6]]}"#, c).map(|j| j.prompt_tokens).ok(), Some(2));
+        assert_eq!(
+            job(r#"{"prompt":"abcdefgh"}"#, c)
+                .map(|j| j.prompt_tokens)
+                .ok(),
+            Some(2)
+        );
+        assert_eq!(
+            job(r#"{"prompt":[1,2,3]}"#, c)
+                .map(|j| j.prompt_tokens)
+                .ok(),
+            Some(3)
+        );
+        assert_eq!(
+            job(r#"{"prompt":["abcde"]}"#, c)
+                .map(|j| j.prompt_tokens)
+                .ok(),
+            Some(2)
+        );
+        assert_eq!(
+            job(r#"{"prompt":[[5,6]]}"#, c)
+                .map(|j| j.prompt_tokens)
+                .ok(),
+            Some(2)
+        );
         let j = job(
             r#"{"prompt":"x","max_tokens":7,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}"#,
             c,
         )
         .expect("valid");
         assert_eq!((j.max_tokens, j.stream, j.include_usage), (7, true, true));
-        assert_eq!(job(r#"{"prompt":"x"}"#, c).map(|j| j.max_tokens).ok(), Some(16));
+        assert_eq!(
+            job(r#"{"prompt":"x"}"#, c).map(|j| j.max_tokens).ok(),
+            Some(16)
+        );
     }
 
     #[test]
@@ -390,7 +434,10 @@ mod tests {
         let mut w = Writer::new(Endpoint::Chat, &j, 1, 2, r#""m\"x""#);
         let parse = |b: Bytes| -> Value {
             let s = std::str::from_utf8(&b).expect("utf8").to_string();
-            let json = s.strip_prefix("data: ").and_then(|s| s.strip_suffix("\n\n")).expect("framed");
+            let json = s
+                .strip_prefix("data: ")
+                .and_then(|s| s.strip_suffix("\n\n"))
+                .expect("framed");
             serde_json::from_str(json).expect("json")
         };
         let role = parse(w.role_chunk().expect("chat has a role chunk"));

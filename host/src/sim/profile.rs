@@ -310,7 +310,13 @@ impl SimArgs {
 
     fn reject_fixed_flags(&self) -> Result<(), SimError> {
         let hint = "only the `fixed` profile has a fixed TTFT and gap";
-        self.reject(&[("ttft-ms", self.ttft_ms.is_some()), ("itl-ms", self.itl_ms.is_some())], hint)
+        self.reject(
+            &[
+                ("ttft-ms", self.ttft_ms.is_some()),
+                ("itl-ms", self.itl_ms.is_some()),
+            ],
+            hint,
+        )
     }
 
     fn reject_batch_flags(&self) -> Result<(), SimError> {
@@ -348,7 +354,11 @@ fn invalid(flag: &'static str, value: &str, reason: &str) -> SimError {
     }
 }
 
-fn at_least_one(flag: &'static str, value: Option<usize>, default: usize) -> Result<usize, SimError> {
+fn at_least_one(
+    flag: &'static str,
+    value: Option<usize>,
+    default: usize,
+) -> Result<usize, SimError> {
     bounded(flag, value.unwrap_or(default), 1, usize::MAX)
 }
 
@@ -356,9 +366,17 @@ fn bounded(flag: &'static str, value: usize, min: usize, max: usize) -> Result<u
     if (min..=max).contains(&value) {
         Ok(value)
     } else if max == usize::MAX {
-        Err(invalid(flag, &value.to_string(), &format!("it must be at least {min}")))
+        Err(invalid(
+            flag,
+            &value.to_string(),
+            &format!("it must be at least {min}"),
+        ))
     } else {
-        Err(invalid(flag, &value.to_string(), &format!("it must be between {min} and {max}")))
+        Err(invalid(
+            flag,
+            &value.to_string(),
+            &format!("it must be between {min} and {max}"),
+        ))
     }
 }
 
@@ -399,8 +417,14 @@ mod tests {
                 itl: Duration::from_millis(10)
             }
         );
-        assert_eq!(SimConfig::profile("zero").expect("zero").timing, Timing::Zero);
-        assert_eq!(SimArgs::default().to_config().expect("args").timing, d.timing);
+        assert_eq!(
+            SimConfig::profile("zero").expect("zero").timing,
+            Timing::Zero
+        );
+        assert_eq!(
+            SimArgs::default().to_config().expect("args").timing,
+            d.timing
+        );
     }
 
     #[test]
@@ -414,7 +438,10 @@ mod tests {
             ..SimArgs::default()
         };
         let c = args.to_config().expect("config");
-        assert_eq!((c.model.as_str(), c.tokens_per_chunk, c.workers), ("m", 4, 2));
+        assert_eq!(
+            (c.model.as_str(), c.tokens_per_chunk, c.workers),
+            ("m", 4, 2)
+        );
         match c.timing {
             Timing::Batching(p) => assert_eq!((p.max_seqs, p.decode_step_ms), (2, 1.5)),
             other => panic!("unexpected timing {other:?}"),
@@ -437,7 +464,10 @@ mod tests {
     #[test]
     fn bad_flags_are_rejected_with_a_clear_message() {
         let unknown = SimConfig::profile("turbo").expect_err("unknown profile");
-        assert!(unknown.to_string().contains("default, fixed, zero"), "{unknown}");
+        assert!(
+            unknown.to_string().contains("default, fixed, zero"),
+            "{unknown}"
+        );
         let misplaced = SimArgs {
             ttft_ms: Some(5.0),
             ..SimArgs::default()
@@ -468,7 +498,10 @@ mod tests {
         let p = BatchParams::default();
         // 6 ms + 55 µs × 512 = 34.16 ms: the reference's TPOT at batch 512.
         assert_eq!(p.step_time(512, 0), Duration::from_micros(34_160));
-        assert_eq!(p.step_time(1, 80), Duration::from_micros(6_000 + 55 + 1_600));
+        assert_eq!(
+            p.step_time(1, 80),
+            Duration::from_micros(6_000 + 55 + 1_600)
+        );
     }
 
     #[test]

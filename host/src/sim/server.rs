@@ -230,7 +230,10 @@ async fn generate(state: Arc<AppState>, endpoint: Endpoint, request: Request) ->
     let arrived = Instant::now();
     let body = match axum::body::to_bytes(request.into_body(), MAX_BODY).await {
         Ok(body) => body,
-        Err(e) => return ApiError::bad_request(format!("could not read the request body: {e}")).into_response(),
+        Err(e) => {
+            return ApiError::bad_request(format!("could not read the request body: {e}"))
+                .into_response()
+        }
     };
     let job = match openai::parse(endpoint, &body, &state.config) {
         Ok(job) => job,
@@ -239,7 +242,10 @@ async fn generate(state: Arc<AppState>, endpoint: Endpoint, request: Request) ->
     if let Err(message) = state.engine.check(job.prompt_tokens, job.max_tokens) {
         return ApiError::bad_request(message).into_response();
     }
-    let Some(events) = state.engine.submit(arrived, job.prompt_tokens, job.max_tokens) else {
+    let Some(events) = state
+        .engine
+        .submit(arrived, job.prompt_tokens, job.max_tokens)
+    else {
         return ApiError::unavailable("the simulated engine has stopped").into_response();
     };
     let id = state.next_id.fetch_add(1, Ordering::Relaxed);

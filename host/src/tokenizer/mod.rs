@@ -14,6 +14,7 @@
 
 mod fast_bpe;
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use rand::{Rng, RngCore};
@@ -87,6 +88,13 @@ struct TokenTable {
 }
 
 impl TokenTable {
+    fn push(&mut self, bytes: Option<&[u8]>) {
+        self.known.push(bytes.is_some());
+        self.special.push(false);
+        self.bytes.extend_from_slice(bytes.unwrap_or_default());
+        self.starts.push(self.bytes.len() as u32);
+    }
+
     fn get(&self, id: u32) -> Option<&[u8]> {
         let i = id as usize;
         if !*self.known.get(i)? {
@@ -183,9 +191,11 @@ impl Tokenizer {
             path: file.clone(),
             reason,
         };
-        let mut hf = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| invalid(e.to_string()))?;
+        let mut hf =
+            tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| invalid(e.to_string()))?;
         // Truncation or padding in the file would make counts lie; counting needs neither.
-        hf.with_truncation(None).map_err(|e| invalid(e.to_string()))?;
+        hf.with_truncation(None)
+            .map_err(|e| invalid(e.to_string()))?;
         hf.with_padding(None);
         // A tokenizer that fails on ordinary text (e.g. WordLevel without an unknown token)
         // cannot count a server's output; refuse it here with a clear message.
@@ -377,15 +387,15 @@ impl Tokenizer {
     }
 
     /// Text of one token on its own, if it is ordinary (not special) and valid UTF-8.
-    fn token_text(&self, id: u32) -> Option<String> {
+    fn token_text(&self, id: u32) -> Option<Cow<'_, str>> {
         match &self.backend {
             Backend::Tiktoken { table, .. } => {
                 if table.special.get(id as usize).copied().unwrap_or(true) {
                     return None;
                 }
-                String::from_utf8(table.get(id)?.to_vec()).ok()
+                std::str::from_utf8(table.get(id)?).ok().map(Cow::Borrowed)
             }
-            Backend::Hf(hf) => hf.decode(&[id], false).ok(),
+            Backend::Hf(hf) => hf.decode(&[id], false).ok().map(Cow::Owned),
         }
     }
 
@@ -508,22 +518,40 @@ fn build_table(bpe: &CoreBPE) -> TokenTable {
         special: Vec::with_capacity(bound as usize),
     };
     table.starts.push(0);
-    for id in 0..bound {
-        let bytes = match bpe.decode(vec![id]) {
-            Ok(s) => Some(s.into_bytes()),
-            // tiktoken-rs hides which error it was; only a UTF-8 error means the id exists
-            // (a token holding part of a character), and then the raw bytes are safe to get.
-            Err(e) if e.to_string().starts_with("Unable to decode into a valid UTF-8") => {
-                bpe._decode_native_and_split(vec![id]).next()
+    // `_decode_native_and_split` panics on an unknown id, so it only gets ids that
+    // `decode` has shown to exist: whole chunks at once (ranks are dense, so nearly every
+    // chunk passes), then one by one in a chunk that holds a gap.
+    const CHUNK: u32 = 1024;
+    for first in (0..bound).step_by(CHUNK as usize) {
+        let ids: Vec<u32> = (first..bound.min(first + CHUNK)).collect();
+        if all_known(bpe, ids.clone()) {
+            for bytes in bpe._decode_native_and_split(ids) {
+                table.push(Some(&bytes));
             }
-            Err(_) => None,
-        };
-        table.known.push(bytes.is_some());
-        table.special.push(special_ids.binary_search(&id).is_ok());
-        table.bytes.extend(bytes.unwrap_or_default());
-        table.starts.push(table.bytes.len() as u32);
+        } else {
+            for id in ids {
+                let bytes = all_known(bpe, vec![id])
+                    .then(|| bpe._decode_native_and_split(vec![id]).next())
+                    .flatten();
+                table.push(bytes.as_deref());
+            }
+        }
+    }
+    for &id in &special_ids {
+        table.special[id as usize] = true;
     }
     table
+}
+
+/// Whether every id is in the encoding. tiktoken-rs hides which error `decode` hit; a
+/// UTF-8 error (a token holding part of a character) still means all ids exist.
+fn all_known(bpe: &CoreBPE, ids: Vec<u32>) -> bool {
+    match bpe.decode(ids) {
+        Ok(_) => true,
+        Err(e) => e
+            .to_string()
+            .starts_with("Unable to decode into a valid UTF-8"),
+    }
 }
 
 #[cfg(test)]
@@ -581,7 +609,12 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(8);
         for n in targets(max_random) {
             let text = tok.random_token_text(n, &mut rng);
-            assert_eq!(tok.count(&text), n, "{}: random_token_text({n})", tok.name());
+            assert_eq!(
+                tok.count(&text),
+                n,
+                "{}: random_token_text({n})",
+                tok.name()
+            );
         }
     }
 
@@ -656,7 +689,9 @@ mod tests {
         let err = Tokenizer::load("gpt9_base").unwrap_err();
         assert!(matches!(err, TokenizerError::UnknownName { .. }));
         let msg = err.to_string();
-        assert!(msg.contains("gpt9_base") && msg.contains("o200k_base") && msg.contains("cl100k_base"));
+        assert!(
+            msg.contains("gpt9_base") && msg.contains("o200k_base") && msg.contains("cl100k_base")
+        );
 
         let err = Tokenizer::load("/nonexistent/tokenizer.json").unwrap_err();
         assert!(matches!(err, TokenizerError::NotFound { .. }));
@@ -752,7 +787,10 @@ mod tests {
         for tok in [o200k(), &hf("bytelevel_bpe.json"), &hf("bytes_only.json")] {
             let make = |seed| {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                (tok.synthetic_text(300, &mut rng), tok.random_token_text(300, &mut rng))
+                (
+                    tok.synthetic_text(300, &mut rng),
+                    tok.random_token_text(300, &mut rng),
+                )
             };
             assert_eq!(make(11), make(11), "{}", tok.name());
             assert_ne!(make(11), make(12), "{}", tok.name());
@@ -761,7 +799,10 @@ mod tests {
         let again = Tokenizer::load("o200k_base").unwrap();
         let mut a = ChaCha8Rng::seed_from_u64(5);
         let mut b = ChaCha8Rng::seed_from_u64(5);
-        assert_eq!(again.synthetic_text(200, &mut a), o200k().synthetic_text(200, &mut b));
+        assert_eq!(
+            again.synthetic_text(200, &mut a),
+            o200k().synthetic_text(200, &mut b)
+        );
     }
 
     #[test]
@@ -803,7 +844,9 @@ mod tests {
             let mut rng = ChaCha8Rng::seed_from_u64(1);
             tok.synthetic_text(32_000, &mut rng); // warm-up
             let t = Instant::now();
-            let texts: Vec<String> = (0..100).map(|_| tok.synthetic_text(32_000, &mut rng)).collect();
+            let texts: Vec<String> = (0..100)
+                .map(|_| tok.synthetic_text(32_000, &mut rng))
+                .collect();
             let synth = t.elapsed() / 100;
             let t = Instant::now();
             for text in &texts {
@@ -828,7 +871,10 @@ mod tests {
             let synth = t.elapsed();
             let t = Instant::now();
             tok.count(&text);
-            eprintln!("{name}: load {load:?}, synthetic_text(32000) {synth:?}, count(32k) {:?}", t.elapsed());
+            eprintln!(
+                "{name}: load {load:?}, synthetic_text(32000) {synth:?}, count(32k) {:?}",
+                t.elapsed()
+            );
         }
     }
 
@@ -852,10 +898,14 @@ mod tests {
         let corpus = std::fs::read_to_string(fixture("corpus.txt")).unwrap();
         let lines: Vec<&str> = corpus.lines().collect();
         let special = |names: &[&str]| -> Vec<AddedToken> {
-            names.iter().map(|s| AddedToken::from(s.to_string(), true)).collect()
+            names
+                .iter()
+                .map(|s| AddedToken::from(s.to_string(), true))
+                .collect()
         };
         let byte_alphabet = || ByteLevel::alphabet().into_iter().collect();
-        let save = |tok: &tokenizers::Tokenizer, name: &str| tok.save(fixture(name), false).unwrap();
+        let save =
+            |tok: &tokenizers::Tokenizer, name: &str| tok.save(fixture(name), false).unwrap();
 
         // GPT-2 style: byte-level BPE.
         for (name, vocab) in [("bytelevel_bpe.json", 1200), ("bytes_only.json", 0)] {
@@ -876,9 +926,8 @@ mod tests {
         }
 
         // Llama-2 / SentencePiece style: Metaspace BPE with <unk> and a BOS template.
-        let mut tok = tokenizers::Tokenizer::new(
-            BPE::builder().unk_token("<unk>".into()).build().unwrap(),
-        );
+        let mut tok =
+            tokenizers::Tokenizer::new(BPE::builder().unk_token("<unk>".into()).build().unwrap());
         tok.with_pre_tokenizer(Some(Metaspace::default()));
         tok.with_decoder(Some(MetaspaceDecoder::default()));
         let mut trainer = TrainerWrapper::BpeTrainer(
@@ -903,7 +952,10 @@ mod tests {
 
         // Whole words split on whitespace, lowercased, no decoder.
         let mut tok = tokenizers::Tokenizer::new(
-            WordLevel::builder().unk_token("[UNK]".into()).build().unwrap(),
+            WordLevel::builder()
+                .unk_token("[UNK]".into())
+                .build()
+                .unwrap(),
         );
         tok.with_normalizer(Some(Lowercase));
         tok.with_pre_tokenizer(Some(Whitespace {}));
