@@ -343,6 +343,7 @@ async fn dispatch_phase(
     let far = tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
     let until_deadline = async { tokio::time::sleep_until(deadline.unwrap_or(far)).await };
     tokio::pin!(until_deadline);
+    let mut released_at = phase_start;
 
     let stop = loop {
         let msg = tokio::select! {
@@ -373,9 +374,10 @@ async fn dispatch_phase(
                 }
             }
         }
-        // Lateness measures the client only: when the request had to wait for a slot, its
-        // schedule becomes the moment the slot was granted.
-        let mut scheduled = ideal.unwrap_or_else(Instant::now);
+        // Lateness measures the client only. Under a concurrency cap a request cannot leave
+        // before a slot frees, and, requests leaving in order, not before the one ahead
+        // of it got its slot: its schedule moves to the last moment the cap released the
+        // dispatcher.
         let permit: Option<OwnedSemaphorePermit> = match &slots {
             None => None,
             Some(sem) => match sem.clone().try_acquire_owned() {
@@ -387,11 +389,12 @@ async fn dispatch_phase(
                         _ = &mut until_deadline => break StopReason::MaxDuration,
                         p = sem.clone().acquire_owned() => p,
                     };
-                    scheduled = scheduled.max(Instant::now());
+                    released_at = Instant::now();
                     p.ok()
                 }
             },
         };
+        let scheduled = ideal.unwrap_or_else(Instant::now).max(released_at);
         if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
             break StopReason::MaxDuration;
         }

@@ -105,16 +105,21 @@ impl Engine {
         }
     }
 
-    /// Why a request can never be served, if it cannot.
+    /// Why a request can never be served, if it cannot: in the batching engine a request
+    /// reserves prompt + max_tokens of KV cache, so one larger than the cache would wait forever.
     pub fn check(&self, prompt_tokens: usize, max_tokens: usize) -> Result<(), String> {
-        match self {
-            Engine::Batching { kv_tokens, .. } if prompt_tokens.saturating_add(max_tokens) > *kv_tokens => Err(format!(
-                "This request needs {} KV-cache tokens ({prompt_tokens} in the prompt, {max_tokens} in the completion) \
-                 but the simulated server holds only {kv_tokens}; reduce the prompt or max_tokens.",
-                prompt_tokens.saturating_add(max_tokens)
-            )),
-            _ => Ok(()),
+        let Engine::Batching { kv_tokens, .. } = self else {
+            return Ok(());
+        };
+        let needed = prompt_tokens.saturating_add(max_tokens);
+        if needed <= *kv_tokens {
+            return Ok(());
         }
+        Err(format!(
+            "This request needs {needed} KV-cache tokens ({prompt_tokens} in the prompt, \
+             {max_tokens} in the completion) but the simulated server holds only {kv_tokens}; \
+             reduce the prompt or max_tokens."
+        ))
     }
 
     /// Start generating; `None` when the engine has stopped.

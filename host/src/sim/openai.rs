@@ -185,8 +185,9 @@ fn prompt_tokens(prompt: &Value, config: &SimConfig) -> Result<usize, ApiError> 
         Value::Array(items) => match items.as_slice() {
             [Value::String(s)] => text(s),
             [Value::Array(inner)] => ids(inner),
-            items if items.iter().all(|v| v.is_string() || v.is_array()) && items.len() > 1 => Err(
-                ApiError::bad_request("batched prompts (several per request) are not supported by the simulated server"),
+            // Several prompts in one request (vLLM answers with one choice per prompt).
+            [_, _, ..] if items.iter().all(|v| v.is_string() || v.is_array()) => Err(
+                ApiError::bad_request("batched prompts are not supported by the simulated server"),
             ),
             items => ids(items),
         },

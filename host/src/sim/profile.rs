@@ -198,7 +198,7 @@ impl fmt::Debug for SimConfig {
 
 impl SimConfig {
     /// The named profile with its defaults.
-    pub fn profile(name: &str) -> Result<SimConfig, SimError> {
+    pub fn from_profile(name: &str) -> Result<SimConfig, SimError> {
         SimArgs {
             profile: name.to_string(),
             ..SimArgs::default()
@@ -405,11 +405,11 @@ mod tests {
 
     #[test]
     fn profiles_have_their_defaults() {
-        let d = SimConfig::profile("default").expect("default profile");
+        let d = SimConfig::from_profile("default").expect("default profile");
         assert_eq!(d.model, DEFAULT_MODEL);
         assert_eq!(d.timing, Timing::Batching(BatchParams::default()));
         assert_eq!((d.tokens_per_chunk, d.workers), (1, 1));
-        let f = SimConfig::profile("fixed").expect("fixed profile");
+        let f = SimConfig::from_profile("fixed").expect("fixed profile");
         assert_eq!(
             f.timing,
             Timing::Fixed {
@@ -418,7 +418,7 @@ mod tests {
             }
         );
         assert_eq!(
-            SimConfig::profile("zero").expect("zero").timing,
+            SimConfig::from_profile("zero").expect("zero").timing,
             Timing::Zero
         );
         assert_eq!(
@@ -463,7 +463,7 @@ mod tests {
 
     #[test]
     fn bad_flags_are_rejected_with_a_clear_message() {
-        let unknown = SimConfig::profile("turbo").expect_err("unknown profile");
+        let unknown = SimConfig::from_profile("turbo").expect_err("unknown profile");
         assert!(
             unknown.to_string().contains("default, fixed, zero"),
             "{unknown}"

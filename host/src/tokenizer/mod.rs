@@ -10,7 +10,8 @@
 //! text is a space followed by 2–8 lowercase ASCII letters and that encode back to exactly
 //! that one token. Words joined by single spaces tokenize word-for-word under byte-level
 //! BPE, Metaspace and whitespace pre-tokenizers, so the first draft usually has exactly
-//! `n` tokens; the result is always re-encoded and, if off, adjusted (see [`Tokenizer::fit`]).
+//! `n` tokens; the result is always re-encoded and, if off, adjusted in a bounded loop
+//! (append words when short, cut the token ids at `n` and decode when long).
 
 mod fast_bpe;
 
@@ -39,6 +40,7 @@ const WORD_LETTERS: std::ops::RangeInclusive<usize> = 2..=8;
 /// that small vocabularies still give varied text.
 const MIN_COMMON_WORDS: usize = 256;
 
+/// Why a tokenizer could not be loaded, or token ids could not be decoded.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
     #[error("unknown tokenizer `{name}`: expected one of {} or a path to a Hugging Face tokenizer.json", BUILTIN_TOKENIZERS.join(", "))]
@@ -58,7 +60,8 @@ pub enum TokenizerError {
     Decode { tokenizer: String, reason: String },
 }
 
-/// A loaded tokenizer plus the token pools used to make synthetic text.
+/// A loaded tokenizer plus the token pools used to make synthetic text. Immutable, `Send`
+/// and `Sync`: load it once per run and share it as `Arc<Tokenizer>`.
 pub struct Tokenizer {
     name: String,
     backend: Backend,
@@ -813,6 +816,25 @@ mod tests {
         assert_eq!(text, GOLDEN_O200K_8);
     }
     const GOLDEN_O200K_8: &str = "stop axios sob jac herr kap blood wal";
+
+    #[test]
+    fn impossible_target_returns_closest_without_hanging() {
+        // Every text normalises to nothing, so no text has 50 tokens.
+        let json = serde_json::json!({
+            "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": {"type": "Replace", "pattern": {"Regex": "[\\s\\S]"}, "content": ""},
+            "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null,
+            "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "hello": 1}, "unk_token": "[UNK]"}
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("void.json");
+        std::fs::write(&path, json.to_string()).unwrap();
+        let tok = Tokenizer::load(path.to_str().unwrap()).unwrap();
+        assert_eq!(tok.count("hello world"), 0);
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        assert_eq!(tok.count(&tok.synthetic_text(50, &mut rng)), 0);
+        assert_eq!(tok.count(&tok.random_token_text(50, &mut rng)), 0);
+    }
 
     #[test]
     fn shared_across_threads() {
