@@ -109,7 +109,6 @@ enum FromScenario {
     Request(Box<Planned>),
     /// The phase's dataset or request budget is exhausted.
     Exhausted,
-    StopRequested,
     /// Acknowledges `ToScenario::EndPhase`: nothing more of this phase follows.
     Closed,
     Failed(ScenarioError),
@@ -150,6 +149,24 @@ enum Collect {
     },
 }
 
+/// What ends a phase early, besides its duration.
+struct Signals {
+    /// Ctrl-C or SIGTERM.
+    interrupt: watch::Receiver<bool>,
+    /// The scenario's `stop` function held.
+    stop: watch::Receiver<bool>,
+}
+
+impl Signals {
+    async fn stopped(&mut self) -> StopReason {
+        tokio::select! {
+            biased;
+            _ = self.interrupt.wait_for(|i| *i) => StopReason::Interrupted,
+            _ = self.stop.wait_for(|s| *s) => StopReason::ScenarioStop,
+        }
+    }
+}
+
 /// Runs every phase of a configured scenario. `interrupt` turning true stops sending,
 /// drains briefly and ends the run with what finished.
 pub async fn run(
@@ -158,7 +175,7 @@ pub async fn run(
     client: Client,
     tokenizer: Arc<Tokenizer>,
     config: EngineConfig,
-    mut interrupt: watch::Receiver<bool>,
+    interrupt: watch::Receiver<bool>,
 ) -> Result<RunResult, EngineError> {
     let records = match &config.records {
         Some(path) => Some(std::io::BufWriter::new(
@@ -181,7 +198,15 @@ pub async fn run(
     let (req_tx, mut req_rx) = mpsc::channel::<FromScenario>(config.lookahead.max(1));
     let (cmd_tx, cmd_rx) = std_mpsc::channel::<ToScenario>();
     let primed = Arc::new(tokio::sync::Notify::new());
+    // The scenario's stop request bypasses the request queue, which may hold many
+    // requests generated ahead that must not be sent any more.
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut signals = Signals {
+        interrupt,
+        stop: stop_rx,
+    };
     let context = ThreadContext {
+        stop: stop_tx,
         phases: phases.clone(),
         config: config.clone(),
         tokenizer: tokenizer.clone(),
@@ -243,7 +268,7 @@ pub async fn run(
             &rec_tx,
             &live,
             &mut digest,
-            &mut interrupt,
+            &mut signals,
             wants_responses,
         )
         .await;
@@ -329,7 +354,7 @@ async fn dispatch_phase(
     rec_tx: &mpsc::UnboundedSender<Collect>,
     live: &Arc<Mutex<Live>>,
     digest: &mut Sha256,
-    interrupt: &mut watch::Receiver<bool>,
+    signals: &mut Signals,
     wants_responses: bool,
 ) -> Result<(StopReason, u64, Duration), EngineError> {
     let slots = spec
@@ -348,7 +373,7 @@ async fn dispatch_phase(
     let stop = loop {
         let msg = tokio::select! {
             biased;
-            _ = interrupt.wait_for(|i| *i) => break StopReason::Interrupted,
+            r = signals.stopped() => break r,
             _ = &mut until_deadline => break StopReason::MaxDuration,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
             m = req_rx.recv() => m,
@@ -357,7 +382,6 @@ async fn dispatch_phase(
             None => return Err(EngineError::ScenarioThread),
             Some(FromScenario::Failed(e)) => return Err(e.into()),
             Some(FromScenario::Exhausted) => break StopReason::Exhausted,
-            Some(FromScenario::StopRequested) => break StopReason::ScenarioStop,
             Some(FromScenario::Closed) => break StopReason::Exhausted,
             Some(FromScenario::Request(p)) => p,
         };
@@ -368,7 +392,7 @@ async fn dispatch_phase(
             if at > Instant::now() {
                 tokio::select! {
                     biased;
-                    _ = interrupt.wait_for(|i| *i) => break StopReason::Interrupted,
+                    r = signals.stopped() => break r,
                     _ = &mut until_deadline => break StopReason::MaxDuration,
                     _ = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
                 }
@@ -385,7 +409,7 @@ async fn dispatch_phase(
                 Err(_) => {
                     let p = tokio::select! {
                         biased;
-                        _ = interrupt.wait_for(|i| *i) => break StopReason::Interrupted,
+                        r = signals.stopped() => break r,
                         _ = &mut until_deadline => break StopReason::MaxDuration,
                         p = sem.clone().acquire_owned() => p,
                     };
@@ -445,7 +469,7 @@ async fn dispatch_phase(
             tokio::select! {
                 biased;
                 // An interrupt during the drain cuts what is left at once.
-                _ = interrupt.wait_for(|i| *i), if stop != StopReason::Interrupted => return false,
+                _ = signals.interrupt.wait_for(|i| *i), if stop != StopReason::Interrupted => return false,
                 r = tasks.join_next() => if r.is_none() { return true },
             }
         }
@@ -460,7 +484,7 @@ async fn dispatch_phase(
         let _ = cancel_tx.send(true);
         while tasks.join_next().await.is_some() {}
     }
-    let stop = if !drained && stop != StopReason::Interrupted && *interrupt.borrow() {
+    let stop = if !drained && stop != StopReason::Interrupted && *signals.interrupt.borrow() {
         StopReason::Interrupted
     } else {
         stop
@@ -635,6 +659,8 @@ fn plan(
 
 /// What the scenario thread shares with the dispatcher.
 struct ThreadContext {
+    /// Set when the scenario's `stop` function ends the current phase.
+    stop: watch::Sender<bool>,
     phases: Vec<PhaseSpec>,
     config: EngineConfig,
     tokenizer: Arc<Tokenizer>,
@@ -652,6 +678,7 @@ fn scenario_loop(
     req_tx: mpsc::Sender<FromScenario>,
 ) {
     let ThreadContext {
+        stop,
         phases,
         config,
         tokenizer,
@@ -678,6 +705,7 @@ fn scenario_loop(
                 Err(e) => return fail(e),
             },
         };
+        stop.send_replace(false);
         let spec = &phases[p];
         let mut schedule = Schedule::new(&spec.arrival, config.seed, p);
         let custom = matches!(spec.arrival, crate::scenario::ArrivalSpec::Custom);
@@ -712,7 +740,7 @@ fn scenario_loop(
                 match scenario.stop(&snapshot) {
                     Ok(true) => {
                         stop_sent = true;
-                        let _ = req_tx.blocking_send(FromScenario::StopRequested);
+                        stop.send_replace(true);
                     }
                     Ok(false) => {}
                     Err(e) => return fail(e),

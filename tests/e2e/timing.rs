@@ -82,3 +82,24 @@ fn sweep_ttft_rises_with_the_number_of_prompts() {
         "closing table lists the phases:\n{out}"
     );
 }
+
+#[test]
+fn a_scenario_stop_ends_the_phase_at_once() {
+    // Requests are generated up to 256 ahead; none of those may go out after the stop.
+    let (out, r) = run_ok(&[
+        &fixture("adaptive_stop.rhai"),
+        "--sim-profile",
+        "fixed",
+        "-q",
+    ]);
+    let completed = num(&r, "completed");
+    assert!(
+        (12.0..150.0).contains(&completed),
+        "completed {completed}, expected a stop soon after 12 answers:\n{out}"
+    );
+    assert_eq!(
+        num(&r, "failed"),
+        0.0,
+        "in-flight requests drain instead of being cut"
+    );
+}
