@@ -56,7 +56,7 @@ struct RunArgs {
     #[arg(long, value_name = "URL")]
     target: Option<String>,
     /// Model name; by default the first one the server lists at /v1/models
-    #[arg(long = "model", id = "target_model")]
+    #[arg(long = "model", id = "target_model", value_name = "NAME")]
     model: Option<String>,
     /// Endpoint for plain prompts (chat messages always use /v1/chat/completions)
     #[arg(long, value_enum, default_value = "completions")]

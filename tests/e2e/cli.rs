@@ -153,3 +153,76 @@ fn every_bundled_scenario_describes_itself() {
         assert!(stdout(&out).starts_with(name), "{name}: {}", stdout(&out));
     }
 }
+
+/// `runner sim` as a separate server process, driven with --target, --model and --api chat.
+#[test]
+fn sweep_against_a_standalone_server_with_chat() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args([
+            "sim",
+            "--port",
+            &port.to_string(),
+            "--sim-model",
+            "some/model",
+            "--sim-profile",
+            "fixed",
+            "--sim-ttft-ms",
+            "20",
+            "--sim-itl-ms",
+            "2",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sim starts");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "sim did not start listening"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let target = format!("http://127.0.0.1:{port}");
+    let out = runner(&[
+        &scenario("sweep.rhai"),
+        "--target",
+        &target,
+        "--model",
+        "some/model",
+        "--api",
+        "chat",
+        "-p",
+        "max_prompts=8",
+        "-p",
+        "output_tokens=8",
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(
+        text.matches("============ Serving Benchmark Result ============")
+            .count(),
+        4,
+        "{text}"
+    );
+    assert!(
+        text.contains("some/model") && text.contains(&target) && text.contains("chat"),
+        "{text}"
+    );
+    // The role-only opening delta of the chat stream is not the first token: TTFT ≥ 20 ms.
+    let ttft_row = text
+        .lines()
+        .find(|l| l.starts_with("Mean TTFT (ms):"))
+        .unwrap();
+    let ttft: f64 = ttft_row[41..].trim().parse().unwrap();
+    assert!(ttft >= 19.5, "{ttft_row}");
+}
