@@ -618,6 +618,40 @@ async fn collect(
     }
 }
 
+/// Asks the scenario for request `index` of phase `p` and plans it; `None` ends the dataset.
+#[allow(clippy::too_many_arguments)]
+fn next_planned(
+    scenario: &mut dyn Scenario,
+    p: usize,
+    index: u64,
+    custom: bool,
+    schedule: &mut Schedule,
+    config: &EngineConfig,
+    tokenizer: &Tokenizer,
+    name: &str,
+) -> Result<Option<Planned>, ScenarioError> {
+    let Some(request) = scenario.next_request(p, index)? else {
+        return Ok(None);
+    };
+    let offset = if schedule.is_closed_loop() && request.at.is_none() && request.delay.is_none() {
+        None
+    } else {
+        let gap = if custom {
+            Some(scenario.arrival(p, index)?)
+        } else {
+            None
+        };
+        Some(schedule.next(gap, request.at, request.delay))
+    };
+    plan(request, index, offset, config, tokenizer)
+        .map(Some)
+        .map_err(|message| ScenarioError::Invalid {
+            file: name.to_string(),
+            function: "next_request".into(),
+            message,
+        })
+}
+
 /// Applies one command during a phase; true when the phase ended.
 fn apply(cmd: ToScenario, scenario: &mut dyn Scenario) -> Result<bool, ScenarioError> {
     match cmd {
@@ -781,43 +815,25 @@ fn scenario_loop(
                 }
                 continue;
             };
-            let request = match scenario.next_request(p, index) {
-                Ok(Some(r)) => r,
+            match next_planned(
+                scenario,
+                p,
+                index,
+                custom,
+                &mut schedule,
+                config,
+                tokenizer,
+                &name,
+            ) {
+                Ok(Some(planned)) => permit.send(FromScenario::Request(Box::new(planned))),
                 Ok(None) => {
                     exhausted = true;
                     permit.send(FromScenario::Exhausted);
                     continue;
                 }
                 Err(e) => {
+                    primed.notify_one();
                     permit.send(FromScenario::Failed(e));
-                    return;
-                }
-            };
-            let offset =
-                if schedule.is_closed_loop() && request.at.is_none() && request.delay.is_none() {
-                    None
-                } else {
-                    let gap = if custom {
-                        match scenario.arrival(p, index) {
-                            Ok(g) => Some(g),
-                            Err(e) => {
-                                permit.send(FromScenario::Failed(e));
-                                return;
-                            }
-                        }
-                    } else {
-                        None
-                    };
-                    Some(schedule.next(gap, request.at, request.delay))
-                };
-            match plan(request, index, offset, config, tokenizer) {
-                Ok(planned) => permit.send(FromScenario::Request(Box::new(planned))),
-                Err(message) => {
-                    permit.send(FromScenario::Failed(ScenarioError::Invalid {
-                        file: name.clone(),
-                        function: "next_request".into(),
-                        message,
-                    }));
                     return;
                 }
             }
