@@ -55,7 +55,8 @@ impl fmt::Display for ParamValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ParamValue::Int(v) => write!(f, "{v}"),
-            ParamValue::Float(v) => write!(f, "{v}"),
+            // `4.0`, not `4`: shows the parameter takes a number, not only integers.
+            ParamValue::Float(v) => write!(f, "{v:?}"),
             ParamValue::Bool(v) => write!(f, "{v}"),
             ParamValue::Str(v) => write!(f, "{v}"),
         }
