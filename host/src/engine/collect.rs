@@ -1,0 +1,74 @@
+//! The collector task: statistics, the JSONL record file, the live snapshot, and the
+//! outcomes fed back to the scenario, all in completion order.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+
+use super::{Collect, EngineError, Live, ToScenario};
+use crate::metrics::{MetricsOptions, PhaseAccumulator};
+
+pub(super) async fn collect(
+    mut rx: mpsc::UnboundedReceiver<Collect>,
+    mut records: Option<std::io::BufWriter<std::fs::File>>,
+    path: Option<PathBuf>,
+    options: MetricsOptions,
+    live: Arc<Mutex<Live>>,
+    outcomes: Option<std_mpsc::Sender<ToScenario>>,
+) -> Result<(), EngineError> {
+    let mut acc = PhaseAccumulator::new(&options);
+    let mut write_error = None;
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            Collect::Record(record, outcome) => {
+                if let (Some(w), None) = (records.as_mut(), &write_error) {
+                    let line = serde_json::to_vec(&*record).unwrap_or_default();
+                    if let Err(e) = w.write_all(&line).and_then(|_| w.write_all(b"\n")) {
+                        write_error = Some(e);
+                    }
+                }
+                acc.record(&record);
+                {
+                    let mut l = live.lock().unwrap_or_else(|e| e.into_inner());
+                    if record.succeeded() {
+                        l.snapshot.completed += 1;
+                        l.snapshot.output_tokens += record.output_tokens;
+                        if let (Some(t), Some(e)) = (record.ttft_ns(), record.e2el_ns()) {
+                            let _ = l.ttft.record((t / 1000).max(1));
+                            let _ = l.e2el.record((e / 1000).max(1));
+                        }
+                    } else {
+                        l.snapshot.failed += 1;
+                    }
+                }
+                if let (Some(tx), Some(o)) = (&outcomes, outcome) {
+                    let _ = tx.send(ToScenario::Outcome(*o));
+                }
+            }
+            Collect::EndPhase { info, reply } => {
+                if let Some(w) = records.as_mut() {
+                    if let Err(e) = w.flush() {
+                        write_error.get_or_insert(e);
+                    }
+                }
+                let _ = reply.send(acc.summarize(&info));
+                acc = PhaseAccumulator::new(&options);
+            }
+        }
+    }
+    if let Some(w) = records.as_mut() {
+        if let Err(e) = w.flush() {
+            write_error.get_or_insert(e);
+        }
+    }
+    match write_error {
+        Some(source) => Err(EngineError::Records {
+            path: path.map(|p| p.display().to_string()).unwrap_or_default(),
+            source,
+        }),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,229 @@
+//! The dispatcher of one phase: sends each planned request on time (or when a
+//! concurrency slot frees), runs it in its own task, and drains the phase at its end.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+
+use super::{Collect, EngineConfig, EngineError, FromScenario, Live, Planned, Signals, StopReason};
+use crate::client::{Client, Exchange};
+use crate::metrics::record::{Chunk, RequestRecord};
+use crate::scenario::{Outcome, PhaseSpec};
+use crate::tokenizer::Tokenizer;
+
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn dispatch_phase(
+    phase: usize,
+    spec: &PhaseSpec,
+    phase_start: Instant,
+    req_rx: &mut mpsc::Receiver<FromScenario>,
+    client: &Client,
+    tokenizer: &Arc<Tokenizer>,
+    config: &EngineConfig,
+    rec_tx: &mpsc::UnboundedSender<Collect>,
+    live: &Arc<Mutex<Live>>,
+    digest: &mut Sha256,
+    signals: &mut Signals,
+    wants_responses: bool,
+) -> Result<(StopReason, u64, Duration), EngineError> {
+    let slots = spec
+        .concurrency_limit()
+        .map(|n| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS as u64) as usize)));
+    let deadline = spec
+        .max_duration
+        .map(|d| tokio::time::Instant::from_std(phase_start + d));
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    let far = tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
+    let until_deadline = async { tokio::time::sleep_until(deadline.unwrap_or(far)).await };
+    tokio::pin!(until_deadline);
+    let mut released_at = phase_start;
+
+    let stop = loop {
+        let msg = tokio::select! {
+            biased;
+            r = signals.stopped() => break r,
+            _ = &mut until_deadline => break StopReason::MaxDuration,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+            m = req_rx.recv() => m,
+        };
+        let planned = match msg {
+            None => return Err(EngineError::ScenarioThread),
+            Some(FromScenario::Failed(e)) => return Err(e.into()),
+            Some(FromScenario::Exhausted) => break StopReason::Exhausted,
+            Some(FromScenario::Closed) => break StopReason::Exhausted,
+            Some(FromScenario::Request(p)) => p,
+        };
+        let ideal = planned
+            .offset
+            .map(|o| phase_start + Duration::from_secs_f64(o));
+        if let Some(at) = ideal {
+            if at > Instant::now() {
+                tokio::select! {
+                    biased;
+                    r = signals.stopped() => break r,
+                    _ = &mut until_deadline => break StopReason::MaxDuration,
+                    _ = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
+                }
+            }
+        }
+        // Lateness measures the client only. Under a concurrency cap a request cannot leave
+        // before a slot frees, and, requests leaving in order, not before the one ahead
+        // of it got its slot: its schedule moves to the last moment the cap released the
+        // dispatcher.
+        let permit: Option<OwnedSemaphorePermit> = match &slots {
+            None => None,
+            Some(sem) => match sem.clone().try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    let p = tokio::select! {
+                        biased;
+                        r = signals.stopped() => break r,
+                        _ = &mut until_deadline => break StopReason::MaxDuration,
+                        p = sem.clone().acquire_owned() => p,
+                    };
+                    released_at = Instant::now();
+                    p.ok()
+                }
+            },
+        };
+        let scheduled = ideal.unwrap_or_else(Instant::now).max(released_at);
+        if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+            break StopReason::MaxDuration;
+        }
+        digest.update((phase as u64).to_le_bytes());
+        digest.update(planned.index.to_le_bytes());
+        digest.update(
+            planned
+                .offset
+                .map(|o| (o * 1e9).round() as i64)
+                .unwrap_or(-1)
+                .to_le_bytes(),
+        );
+        digest.update(planned.digest);
+        live.lock().unwrap_or_else(|e| e.into_inner()).snapshot.sent += 1;
+
+        let client = client.clone();
+        let tokenizer = tokenizer.clone();
+        let rec_tx = rec_tx.clone();
+        let mut cancel = cancel_rx.clone();
+        tasks.spawn(async move {
+            let sent = Instant::now();
+            let exchange = client.execute(&planned.prepared, &mut cancel).await;
+            drop(permit);
+            let (record, outcome) = build_record(
+                phase,
+                &planned,
+                phase_start,
+                scheduled,
+                sent,
+                exchange,
+                &tokenizer,
+                wants_responses,
+            );
+            let _ = rec_tx.send(Collect::Record(Box::new(record), outcome.map(Box::new)));
+        });
+    };
+
+    // Drain. Requests of a phase that ran out of work are all part of it: wait for every
+    // one (each is bounded by the request timeout). A phase stopped by time or by its stop
+    // condition lets in-flight requests finish up to the drain limit, then cuts them.
+    let drain = match stop {
+        StopReason::Exhausted => None,
+        StopReason::Interrupted => Some(config.interrupt_drain),
+        StopReason::MaxDuration | StopReason::ScenarioStop => Some(config.drain_timeout),
+    };
+    let wait_all = async {
+        loop {
+            tokio::select! {
+                biased;
+                // An interrupt during the drain cuts what is left at once.
+                _ = signals.interrupt.wait_for(|i| *i), if stop != StopReason::Interrupted => return false,
+                r = tasks.join_next() => if r.is_none() { return true },
+            }
+        }
+    };
+    let drained = match drain {
+        Some(limit) => tokio::time::timeout(limit, wait_all).await.unwrap_or(false),
+        None => wait_all.await,
+    };
+    let mut cut = 0;
+    if !drained {
+        cut = tasks.len() as u64;
+        let _ = cancel_tx.send(true);
+        while tasks.join_next().await.is_some() {}
+    }
+    let stop = if !drained && stop != StopReason::Interrupted && *signals.interrupt.borrow() {
+        StopReason::Interrupted
+    } else {
+        stop
+    };
+    Ok((stop, cut, phase_start.elapsed()))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_record(
+    phase: usize,
+    planned: &Planned,
+    phase_start: Instant,
+    scheduled: Instant,
+    sent: Instant,
+    ex: Exchange,
+    tokenizer: &Tokenizer,
+    wants_responses: bool,
+) -> (RequestRecord, Option<Outcome>) {
+    let ns = |t: Instant| t.saturating_duration_since(phase_start).as_nanos() as u64;
+    let usage_output = ex.completion_tokens.filter(|&n| n > 0);
+    // One token per chunk when the server's count agrees; else count each chunk's text.
+    let per_chunk_ones = usage_output == Some(ex.chunks.len() as u64);
+    let chunks: Vec<Chunk> = ex
+        .chunks
+        .iter()
+        .map(|&(t, a, b)| Chunk {
+            t_ns: ns(t),
+            tokens: if per_chunk_ones {
+                1
+            } else {
+                (tokenizer.count(&ex.text[a..b]) as u32).max(1)
+            },
+        })
+        .collect();
+    let output_tokens =
+        usage_output.unwrap_or_else(|| chunks.iter().map(|c| c.tokens as u64).sum());
+    let input_tokens = ex
+        .prompt_tokens
+        .filter(|&n| n > 0)
+        .unwrap_or(planned.input_tokens);
+    let record = RequestRecord {
+        phase,
+        index: planned.index,
+        tag: planned.tag.clone(),
+        scheduled_ns: ns(scheduled),
+        sent_ns: ns(sent),
+        first_byte_ns: ex.first_byte.map(ns),
+        chunks,
+        end_ns: ns(ex.end),
+        input_tokens,
+        output_tokens: if ex.error.is_none() { output_tokens } else { 0 },
+        output_tokens_from_usage: usage_output.is_some(),
+        http_status: ex.status,
+        error: ex.error,
+    };
+    let outcome = wants_responses.then(|| Outcome {
+        phase,
+        index: planned.index,
+        tag: planned.tag.clone(),
+        session: planned.session.clone(),
+        ok: record.succeeded(),
+        error: record.error.as_ref().map(|e| e.message.clone()),
+        text: ex.text,
+        ttft_ms: record.ttft_ns().unwrap_or(0) as f64 / 1e6,
+        e2el_ms: record.e2el_ns().unwrap_or(0) as f64 / 1e6,
+        input_tokens: record.input_tokens,
+        output_tokens: record.output_tokens,
+    });
+    (record, outcome)
+}

@@ -1,0 +1,242 @@
+//! The scenario thread: generates each phase's requests ahead of their send time, feeds
+//! outcomes back to the scenario and evaluates its stop condition. Guest code runs only
+//! here, never on the I/O path.
+
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, watch};
+
+use super::{EngineConfig, FromScenario, Live, Planned, ToScenario};
+use crate::client::prepare;
+use crate::scenario::{ArrivalSpec, PhaseSpec, Prompt, RequestSpec, Scenario, ScenarioError};
+use crate::schedule::Schedule;
+use crate::tokenizer::Tokenizer;
+
+/// How often a scenario's `stop` function sees a fresh snapshot.
+const STOP_CHECK_INTERVAL: Duration = Duration::from_millis(20);
+/// Asks the scenario for request `index` of phase `p` and plans it; `None` ends the dataset.
+#[allow(clippy::too_many_arguments)]
+fn next_planned(
+    scenario: &mut dyn Scenario,
+    p: usize,
+    index: u64,
+    custom: bool,
+    schedule: &mut Schedule,
+    config: &EngineConfig,
+    tokenizer: &Tokenizer,
+    name: &str,
+) -> Result<Option<Planned>, ScenarioError> {
+    let Some(request) = scenario.next_request(p, index)? else {
+        return Ok(None);
+    };
+    let offset = if schedule.is_closed_loop() && request.at.is_none() && request.delay.is_none() {
+        None
+    } else {
+        let gap = if custom {
+            Some(scenario.arrival(p, index)?)
+        } else {
+            None
+        };
+        Some(schedule.next(gap, request.at, request.delay))
+    };
+    plan(request, index, offset, config, tokenizer)
+        .map(Some)
+        .map_err(|message| ScenarioError::Invalid {
+            file: name.to_string(),
+            function: "next_request".into(),
+            message,
+        })
+}
+
+/// Applies one command during a phase; true when the phase ended.
+fn apply(cmd: ToScenario, scenario: &mut dyn Scenario) -> Result<bool, ScenarioError> {
+    match cmd {
+        ToScenario::Outcome(o) => scenario.on_response(&o).map(|_| false),
+        ToScenario::EndPhase => Ok(true),
+        ToScenario::Start(_) => Ok(false),
+    }
+}
+
+/// Prepares one request off the I/O path: body, digest, prompt length.
+fn plan(
+    spec: RequestSpec,
+    index: u64,
+    offset: Option<f64>,
+    config: &EngineConfig,
+    tokenizer: &Tokenizer,
+) -> Result<Planned, String> {
+    let prepared = prepare(&spec, config.api, &config.model, config.include_usage)?;
+    let digest: [u8; 32] = Sha256::digest(&prepared.body).into();
+    let input_tokens = spec.input_tokens.unwrap_or_else(|| match &spec.prompt {
+        Prompt::Text(t) => tokenizer.count(t) as u64,
+        Prompt::Tokens(ids) => ids.len() as u64,
+        Prompt::Messages(m) => m
+            .iter()
+            .filter_map(|m| m.get("content").and_then(|c| c.as_str()))
+            .map(|c| tokenizer.count(c) as u64)
+            .sum(),
+    });
+    Ok(Planned {
+        index,
+        offset,
+        prepared,
+        digest,
+        input_tokens,
+        tag: spec.tag,
+        session: spec.session,
+    })
+}
+
+/// What the scenario thread shares with the dispatcher.
+pub(super) struct ThreadContext {
+    /// Set when the scenario's `stop` function ends the current phase.
+    pub(super) stop: watch::Sender<bool>,
+    pub(super) phases: Vec<PhaseSpec>,
+    pub(super) config: EngineConfig,
+    pub(super) tokenizer: Arc<Tokenizer>,
+    pub(super) live: Arc<Mutex<Live>>,
+    /// Signalled once per phase when the queue is full (or the phase has no more requests).
+    pub(super) primed: Arc<tokio::sync::Notify>,
+}
+
+/// The scenario thread: waits for a phase to start, generates its requests ahead of time,
+/// feeds back outcomes and evaluates the scenario's stop condition.
+pub(super) fn scenario_loop(
+    scenario: &mut dyn Scenario,
+    context: &ThreadContext,
+    cmd_rx: std_mpsc::Receiver<ToScenario>,
+    req_tx: mpsc::Sender<FromScenario>,
+) {
+    let ThreadContext {
+        stop,
+        phases,
+        config,
+        tokenizer,
+        live,
+        primed,
+    } = context;
+    let fail = |e: ScenarioError| {
+        primed.notify_one();
+        let _ = req_tx.blocking_send(FromScenario::Failed(e));
+    };
+    let closed = || {
+        let _ = req_tx.blocking_send(FromScenario::Closed);
+    };
+    let name = scenario.describe().name.clone();
+    while let Ok(cmd) = cmd_rx.recv() {
+        let p = match cmd {
+            ToScenario::Start(p) => p,
+            other => match apply(other, scenario) {
+                Ok(true) => {
+                    closed();
+                    continue;
+                }
+                Ok(false) => continue,
+                Err(e) => return fail(e),
+            },
+        };
+        stop.send_replace(false);
+        let spec = &phases[p];
+        let mut schedule = Schedule::new(&spec.arrival, config.seed, p);
+        let custom = matches!(spec.arrival, ArrivalSpec::Custom);
+        let mut index = 0u64;
+        let mut exhausted = false;
+        let mut stop_sent = false;
+        let mut last_check = Instant::now();
+        let mut priming = true;
+        loop {
+            if priming && (exhausted || stop_sent || req_tx.capacity() == 0) {
+                priming = false;
+                primed.notify_one();
+            }
+            // Commands first: outcomes in order, and the end of the phase.
+            let mut ended = false;
+            while let Ok(cmd) = cmd_rx.try_recv() {
+                match apply(cmd, scenario) {
+                    Ok(e) => ended = e,
+                    Err(e) => return fail(e),
+                }
+                if ended {
+                    break;
+                }
+            }
+            if ended {
+                closed();
+                break;
+            }
+            if scenario.has_stop() && !stop_sent && last_check.elapsed() >= STOP_CHECK_INTERVAL {
+                last_check = Instant::now();
+                let snapshot = live.lock().unwrap_or_else(|e| e.into_inner()).current();
+                match scenario.stop(&snapshot) {
+                    Ok(true) => {
+                        stop_sent = true;
+                        stop.send_replace(true);
+                    }
+                    Ok(false) => {}
+                    Err(e) => return fail(e),
+                }
+            }
+            if !exhausted && !stop_sent && spec.max_requests.is_some_and(|m| index >= m) {
+                exhausted = true;
+                let _ = req_tx.blocking_send(FromScenario::Exhausted);
+            }
+            // With nothing more to generate, or the queue full (the generator is far
+            // enough ahead), wait a little, waking at once for an outcome or the end.
+            let permit = if exhausted || stop_sent {
+                None
+            } else {
+                match req_tx.try_reserve() {
+                    Ok(permit) => Some(permit),
+                    Err(mpsc::error::TrySendError::Full(())) => None,
+                    Err(mpsc::error::TrySendError::Closed(())) => return,
+                }
+            };
+            let Some(permit) = permit else {
+                let wait = if exhausted || stop_sent {
+                    STOP_CHECK_INTERVAL
+                } else {
+                    Duration::from_millis(2)
+                };
+                match cmd_rx.recv_timeout(wait) {
+                    Ok(cmd) => match apply(cmd, scenario) {
+                        Ok(true) => {
+                            closed();
+                            break;
+                        }
+                        Ok(false) => {}
+                        Err(e) => return fail(e),
+                    },
+                    Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+                continue;
+            };
+            match next_planned(
+                scenario,
+                p,
+                index,
+                custom,
+                &mut schedule,
+                config,
+                tokenizer,
+                &name,
+            ) {
+                Ok(Some(planned)) => permit.send(FromScenario::Request(Box::new(planned))),
+                Ok(None) => {
+                    exhausted = true;
+                    permit.send(FromScenario::Exhausted);
+                    continue;
+                }
+                Err(e) => {
+                    primed.notify_one();
+                    permit.send(FromScenario::Failed(e));
+                    return;
+                }
+            }
+            index += 1;
+        }
+    }
+}

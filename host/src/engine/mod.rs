@@ -1,0 +1,345 @@
+//! The run loop. The scenario runs on its own OS thread and generates requests ahead of
+//! their send time into a bounded queue; a tokio dispatcher sends each on time (or when a
+//! concurrency slot frees); each request runs in its own task and hands its record to a
+//! collector task that keeps the statistics, writes the JSONL records and feeds outcomes
+//! back to the scenario. Guest code never runs on the I/O path.
+
+mod collect;
+mod dispatch;
+mod generator;
+
+use std::path::PathBuf;
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::client::{Api, Client, Prepared};
+use crate::metrics::record::RequestRecord;
+use crate::metrics::{MetricsOptions, PhaseInfo, PhaseSummary};
+use crate::scenario::{Outcome, PhaseSpec, Scenario, ScenarioError, Snapshot};
+use crate::tokenizer::Tokenizer;
+
+use collect::collect;
+use dispatch::dispatch_phase;
+use generator::{scenario_loop, ThreadContext};
+
+/// Longest wait for the scenario to fill its queue before a phase's clock starts.
+const MAX_PRIMING: Duration = Duration::from_secs(60);
+
+#[derive(Clone)]
+pub struct EngineConfig {
+    pub api: Api,
+    pub model: String,
+    pub include_usage: bool,
+    /// How long in-flight requests may finish after a phase is stopped by time or by its
+    /// stop condition (a phase that ran out of requests waits for all of them).
+    pub drain_timeout: Duration,
+    /// Drain allowed after Ctrl-C.
+    pub interrupt_drain: Duration,
+    /// Requests generated ahead of their send time.
+    pub lookahead: usize,
+    pub metrics: MetricsOptions,
+    /// Per-request records, one JSON object per line, written as requests finish.
+    pub records: Option<PathBuf>,
+    pub seed: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error("cannot write request records to {path}: {source}")]
+    Records {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the scenario thread stopped unexpectedly")]
+    ScenarioThread,
+}
+
+/// Why a phase stopped sending.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StopReason {
+    /// Its dataset or `max_requests` ran out.
+    Exhausted,
+    MaxDuration,
+    ScenarioStop,
+    Interrupted,
+}
+
+impl StopReason {
+    pub fn describe(&self) -> &'static str {
+        match self {
+            StopReason::Exhausted => "all requests sent",
+            StopReason::MaxDuration => "maximum duration reached",
+            StopReason::ScenarioStop => "the scenario's stop condition held",
+            StopReason::Interrupted => "interrupted",
+        }
+    }
+}
+
+pub struct PhaseResult {
+    pub spec: PhaseSpec,
+    pub summary: PhaseSummary,
+    pub stop: StopReason,
+    /// Requests still running at the drain limit, cut and counted as cancelled.
+    pub cut: u64,
+}
+
+pub struct RunResult {
+    pub phases: Vec<PhaseResult>,
+    /// sha256 over every request sent: phase, index, scheduled offset and body.
+    pub digest: String,
+    pub interrupted: bool,
+}
+
+struct Planned {
+    index: u64,
+    /// Seconds from phase start; `None` in closed loop (sent when a slot frees).
+    offset: Option<f64>,
+    prepared: Prepared,
+    digest: [u8; 32],
+    input_tokens: u64,
+    tag: Option<String>,
+    session: Option<String>,
+}
+
+enum FromScenario {
+    Request(Box<Planned>),
+    /// The phase's dataset or request budget is exhausted.
+    Exhausted,
+    /// Acknowledges `ToScenario::EndPhase`: nothing more of this phase follows.
+    Closed,
+    Failed(ScenarioError),
+}
+
+enum ToScenario {
+    Start(usize),
+    Outcome(Outcome),
+    EndPhase,
+}
+
+/// Live counters shared with the scenario thread for its `stop` function.
+struct Live {
+    snapshot: Snapshot,
+    phase_start: Instant,
+    ttft: hdrhistogram::Histogram<u64>,
+    e2el: hdrhistogram::Histogram<u64>,
+}
+
+impl Live {
+    /// The snapshot a `stop` function sees now.
+    fn current(&self) -> Snapshot {
+        let mut s = self.snapshot.clone();
+        s.elapsed_s = self.phase_start.elapsed().as_secs_f64();
+        s.in_flight = s.sent.saturating_sub(s.completed + s.failed);
+        s.ttft_p50_ms = self.ttft.value_at_quantile(0.5) as f64 / 1000.0;
+        s.ttft_p99_ms = self.ttft.value_at_quantile(0.99) as f64 / 1000.0;
+        s.e2el_p99_ms = self.e2el.value_at_quantile(0.99) as f64 / 1000.0;
+        s
+    }
+}
+
+enum Collect {
+    Record(Box<RequestRecord>, Option<Box<Outcome>>),
+    EndPhase {
+        info: PhaseInfo,
+        reply: oneshot::Sender<PhaseSummary>,
+    },
+}
+
+/// What ends a phase early, besides its duration.
+struct Signals {
+    /// Ctrl-C or SIGTERM.
+    interrupt: watch::Receiver<bool>,
+    /// The scenario's `stop` function held.
+    stop: watch::Receiver<bool>,
+}
+
+impl Signals {
+    async fn stopped(&mut self) -> StopReason {
+        tokio::select! {
+            biased;
+            _ = self.interrupt.wait_for(|i| *i) => StopReason::Interrupted,
+            _ = self.stop.wait_for(|s| *s) => StopReason::ScenarioStop,
+        }
+    }
+}
+
+/// Runs every phase of a configured scenario. `interrupt` turning true stops sending,
+/// drains briefly and ends the run with what finished.
+pub async fn run(
+    mut scenario: Box<dyn Scenario>,
+    phases: Vec<PhaseSpec>,
+    client: Client,
+    tokenizer: Arc<Tokenizer>,
+    config: EngineConfig,
+    interrupt: watch::Receiver<bool>,
+) -> Result<RunResult, EngineError> {
+    let records = match &config.records {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|source| EngineError::Records {
+                path: path.display().to_string(),
+                source,
+            })?,
+        )),
+        None => None,
+    };
+    let wants_responses = scenario.wants_responses();
+    let live = Arc::new(Mutex::new(Live {
+        snapshot: Snapshot::default(),
+        phase_start: Instant::now(),
+        ttft: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
+        e2el: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
+    }));
+
+    // Scenario thread.
+    let (req_tx, mut req_rx) = mpsc::channel::<FromScenario>(config.lookahead.max(1));
+    let (cmd_tx, cmd_rx) = std_mpsc::channel::<ToScenario>();
+    let primed = Arc::new(tokio::sync::Notify::new());
+    // The scenario's stop request bypasses the request queue, which may hold many
+    // requests generated ahead that must not be sent any more.
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut signals = Signals {
+        interrupt,
+        stop: stop_rx,
+    };
+    let context = ThreadContext {
+        stop: stop_tx,
+        phases: phases.clone(),
+        config: config.clone(),
+        tokenizer: tokenizer.clone(),
+        live: live.clone(),
+        primed: primed.clone(),
+    };
+    let scenario_thread = std::thread::Builder::new()
+        .name("scenario".into())
+        .spawn(move || scenario_loop(&mut *scenario, &context, cmd_rx, req_tx))
+        .map_err(|_| EngineError::ScenarioThread)?;
+
+    // Collector task.
+    let (rec_tx, rec_rx) = mpsc::unbounded_channel::<Collect>();
+    let collector = tokio::spawn(collect(
+        rec_rx,
+        records,
+        config.records.clone(),
+        config.metrics.clone(),
+        live.clone(),
+        if wants_responses {
+            Some(cmd_tx.clone())
+        } else {
+            None
+        },
+    ));
+
+    let mut digest = Sha256::new();
+    let mut results = Vec::new();
+    let mut interrupted = false;
+    let mut failure = None;
+    for (p, spec) in phases.iter().enumerate() {
+        if cmd_tx.send(ToScenario::Start(p)).is_err() {
+            failure = Some(EngineError::ScenarioThread);
+            break;
+        }
+        {
+            let mut l = live.lock().unwrap_or_else(|e| e.into_inner());
+            l.snapshot = Snapshot {
+                phase: p,
+                ..Snapshot::default()
+            };
+            l.phase_start = Instant::now();
+            l.ttft.reset();
+            l.e2el.reset();
+        }
+        // The phase clock starts once the queue holds requests generated ahead (or the
+        // dataset is that short), so the first sends never wait for guest code.
+        let _ = tokio::time::timeout(MAX_PRIMING, primed.notified()).await;
+        let phase_start = Instant::now();
+        live.lock().unwrap_or_else(|e| e.into_inner()).phase_start = phase_start;
+        let outcome = dispatch_phase(
+            p,
+            spec,
+            phase_start,
+            &mut req_rx,
+            &client,
+            &tokenizer,
+            &config,
+            &rec_tx,
+            &live,
+            &mut digest,
+            &mut signals,
+            wants_responses,
+        )
+        .await;
+        let (stop, cut, duration) = match outcome {
+            Ok(v) => v,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        };
+        // Close the phase on the scenario thread and discard requests generated ahead.
+        let _ = cmd_tx.send(ToScenario::EndPhase);
+        while let Some(msg) = req_rx.recv().await {
+            match msg {
+                FromScenario::Closed => break,
+                FromScenario::Failed(e) => {
+                    failure = Some(e.into());
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let info = PhaseInfo {
+            name: spec.name.clone(),
+            duration_ns: duration.as_nanos() as u64,
+            max_concurrency: spec.concurrency_limit(),
+            request_rate: spec.arrival.rate(),
+            burstiness: spec.arrival.burstiness(),
+        };
+        let (reply, summary) = oneshot::channel();
+        if rec_tx.send(Collect::EndPhase { info, reply }).is_err() {
+            failure = Some(EngineError::ScenarioThread);
+            break;
+        }
+        let Ok(summary) = summary.await else {
+            failure = Some(EngineError::ScenarioThread);
+            break;
+        };
+        let was_interrupted = stop == StopReason::Interrupted;
+        results.push(PhaseResult {
+            spec: spec.clone(),
+            summary,
+            stop,
+            cut,
+        });
+        if failure.is_some() {
+            break;
+        }
+        if was_interrupted {
+            interrupted = true;
+            break;
+        }
+    }
+    drop(cmd_tx);
+    drop(req_rx);
+    drop(rec_tx);
+    let written = collector.await.unwrap_or(Ok(()));
+    let _ = scenario_thread.join();
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    written?;
+    Ok(RunResult {
+        phases: results,
+        digest: hex(&digest.finalize()),
+        interrupted,
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
