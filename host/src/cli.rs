@@ -9,9 +9,9 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use crate::client::{Api, Client};
+use crate::client::{Api, Client, UsageRequest};
 use crate::engine::{self, EngineConfig, RunResult};
-use crate::metrics::{parse_percentiles, MetricsOptions, Slo};
+use crate::metrics::{parse_percentiles, MetricsOptions, PhaseSummary, Slo};
 use crate::report::{self, RunHeader};
 use crate::scenario::params::{parse_duration_secs, parse_override};
 use crate::scenario::{self, HostContext, Params, Scenario};
@@ -87,8 +87,12 @@ struct RunArgs {
     #[arg(long, default_value = "10m", value_parser = parse_duration_arg)]
     request_timeout: Duration,
     /// Do not ask for `stream_options.include_usage` (for servers that reject it)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "continuous_usage")]
     no_usage: bool,
+    /// Also ask for usage on every chunk (vLLM's `continuous_usage_stats`), so per-chunk
+    /// token counts come from the server
+    #[arg(long)]
+    continuous_usage: bool,
     /// Another directory the scenario may read data files from (repeatable)
     #[arg(long = "data-dir", value_name = "DIR")]
     data_dirs: Vec<PathBuf>,
@@ -351,7 +355,11 @@ fn run_command(a: RunArgs) -> Result<i32> {
     let config = EngineConfig {
         api: a.api,
         model,
-        include_usage: !a.no_usage,
+        usage: match (a.no_usage, a.continuous_usage) {
+            (true, _) => UsageRequest::None,
+            (_, true) => UsageRequest::Continuous,
+            _ => UsageRequest::Final,
+        },
         drain_timeout: a.drain_timeout,
         interrupt_drain: Duration::from_secs(5),
         lookahead: 256,
@@ -385,41 +393,50 @@ fn run_command(a: RunArgs) -> Result<i32> {
     header.request_digest = Some(result.digest.clone());
 
     let goodput_on = !a.goodput.is_empty();
+    let mut body = String::new();
     let many = result.phases.len() > 1;
     for (i, phase) in result.phases.iter().enumerate() {
         if many {
-            println!(
-                "Phase {}/{}: {} ({})",
+            body += &format!(
+                "Phase {}/{}: {} ({})\n",
                 i + 1,
                 result.phases.len(),
                 phase.spec.name,
                 phase.spec.arrival.describe()
             );
         }
-        print!(
-            "{}",
-            report::render_vllm_block(&phase.summary, &percentiles, goodput_on)
-        );
-        print!("{}", report::render_extras(&phase.summary, &percentiles));
-        if phase.cut > 0 {
-            println!("{} requests were still running at the drain limit and were cut (counted as failed, cancelled)", phase.cut);
+        if phase.spec.warmup {
+            let s = &phase.summary;
+            body += &format!(
+                "Warm-up: {} requests sent ({} succeeded, {} failed), left out of the statistics.\n\n",
+                s.completed + s.failed,
+                s.completed,
+                s.failed
+            );
+            continue;
         }
-        println!();
+        body += &report::render_vllm_block(&phase.summary, &percentiles, goodput_on);
+        body += &report::render_extras(&phase.summary, &percentiles);
+        if phase.cut > 0 {
+            body += &format!(
+                "{} requests were still running at the drain limit and were cut (counted as failed, cancelled)\n",
+                phase.cut
+            );
+        }
+        body.push('\n');
     }
-    if many {
-        print!(
-            "{}",
-            report::render_phase_table(
-                &result
-                    .phases
-                    .iter()
-                    .map(|p| p.summary.clone())
-                    .collect::<Vec<_>>()
-            )
-        );
-        println!();
+    let measured: Vec<PhaseSummary> = result
+        .phases
+        .iter()
+        .filter(|p| !p.spec.warmup)
+        .map(|p| p.summary.clone())
+        .collect();
+    if measured.len() > 1 {
+        body += &report::render_phase_table(&measured);
+        body.push('\n');
     }
-    println!("Request stream digest (sha256): {}", result.digest);
+    body += &format!("Request stream digest (sha256): {}\n", result.digest);
+    print!("{body}");
 
     let json = result_json(&header, &result, &percentiles);
     if let Some(path) = &a.save_result {
@@ -427,6 +444,18 @@ fn run_command(a: RunArgs) -> Result<i32> {
     }
     if let Some(dir) = &a.output {
         write_json(&dir.join("result.json"), &json)?;
+        let text = format!("{}\n{body}", report::render_header(&header));
+        write_text(&dir.join("report.txt"), &text)?;
+        if measured.len() > 1 {
+            write_text(
+                &dir.join("phases.md"),
+                &report::render_phase_table_markdown(&measured),
+            )?;
+            write_text(
+                &dir.join("phases.csv"),
+                &report::render_phase_table_csv(&measured),
+            )?;
+        }
     }
     if result.interrupted {
         return Ok(EXIT_INTERRUPTED);
@@ -438,11 +467,13 @@ fn run_command(a: RunArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// One phase: the vLLM keys at the top level. Several phases: a `phases` array of them.
+/// One measured phase: the vLLM keys at the top level. Several: a `phases` array of them.
+/// Warm-up phases are listed under `warmup_phases` with their counts only.
 fn result_json(header: &RunHeader, result: &RunResult, percentiles: &[f64]) -> serde_json::Value {
     let mut objects: Vec<serde_json::Value> = result
         .phases
         .iter()
+        .filter(|p| !p.spec.warmup)
         .map(|p| {
             let extra =
                 serde_json::Map::from_iter([("phase".to_string(), serde_json::json!(p.spec.name))]);
@@ -455,7 +486,13 @@ fn result_json(header: &RunHeader, result: &RunResult, percentiles: &[f64]) -> s
             ))
         })
         .collect();
-    if objects.len() == 1 {
+    let warmups: Vec<serde_json::Value> = result
+        .phases
+        .iter()
+        .filter(|p| p.spec.warmup)
+        .map(|p| serde_json::json!({"phase": p.spec.name, "completed": p.summary.completed, "failed": p.summary.failed}))
+        .collect();
+    let mut value = if objects.len() == 1 {
         objects.remove(0)
     } else {
         serde_json::json!({
@@ -463,12 +500,20 @@ fn result_json(header: &RunHeader, result: &RunResult, percentiles: &[f64]) -> s
             "request_digest": result.digest,
             "phases": objects,
         })
+    };
+    if let (false, Some(map)) = (warmups.is_empty(), value.as_object_mut()) {
+        map.insert("warmup_phases".into(), serde_json::Value::Array(warmups));
     }
+    value
 }
 
 fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value).context("cannot serialise the result")?;
     std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn write_text(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
 async fn wait_for_signal() {

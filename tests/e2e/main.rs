@@ -5,5 +5,6 @@ mod support;
 
 mod cli;
 mod determinism;
+mod metrics;
 mod report;
 mod timing;

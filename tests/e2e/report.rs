@@ -28,6 +28,7 @@ const SECTIONS: [&str; 4] = [
 
 #[test]
 fn throughput_run_prints_the_vllm_block() {
+    let _quiet = exclusive();
     let out = runner(&[&scenario("throughput.rhai"), "-p", "requests=200"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
@@ -126,4 +127,51 @@ fn percentiles_and_goodput_options_add_rows() {
         assert!(text.contains(needle), "missing {needle}:\n{text}");
     }
     assert!(!text.contains("N/A"));
+}
+
+/// Reads the block the way vLLM-output parsers do: the label runs up to the colon, the
+/// value is the next whitespace-separated field.
+#[test]
+fn the_block_parses_like_vllm_output() {
+    let out = runner(&[
+        &fixture("fixed.rhai"),
+        "--sim-profile",
+        "fixed",
+        "-p",
+        "requests=16",
+        "-p",
+        "output_tokens=8",
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let start = text
+        .find("============ Serving Benchmark Result ============")
+        .unwrap();
+    let mut parsed = std::collections::BTreeMap::new();
+    for line in text[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.starts_with("=========="))
+    {
+        if line.starts_with('-') {
+            continue;
+        }
+        let (label, rest) = line
+            .split_once(':')
+            .unwrap_or_else(|| panic!("no colon: {line:?}"));
+        let value = rest
+            .split_whitespace()
+            .next()
+            .unwrap_or_else(|| panic!("no value: {line:?}"));
+        let number: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("not a number: {line:?}"));
+        parsed.insert(format!("{label}:"), number);
+    }
+    assert_eq!(parsed["Successful requests:"], 16.0);
+    assert_eq!(parsed["Total generated tokens:"], 128.0);
+    assert!(parsed["Mean TTFT (ms):"] > 0.0);
+    // 11 headline rows (no request rate in a closed loop) and 4 sections of mean, median, P99.
+    assert_eq!(parsed.len(), 23, "{parsed:?}");
 }

@@ -66,3 +66,10 @@ pub fn num(v: &serde_json::Value, key: &str) -> f64 {
         .and_then(|x| x.as_f64())
         .unwrap_or_else(|| panic!("no numeric `{key}` in {v}"))
 }
+
+/// Serialises the tests whose timing assertions are tight, and the heavy runs that would
+/// disturb them, so a 2-core machine measures the runner rather than its neighbours.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}

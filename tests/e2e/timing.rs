@@ -5,6 +5,7 @@ use crate::support::*;
 
 #[test]
 fn fixed_timing_is_measured_exactly() {
+    let _quiet = exclusive();
     let (_, r) = run_ok(&[
         &fixture("fixed.rhai"),
         "--sim-profile",
@@ -47,6 +48,7 @@ fn fixed_timing_is_measured_exactly() {
 
 #[test]
 fn sweep_ttft_rises_with_the_number_of_prompts() {
+    let _quiet = exclusive();
     let (out, r) = run_ok(&[
         &scenario("sweep.rhai"),
         "-p",

@@ -3,4 +3,4 @@
 pub mod openai;
 pub mod sse;
 
-pub use openai::{prepare, Api, Client, ClientError, Exchange, Prepared};
+pub use openai::{prepare, Api, Client, ClientError, Exchange, Prepared, UsageRequest};

@@ -45,13 +45,24 @@ pub struct Prepared {
     pub stream: bool,
 }
 
+/// How to ask for token usage in a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UsageRequest {
+    /// Ask for nothing (for servers that reject `stream_options`).
+    None,
+    /// `stream_options.include_usage`: one usage report at the end.
+    Final,
+    /// Also vLLM's `continuous_usage_stats`: cumulative usage on every chunk.
+    Continuous,
+}
+
 /// Builds the JSON body. `messages` always go to the chat endpoint; a plain prompt goes to
 /// the run's `--api` (wrapped as one user message for chat).
 pub fn prepare(
     spec: &RequestSpec,
     api: Api,
     model: &str,
-    include_usage: bool,
+    usage: UsageRequest,
 ) -> Result<Prepared, String> {
     use serde_json::{json, Value};
     let mut body = serde_json::Map::new();
@@ -81,9 +92,16 @@ pub fn prepare(
     };
     body.insert(max_key.into(), json!(spec.max_tokens));
     body.insert("stream".into(), json!(spec.stream));
-    if spec.stream && include_usage {
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-    }
+    match (spec.stream, usage) {
+        (true, UsageRequest::Final) => {
+            body.insert("stream_options".into(), json!({"include_usage": true}))
+        }
+        (true, UsageRequest::Continuous) => body.insert(
+            "stream_options".into(),
+            json!({"include_usage": true, "continuous_usage_stats": true}),
+        ),
+        _ => None,
+    };
     if spec.ignore_eos {
         body.insert("ignore_eos".into(), json!(true));
     }
@@ -103,8 +121,9 @@ pub fn prepare(
 pub struct Exchange {
     pub status: Option<u16>,
     pub first_byte: Option<Instant>,
-    /// Content chunks: arrival time and the byte range of their text in `text`.
-    pub chunks: Vec<(Instant, usize, usize)>,
+    /// Content chunks: arrival time, the byte range of their text in `text`, and the
+    /// cumulative completion tokens when the server reports usage on every chunk.
+    pub chunks: Vec<(Instant, usize, usize, Option<u64>)>,
     pub text: String,
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
@@ -202,6 +221,7 @@ impl Exchange {
                 format!("error in the response: {text}"),
             );
         }
+        let cumulative = msg.usage.as_ref().and_then(|u| u.completion_tokens);
         if let Some(u) = msg.usage {
             self.prompt_tokens = u.prompt_tokens.or(self.prompt_tokens);
             self.completion_tokens = u.completion_tokens.or(self.completion_tokens);
@@ -226,7 +246,7 @@ impl Exchange {
             content |= d.tool_calls.as_ref().is_some_and(|t| !t.is_empty());
         }
         if content {
-            self.chunks.push((at, start, self.text.len()));
+            self.chunks.push((at, start, self.text.len(), cumulative));
         }
     }
 }
@@ -478,11 +498,12 @@ impl Client {
             delay: None,
             input_tokens: None,
         };
-        let prepared =
-            prepare(&spec, api, &model, true).map_err(|reason| ClientError::TestRequest {
+        let prepared = prepare(&spec, api, &model, UsageRequest::Final).map_err(|reason| {
+            ClientError::TestRequest {
                 url: self.url(api),
                 reason,
-            })?;
+            }
+        })?;
         let (_tx, mut never) = watch::channel(false);
         let ex = self.execute(&prepared, &mut never).await;
         if let Some(err) = ex.error {
@@ -557,7 +578,7 @@ mod tests {
             &spec(Prompt::Text("hi".into())),
             Api::Completions,
             "m",
-            true,
+            UsageRequest::Final,
         )
         .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&p.body).unwrap();
@@ -566,11 +587,24 @@ mod tests {
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert_eq!(v["ignore_eos"], true);
         assert_eq!(v["temperature"], 0.0);
-        let p = prepare(&spec(Prompt::Text("hi".into())), Api::Chat, "m", true).unwrap();
+        let p = prepare(
+            &spec(Prompt::Text("hi".into())),
+            Api::Chat,
+            "m",
+            UsageRequest::Continuous,
+        )
+        .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&p.body).unwrap();
         assert_eq!(v["messages"][0]["content"], "hi");
         assert_eq!(v["max_completion_tokens"], 8);
-        assert!(prepare(&spec(Prompt::Tokens(vec![1, 2])), Api::Chat, "m", true).is_err());
+        assert_eq!(v["stream_options"]["continuous_usage_stats"], true);
+        assert!(prepare(
+            &spec(Prompt::Tokens(vec![1, 2])),
+            Api::Chat,
+            "m",
+            UsageRequest::None
+        )
+        .is_err());
     }
 
     #[test]

@@ -164,6 +164,32 @@ pub(super) async fn dispatch_phase(
     Ok((stop, cut, phase_start.elapsed()))
 }
 
+/// Tokens carried by each content chunk: from the server's cumulative usage when it
+/// reports it on every chunk; one each when its final count equals the number of chunks;
+/// else the tokenizer's count of each chunk's text. Never 0 for a chunk with content.
+fn chunk_tokens<'a>(
+    ex: &'a Exchange,
+    usage_output: Option<u64>,
+    tokenizer: &'a Tokenizer,
+) -> impl Iterator<Item = u32> + 'a {
+    let continuous = !ex.chunks.is_empty() && ex.chunks.iter().all(|c| c.3.is_some());
+    let ones = usage_output == Some(ex.chunks.len() as u64);
+    let mut previous = 0u64;
+    ex.chunks.iter().map(move |&(_, a, b, cumulative)| {
+        let n = if continuous {
+            let now = cumulative.unwrap_or(previous);
+            let n = now.saturating_sub(previous);
+            previous = now;
+            n
+        } else if ones {
+            1
+        } else {
+            tokenizer.count(&ex.text[a..b]) as u64
+        };
+        n.clamp(1, u64::from(u32::MAX)) as u32
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn build_record(
     phase: usize,
@@ -177,22 +203,15 @@ fn build_record(
 ) -> (RequestRecord, Option<Outcome>) {
     let ns = |t: Instant| t.saturating_duration_since(phase_start).as_nanos() as u64;
     let usage_output = ex.completion_tokens.filter(|&n| n > 0);
-    // One token per chunk when the server's count agrees; else count each chunk's text.
-    let per_chunk_ones = usage_output == Some(ex.chunks.len() as u64);
-    let chunks: Vec<Chunk> = ex
-        .chunks
-        .iter()
-        .map(|&(t, a, b)| Chunk {
-            t_ns: ns(t),
-            tokens: if per_chunk_ones {
-                1
-            } else {
-                (tokenizer.count(&ex.text[a..b]) as u32).max(1)
-            },
+    let chunks = chunk_tokens(&ex, usage_output, tokenizer)
+        .zip(&ex.chunks)
+        .map(|(tokens, c)| Chunk {
+            t_ns: ns(c.0),
+            tokens,
         })
         .collect();
-    let output_tokens =
-        usage_output.unwrap_or_else(|| chunks.iter().map(|c| c.tokens as u64).sum());
+    let text_tokens = tokenizer.count(&ex.text) as u64;
+    let output_tokens = usage_output.unwrap_or(text_tokens);
     let input_tokens = ex
         .prompt_tokens
         .filter(|&n| n > 0)
@@ -208,7 +227,9 @@ fn build_record(
         end_ns: ns(ex.end),
         input_tokens,
         output_tokens: if ex.error.is_none() { output_tokens } else { 0 },
-        output_tokens_from_usage: usage_output.is_some(),
+        usage_output_tokens: usage_output,
+        text_tokens,
+        warmup: planned.warmup,
         http_status: ex.status,
         error: ex.error,
     };

@@ -68,7 +68,7 @@ fn plan(
     config: &EngineConfig,
     tokenizer: &Tokenizer,
 ) -> Result<Planned, String> {
-    let prepared = prepare(&spec, config.api, &config.model, config.include_usage)?;
+    let prepared = prepare(&spec, config.api, &config.model, config.usage)?;
     let digest: [u8; 32] = Sha256::digest(&prepared.body).into();
     let input_tokens = spec.input_tokens.unwrap_or_else(|| match &spec.prompt {
         Prompt::Text(t) => tokenizer.count(t) as u64,
@@ -87,6 +87,7 @@ fn plan(
         input_tokens,
         tag: spec.tag,
         session: spec.session,
+        warmup: false,
     })
 }
 
@@ -224,7 +225,10 @@ pub(super) fn scenario_loop(
                 tokenizer,
                 &name,
             ) {
-                Ok(Some(planned)) => permit.send(FromScenario::Request(Box::new(planned))),
+                Ok(Some(mut planned)) => {
+                    planned.warmup = spec.warmup;
+                    permit.send(FromScenario::Request(Box::new(planned)))
+                }
                 Ok(None) => {
                     exhausted = true;
                     permit.send(FromScenario::Exhausted);

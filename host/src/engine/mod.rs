@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::client::{Api, Client, Prepared};
+use crate::client::{Api, Client, Prepared, UsageRequest};
 use crate::metrics::record::RequestRecord;
 use crate::metrics::{MetricsOptions, PhaseInfo, PhaseSummary};
 use crate::scenario::{Outcome, PhaseSpec, Scenario, ScenarioError, Snapshot};
@@ -33,7 +33,7 @@ const MAX_PRIMING: Duration = Duration::from_secs(60);
 pub struct EngineConfig {
     pub api: Api,
     pub model: String,
-    pub include_usage: bool,
+    pub usage: UsageRequest,
     /// How long in-flight requests may finish after a phase is stopped by time or by its
     /// stop condition (a phase that ran out of requests waits for all of them).
     pub drain_timeout: Duration,
@@ -105,6 +105,7 @@ struct Planned {
     input_tokens: u64,
     tag: Option<String>,
     session: Option<String>,
+    warmup: bool,
 }
 
 enum FromScenario {

@@ -9,5 +9,6 @@ pub use options::{parse_percentiles, MetricsOptions, ParseError, Slo};
 pub use record::{Chunk, ErrorKind, RequestError, RequestRecord};
 pub use stat::Distribution;
 pub use summary::{
-    FailureCount, PhaseAccumulator, PhaseInfo, PhaseSummary, CLIENT_BOUND_LATENESS_MS, ERROR_KINDS,
+    FailureCount, PhaseAccumulator, PhaseInfo, PhaseSummary, TokenAccounting,
+    CLIENT_BOUND_LATENESS_MS, ERROR_KINDS,
 };

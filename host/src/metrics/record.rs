@@ -75,10 +75,18 @@ pub struct RequestRecord {
     pub end_ns: u64,
     /// Prompt tokens: `usage.prompt_tokens` when reported, else the tokenizer's count.
     pub input_tokens: u64,
-    /// Generated tokens: `usage.completion_tokens` when reported, else the tokenizer's count.
+    /// Generated tokens: `usage.completion_tokens` when reported, else the tokenizer's count
+    /// of the text (0 for a failed request).
     pub output_tokens: u64,
-    /// Whether `output_tokens` came from the server's usage report.
-    pub output_tokens_from_usage: bool,
+    /// `usage.completion_tokens` as the server reported it, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_output_tokens: Option<u64>,
+    /// The run's tokenizer's count of the generated text (the second of three counts; the
+    /// third is the number of content chunks).
+    pub text_tokens: u64,
+    /// Sent in a warm-up phase: kept on disk, left out of the statistics.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warmup: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -280,4 +280,63 @@ mod tests {
         assert_eq!(d.median, 1.0);
         assert_eq!(d.max, 2.0);
     }
+
+    /// numpy.percentile's default (linear) method on sorted values.
+    fn exact_percentile(sorted: &[f64], p: f64) -> f64 {
+        let rank = p / 100.0 * (sorted.len() - 1) as f64;
+        let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+        sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
+    }
+
+    /// Property: for random sample sets of any size and spread, the streamed mean and std
+    /// are exact and every percentile is within the histogram's precision of the direct
+    /// computation on the raw samples.
+    #[test]
+    fn percentiles_match_a_direct_computation_on_random_samples() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2026);
+        let percentiles = [0.1, 1.0, 25.0, 50.0, 90.0, 95.0, 99.0, 99.9, 100.0];
+        for case in 0..400 {
+            let n = match case % 4 {
+                0 => rng.random_range(1..10),
+                1 => rng.random_range(10..200),
+                _ => rng.random_range(200..5000),
+            };
+            // Log-uniform from 1 µs up to between 1 ms and 100 s: narrow and very wide spreads.
+            let top_ms = 10f64.powf(rng.random_range(0.0..5.0));
+            let mut values: Vec<f64> = (0..n)
+                .map(|_| (rng.random_range(0.0..1.0) * (top_ms / 0.001).ln()).exp() * 0.001)
+                .collect();
+            let d = stat_of(&values).distribution(&percentiles);
+            values.sort_by(f64::total_cmp);
+            let mean = values.iter().sum::<f64>() / n as f64;
+            let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
+            assert_eq!(d.count, n as u64);
+            assert!(
+                (d.mean - mean).abs() <= 1e-9 * mean.max(1.0),
+                "case {case}: mean {} vs {mean}",
+                d.mean
+            );
+            assert!(
+                (d.std - std).abs() <= 1e-6 * std.max(1.0),
+                "case {case}: std {} vs {std}",
+                d.std
+            );
+            for &p in &percentiles {
+                let exact = exact_percentile(&values, p);
+                let got = d.percentile(p).expect("requested percentile present");
+                // 3 significant digits in µs buckets: within 0.1 % plus half a microsecond.
+                let tolerance = exact * 1e-3 + 0.0005;
+                assert!(
+                    (got - exact).abs() <= tolerance,
+                    "case {case} (n={n}) p{p}: {got} vs exact {exact}"
+                );
+            }
+            let median = exact_percentile(&values, 50.0);
+            assert!(
+                (d.median - median).abs() <= median * 1e-3 + 0.0005,
+                "case {case}: median"
+            );
+        }
+    }
 }

@@ -83,6 +83,8 @@ pub struct PhaseSummary {
     pub total_output_tokens: u64,
     /// Content chunks of the successful requests.
     pub total_chunks: u64,
+    /// Output tokens counted three ways, to show when they disagree.
+    pub token_accounting: TokenAccounting,
     /// req/s, successful requests.
     pub request_throughput: f64,
     /// Output tok/s.
@@ -125,6 +127,29 @@ impl PhaseSummary {
     }
 }
 
+/// Output tokens of the successful requests, three ways: the server's usage, the run's
+/// tokenizer over the generated text, and the number of content chunks. The totals in the
+/// report use usage for every request that reported it, the tokenizer for the others.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenAccounting {
+    /// Successful requests whose server reported `usage.completion_tokens`.
+    pub usage_requests: u64,
+    pub usage_tokens: u64,
+    pub tokenizer_tokens: u64,
+    pub chunks: u64,
+}
+
+impl TokenAccounting {
+    /// Which count the totals come from, given `completed` successful requests.
+    pub fn source(&self, completed: u64) -> &'static str {
+        match self.usage_requests {
+            0 => "tokenizer",
+            n if n == completed => "server usage",
+            _ => "server usage, tokenizer where absent",
+        }
+    }
+}
+
 /// Streaming statistics of one phase.
 #[derive(Clone, Debug)]
 pub struct PhaseAccumulator {
@@ -136,6 +161,11 @@ pub struct PhaseAccumulator {
     output_tokens: u64,
     chunks: u64,
     chunk_tokens: u64,
+    /// Output tokens by server usage, and how many successful requests reported usage.
+    usage_tokens: u64,
+    usage_requests: u64,
+    /// Output tokens by the run's tokenizer.
+    text_tokens: u64,
     good: u64,
     ttft: StreamingStat,
     tpot: StreamingStat,
@@ -174,6 +204,9 @@ impl PhaseAccumulator {
             output_tokens: 0,
             chunks: 0,
             chunk_tokens: 0,
+            usage_tokens: 0,
+            usage_requests: 0,
+            text_tokens: 0,
             good: 0,
             ttft: StreamingStat::new(),
             tpot: StreamingStat::new(),
@@ -210,6 +243,11 @@ impl PhaseAccumulator {
         self.completed += 1;
         self.input_tokens += r.input_tokens;
         self.output_tokens += r.output_tokens;
+        self.text_tokens += r.text_tokens;
+        if let Some(u) = r.usage_output_tokens {
+            self.usage_tokens += u;
+            self.usage_requests += 1;
+        }
 
         let ttft = r.ttft_ns();
         let e2el = r.e2el_ns();
@@ -328,6 +366,12 @@ impl PhaseAccumulator {
             total_input_tokens: self.input_tokens,
             total_output_tokens: self.output_tokens,
             total_chunks: self.chunks,
+            token_accounting: TokenAccounting {
+                usage_requests: self.usage_requests,
+                usage_tokens: self.usage_tokens,
+                tokenizer_tokens: self.text_tokens,
+                chunks: self.chunks,
+            },
             request_throughput: per_s(self.completed as f64),
             output_throughput: per_s(self.output_tokens as f64),
             total_token_throughput: per_s((self.input_tokens + self.output_tokens) as f64),
@@ -382,9 +426,11 @@ mod tests {
             first_byte_ns: chunks.first().map(|c| c.t_ns),
             end_ns: chunks.last().map_or(sent_ms * MS, |c| c.t_ns + MS),
             output_tokens: chunks.iter().map(|c| u64::from(c.tokens)).sum(),
+            usage_output_tokens: Some(chunks.iter().map(|c| u64::from(c.tokens)).sum()),
+            text_tokens: chunks.iter().map(|c| u64::from(c.tokens)).sum(),
             chunks,
             input_tokens: input,
-            output_tokens_from_usage: true,
+            warmup: false,
             http_status: Some(200),
             error: None,
         }
@@ -402,7 +448,9 @@ mod tests {
             end_ns: end_ms * MS,
             input_tokens: 77,
             output_tokens: 0,
-            output_tokens_from_usage: false,
+            usage_output_tokens: None,
+            text_tokens: 0,
+            warmup: false,
             http_status: None,
             error: Some(RequestError {
                 kind,

@@ -2,11 +2,13 @@
 //! a closing table over phases, and the `--save-result` JSON object.
 
 pub mod json;
+pub mod table;
 pub mod text;
 
 use serde::{Deserialize, Serialize};
 
 pub use json::{vllm_backend, vllm_result_json, vllm_result_json_with};
+pub use table::{render_phase_table_csv, render_phase_table_markdown};
 pub use text::{render_extras, render_header, render_phase_table, render_vllm_block};
 
 /// What was run, against what: printed before the results and saved in the JSON.

@@ -181,6 +181,7 @@ pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
         percentiles,
     );
     row_f(&mut out, "Mean tokens per chunk:", s.mean_tokens_per_chunk);
+    token_accounting(&mut out, s);
     section(&mut out, "Send Lateness (sent - scheduled)");
     row_f(&mut out, "Mean send lateness (ms):", s.lateness.mean);
     row_f(&mut out, "P99 send lateness (ms):", pct(&s.lateness, 99.0));
@@ -202,6 +203,32 @@ pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
     }
     footer(&mut out, '=');
     out
+}
+
+/// Output tokens three ways, which count the totals use, and any disagreement.
+fn token_accounting(out: &mut String, s: &PhaseSummary) {
+    let t = &s.token_accounting;
+    section(out, "Output Token Accounting");
+    row(out, "Output tokens counted by:", t.source(s.completed));
+    if t.usage_requests > 0 {
+        row(out, "Output tokens by server usage:", t.usage_tokens);
+    }
+    row(out, "Output tokens by tokenizer:", t.tokenizer_tokens);
+    row(out, "Content chunks:", t.chunks);
+    // Compare each count with the one the totals use (usage where present).
+    if t.usage_requests > 0 && t.usage_requests == s.completed {
+        for (what, n) in [("tokenizer", t.tokenizer_tokens), ("chunk", t.chunks)] {
+            if n != t.usage_tokens {
+                let pct =
+                    100.0 * (n as f64 - t.usage_tokens as f64) / (t.usage_tokens.max(1) as f64);
+                let _ = writeln!(
+                    out,
+                    "NOTE: the {what} count differs from the server's usage by {:+} tokens ({pct:+.2} %).",
+                    n as i64 - t.usage_tokens as i64
+                );
+            }
+        }
+    }
 }
 
 /// A closing table over phases (e.g. a sweep), aligned columns: names left, numbers right.
@@ -315,6 +342,7 @@ mod tests {
             total_input_tokens: 1_024_000,
             total_output_tokens: 128_000,
             total_chunks: 128_000,
+            token_accounting: Default::default(),
             request_throughput: 19.10,
             output_throughput: 2445.28,
             total_token_throughput: 22007.50,
@@ -469,6 +497,12 @@ Output token throughput (tok/s):         2445.28
         s.lateness.max = 20.0;
         s.client_bound = true;
         s.mean_tokens_per_chunk = 1.5;
+        s.token_accounting = crate::metrics::TokenAccounting {
+            usage_requests: s.completed,
+            usage_tokens: 128_000,
+            tokenizer_tokens: 128_010,
+            chunks: 85_334,
+        };
         let expected = "\
 ----------------- Runner extras ------------------
 -----Token Latency (e2e_latency / output_len)-----
@@ -480,6 +514,13 @@ Mean per-token ITL (ms):                 23.90
 Median per-token ITL (ms):               22.50     
 P99 per-token ITL (ms):                  58.40     
 Mean tokens per chunk:                   1.50      
+-------------Output Token Accounting--------------
+Output tokens counted by:                server usage
+Output tokens by server usage:           128000    
+Output tokens by tokenizer:              128010    
+Content chunks:                          85334     
+NOTE: the tokenizer count differs from the server's usage by +10 tokens (+0.01 %).
+NOTE: the chunk count differs from the server's usage by -42666 tokens (-33.33 %).
 ---------Send Lateness (sent - scheduled)---------
 Mean send lateness (ms):                 3.46      
 P99 send lateness (ms):                  12.35     

@@ -61,6 +61,8 @@ pub struct PhaseSpec {
     pub max_requests: Option<u64>,
     /// Stop sending after this long; in-flight requests then drain.
     pub max_duration: Option<Duration>,
+    /// Warm-up: its requests are sent (and recorded) but left out of the statistics.
+    pub warmup: bool,
 }
 
 impl PhaseSpec {

@@ -39,6 +39,8 @@ pub enum Engine {
     Batching {
         queue: mpsc::UnboundedSender<Seq>,
         kv_tokens: usize,
+        /// Times held-back (slow) requests.
+        clock: ClockHandle,
     },
 }
 
@@ -93,6 +95,7 @@ impl Engine {
                 let engine = Engine::Batching {
                     queue,
                     kv_tokens: params.kv_tokens,
+                    clock: clock.handle(),
                 };
                 (
                     engine,
@@ -122,10 +125,13 @@ impl Engine {
         ))
     }
 
-    /// Start generating; `None` when the engine has stopped.
+    /// Start generating; `None` when the engine has stopped. `delay` (a slow request) is
+    /// added before the first token: in `fixed` every chunk shifts by it, in `zero` and
+    /// `default` the request is held that long after arrival before it starts / is queued.
     pub fn submit(
         &self,
         arrived: Instant,
+        delay: Duration,
         prompt_tokens: usize,
         max_tokens: usize,
     ) -> Option<Events> {
@@ -137,20 +143,48 @@ impl Engine {
                 clock,
             } => Some(fixed(Timetable {
                 arrived,
-                ttft: *ttft,
+                ttft: ttft.saturating_add(delay),
                 itl: *itl,
                 max_tokens,
                 per_chunk: *per_chunk,
                 clock: clock.clone(),
             })),
-            Engine::Zero { per_chunk } => Some(zero(max_tokens, *per_chunk)),
-            Engine::Batching { queue, .. } => {
+            Engine::Zero { per_chunk } => {
+                let events = zero(max_tokens, *per_chunk);
+                if delay.is_zero() {
+                    return Some(events);
+                }
+                let hold = tokio::time::sleep_until(after(arrived, delay));
+                Some(Box::pin(
+                    stream::once(hold)
+                        .filter_map(|()| ready(None))
+                        .chain(events),
+                ))
+            }
+            Engine::Batching { queue, clock, .. } => {
                 let (out, events) = mpsc::unbounded_channel();
-                queue.send(Seq::new(prompt_tokens, max_tokens, out)).ok()?;
+                let seq = Seq::new(prompt_tokens, max_tokens, out);
                 let events = stream::unfold(events, |mut events| async move {
                     events.recv().await.map(|event| (event, events))
                 });
-                Some(Box::pin(events))
+                if delay.is_zero() {
+                    queue.send(seq).ok()?;
+                    return Some(Box::pin(events));
+                }
+                if queue.is_closed() {
+                    return None;
+                }
+                // Queued once held long enough, when the body is first polled (a client
+                // gone before then never reaches the scheduler).
+                let (queue, clock) = (queue.clone(), clock.clone());
+                let at = after(arrived, delay);
+                let join = stream::once(async move {
+                    clock.sleep_until(at).await;
+                    // A stopped engine drops `seq` and its sender, which ends `events`.
+                    let _ = queue.send(seq);
+                })
+                .filter_map(|()| ready(None));
+                Some(Box::pin(join.chain(events)))
             }
         }
     }

@@ -20,6 +20,12 @@ pub enum SimError {
         reason: String,
     },
 
+    #[error("--sim-{flag} needs --sim-{other}: give both or neither")]
+    MissingPair {
+        flag: &'static str,
+        other: &'static str,
+    },
+
     #[error("the simulated server could not listen on 127.0.0.1:{port}: {source}")]
     Bind {
         port: u16,

@@ -25,5 +25,7 @@ mod words;
 mod tests;
 
 pub use error::SimError;
-pub use profile::{BatchParams, SimArgs, SimConfig, Timing, TokenCounter, DEFAULT_MODEL, PROFILES};
+pub use profile::{
+    BatchParams, SimArgs, SimConfig, SlowRequests, Timing, TokenCounter, DEFAULT_MODEL, PROFILES,
+};
 pub use server::{bind, serve, SimServer};

@@ -27,6 +27,10 @@ pub struct Job {
     pub max_tokens: usize,
     pub stream: bool,
     pub include_usage: bool,
+    /// vLLM's `continuous_usage_stats` (with `include_usage`): usage on every content chunk.
+    pub continuous_usage: bool,
+    /// Leading tokens sent as `reasoning_content` (chat only; 0 for completions).
+    pub reasoning_tokens: usize,
 }
 
 /// An error answered with an OpenAI error object.
@@ -84,6 +88,7 @@ impl IntoResponse for ApiError {
 #[derive(Deserialize, Default)]
 struct StreamOptions {
     include_usage: Option<bool>,
+    continuous_usage_stats: Option<bool>,
 }
 
 // Unknown fields (ignore_eos, temperature, ...) are accepted and ignored, as vLLM does for
@@ -158,11 +163,18 @@ pub fn parse(endpoint: Endpoint, body: &[u8], config: &SimConfig) -> Result<Job,
         .ok_or_else(|| {
             ApiError::bad_request(format!("max_tokens must be at least 1, got {max_tokens}"))
         })?;
+    let options = options.unwrap_or_default();
+    let include_usage = options.include_usage.unwrap_or(false);
     Ok(Job {
         prompt_tokens,
         max_tokens,
         stream: stream.unwrap_or(false),
-        include_usage: options.and_then(|o| o.include_usage).unwrap_or(false),
+        include_usage,
+        continuous_usage: include_usage && options.continuous_usage_stats.unwrap_or(false),
+        reasoning_tokens: match endpoint {
+            Endpoint::Chat => config.reasoning_tokens,
+            Endpoint::Completions => 0,
+        },
     })
 }
 
@@ -271,20 +283,47 @@ impl Writer {
     }
 
     /// One SSE event with the next `tokens` tokens; the one reaching max_tokens finishes.
+    /// In chat, tokens before `reasoning_tokens` go in `reasoning_content` (a chunk that
+    /// crosses the boundary carries both fields).
     pub fn content_chunk(&mut self, tokens: usize) -> Bytes {
-        let mut text = String::with_capacity(8 * tokens);
-        words::push_tokens(&mut text, self.seed, self.emitted, tokens);
+        let first = self.emitted;
         self.emitted += tokens;
         let finish = self.finish_reason();
+        let usage = if self.job.continuous_usage {
+            format!(r#","usage":{}"#, self.usage())
+        } else {
+            String::new()
+        };
         sse(match self.endpoint {
-            Endpoint::Completions => format!(
-                r#"{}"choices":[{{"index":0,"text":"{text}","logprobs":null,"finish_reason":{finish}}}]}}"#,
-                self.head
-            ),
-            Endpoint::Chat => format!(
-                r#"{}"choices":[{{"index":0,"delta":{{"content":"{text}"}},"logprobs":null,"finish_reason":{finish}}}]}}"#,
-                self.head
-            ),
+            Endpoint::Completions => {
+                let mut text = String::with_capacity(8 * tokens);
+                words::push_tokens(&mut text, self.seed, first, tokens);
+                format!(
+                    r#"{}"choices":[{{"index":0,"text":"{text}","logprobs":null,"finish_reason":{finish}}}]{usage}}}"#,
+                    self.head
+                )
+            }
+            Endpoint::Chat => {
+                let split = self.job.reasoning_tokens.clamp(first, self.emitted);
+                let mut delta = String::with_capacity(8 * tokens + 32);
+                if split > first {
+                    delta.push_str(r#""reasoning_content":""#);
+                    words::push_tokens(&mut delta, self.seed, first, split - first);
+                    delta.push('"');
+                }
+                if self.emitted > split || tokens == 0 {
+                    if !delta.is_empty() {
+                        delta.push(',');
+                    }
+                    delta.push_str(r#""content":""#);
+                    words::push_tokens(&mut delta, self.seed, split, self.emitted - split);
+                    delta.push('"');
+                }
+                format!(
+                    r#"{}"choices":[{{"index":0,"delta":{{{delta}}},"logprobs":null,"finish_reason":{finish}}}]{usage}}}"#,
+                    self.head
+                )
+            }
         })
     }
 
@@ -304,8 +343,9 @@ impl Writer {
 
     /// The whole non-streaming response body.
     pub fn full_response(&self) -> String {
+        let reasoning = self.job.reasoning_tokens.min(self.emitted);
         let mut text = String::with_capacity(8 * self.emitted);
-        words::push_tokens(&mut text, self.seed, 0, self.emitted);
+        words::push_tokens(&mut text, self.seed, reasoning, self.emitted - reasoning);
         let finish = self.finish_reason();
         let usage = self.usage();
         match self.endpoint {
@@ -313,10 +353,24 @@ impl Writer {
                 r#"{}"choices":[{{"index":0,"text":"{text}","logprobs":null,"finish_reason":{finish},"stop_reason":null}}],"usage":{usage}}}"#,
                 self.head
             ),
-            Endpoint::Chat => format!(
-                r#"{}"choices":[{{"index":0,"message":{{"role":"assistant","content":"{text}"}},"logprobs":null,"finish_reason":{finish}}}],"usage":{usage}}}"#,
-                self.head
-            ),
+            Endpoint::Chat => {
+                // As vLLM with a reasoning parser: no content is null, not "".
+                let content = if reasoning > 0 && text.is_empty() {
+                    "null".to_string()
+                } else {
+                    format!(r#""{text}""#)
+                };
+                let mut message = String::from(r#""role":"assistant","#);
+                if reasoning > 0 {
+                    message.push_str(r#""reasoning_content":""#);
+                    words::push_tokens(&mut message, self.seed, 0, reasoning);
+                    message.push_str("\",");
+                }
+                format!(
+                    r#"{}"choices":[{{"index":0,"message":{{{message}"content":{content}}},"logprobs":null,"finish_reason":{finish}}}],"usage":{usage}}}"#,
+                    self.head
+                )
+            }
         }
     }
 
@@ -431,6 +485,8 @@ mod tests {
             max_tokens: 3,
             stream: true,
             include_usage: true,
+            continuous_usage: false,
+            reasoning_tokens: 0,
         };
         let mut w = Writer::new(Endpoint::Chat, &j, 1, 2, r#""m\"x""#);
         let parse = |b: Bytes| -> Value {
@@ -451,5 +507,42 @@ mod tests {
         assert_eq!(parse(w.usage_chunk())["usage"]["total_tokens"], 6);
         let full: Value = serde_json::from_str(&w.full_response()).expect("json");
         assert_eq!(full["choices"][0]["message"]["content"], " of and to");
+    }
+
+    #[test]
+    fn reasoning_comes_first_and_usage_can_be_continuous() {
+        let body = r#"{"messages":[{"role":"user","content":"abcd"}],"max_tokens":5,"stream":true,
+            "stream_options":{"include_usage":true,"continuous_usage_stats":true}}"#;
+        let config = SimConfig {
+            reasoning_tokens: 3,
+            ..SimConfig::default()
+        };
+        let j = parse(Endpoint::Chat, body.as_bytes(), &config).expect("valid");
+        assert_eq!((j.continuous_usage, j.reasoning_tokens), (true, 3));
+        let c = parse(Endpoint::Completions, br#"{"prompt":"x"}"#, &config).expect("valid");
+        assert_eq!((c.continuous_usage, c.reasoning_tokens), (false, 0));
+        let mut w = Writer::new(Endpoint::Chat, &j, 1, 2, r#""m""#);
+        let parse = |b: Bytes| -> Value {
+            let s = std::str::from_utf8(&b).expect("utf8").to_string();
+            serde_json::from_str(s.trim_start_matches("data: ").trim_end()).expect("json")
+        };
+        let first = parse(w.content_chunk(2));
+        assert_eq!(
+            first["choices"][0]["delta"],
+            serde_json::json!({"reasoning_content": " of and"})
+        );
+        assert_eq!(first["usage"]["completion_tokens"], 2);
+        let mixed = parse(w.content_chunk(2));
+        assert_eq!(
+            mixed["choices"][0]["delta"],
+            serde_json::json!({"reasoning_content": " to", "content": " in"})
+        );
+        assert_eq!(mixed["usage"]["total_tokens"], 5 + 4);
+        let last = parse(w.content_chunk(1));
+        assert_eq!(last["choices"][0]["delta"]["content"], " is");
+        let full: Value = serde_json::from_str(&w.full_response()).expect("json");
+        let message = &full["choices"][0]["message"];
+        assert_eq!(message["reasoning_content"], " of and to");
+        assert_eq!(message["content"], " in is");
     }
 }

@@ -85,6 +85,15 @@ pub struct SimArgs {
     /// Threads of the simulator's own tokio runtime [default: 1]
     #[arg(long = "sim-workers", value_name = "N")]
     pub workers: Option<usize>,
+    /// Chat completions: the first N generated tokens of each response are reasoning, sent as `delta.reasoning_content` (`message.reasoning_content` when not streaming) as vLLM does with a reasoning parser; they count in usage and max_tokens [default: 0]
+    #[arg(long = "sim-reasoning-tokens", value_name = "N")]
+    pub reasoning_tokens: Option<usize>,
+    /// Every K-th request received (K, 2K, 3K, ...) is delayed by --sim-slow-ms before its first token; needs --sim-slow-ms
+    #[arg(long = "sim-slow-every", value_name = "K")]
+    pub slow_every: Option<u64>,
+    /// Delay added before the first token of every --sim-slow-every-th request, in ms; needs --sim-slow-every
+    #[arg(long = "sim-slow-ms", value_name = "MS")]
+    pub slow_ms: Option<f64>,
 }
 
 impl Default for SimArgs {
@@ -103,6 +112,9 @@ impl Default for SimArgs {
             decode_us_per_seq: None,
             tokens_per_chunk: None,
             workers: None,
+            reasoning_tokens: None,
+            slow_every: None,
+            slow_ms: None,
         }
     }
 }
@@ -154,6 +166,25 @@ impl BatchParams {
     }
 }
 
+/// Every `every`-th request the server receives (1-based) waits `delay` more before its first token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlowRequests {
+    /// At least 1.
+    pub every: u64,
+    pub delay: Duration,
+}
+
+impl SlowRequests {
+    /// The extra delay of the request that arrived `nth` (counting from 1).
+    pub fn delay_of(&self, nth: u64) -> Duration {
+        if nth.is_multiple_of(self.every.max(1)) {
+            self.delay
+        } else {
+            Duration::ZERO
+        }
+    }
+}
+
 /// A complete simulator configuration.
 #[derive(Clone)]
 pub struct SimConfig {
@@ -166,6 +197,10 @@ pub struct SimConfig {
     pub tokens_per_chunk: usize,
     /// Threads of the runtime [`super::SimServer::start`] builds, at least 1.
     pub workers: usize,
+    /// Chat completions: leading tokens of each response sent as `reasoning_content` (0 = none).
+    pub reasoning_tokens: usize,
+    /// Requests slowed down before their first token, if any.
+    pub slow: Option<SlowRequests>,
     /// Prompt token counter; when `None`, the estimate is ceil(bytes / 4).
     pub prompt_token_counter: Option<TokenCounter>,
 }
@@ -178,6 +213,8 @@ impl Default for SimConfig {
             timing: Timing::Batching(BatchParams::default()),
             tokens_per_chunk: 1,
             workers: 1,
+            reasoning_tokens: 0,
+            slow: None,
             prompt_token_counter: None,
         }
     }
@@ -191,6 +228,8 @@ impl fmt::Debug for SimConfig {
             .field("timing", &self.timing)
             .field("tokens_per_chunk", &self.tokens_per_chunk)
             .field("workers", &self.workers)
+            .field("reasoning_tokens", &self.reasoning_tokens)
+            .field("slow", &self.slow)
             .field("prompt_token_counter", &self.prompt_token_counter.is_some())
             .finish()
     }
@@ -264,8 +303,33 @@ impl SimArgs {
             timing,
             tokens_per_chunk: at_least_one("tokens-per-chunk", self.tokens_per_chunk, 1)?,
             workers: bounded("workers", self.workers.unwrap_or(1), 1, MAX_WORKERS)?,
+            reasoning_tokens: self.reasoning_tokens.unwrap_or(0),
+            slow: self.slow()?,
             prompt_token_counter: None,
         })
+    }
+
+    fn slow(&self) -> Result<Option<SlowRequests>, SimError> {
+        match (self.slow_every, self.slow_ms) {
+            (None, None) => Ok(None),
+            (Some(every), Some(ms)) => {
+                if every == 0 {
+                    return Err(invalid("slow-every", "0", "it must be at least 1"));
+                }
+                Ok(Some(SlowRequests {
+                    every,
+                    delay: millis("slow-ms", ms)?,
+                }))
+            }
+            (Some(_), None) => Err(SimError::MissingPair {
+                flag: "slow-every",
+                other: "slow-ms",
+            }),
+            (None, Some(_)) => Err(SimError::MissingPair {
+                flag: "slow-ms",
+                other: "slow-every",
+            }),
+        }
     }
 
     fn batch_params(&self) -> Result<BatchParams, SimError> {
@@ -491,6 +555,56 @@ mod tests {
             ..SimArgs::default()
         };
         assert!(small_budget.to_config().is_err());
+    }
+
+    #[test]
+    fn extra_knobs_apply_to_every_profile() {
+        for name in PROFILES {
+            let c = SimArgs {
+                profile: name.into(),
+                reasoning_tokens: Some(5),
+                slow_every: Some(3),
+                slow_ms: Some(60.0),
+                ..SimArgs::default()
+            }
+            .to_config()
+            .expect(name);
+            assert_eq!(c.reasoning_tokens, 5);
+            let slow = c.slow.expect("slow requests");
+            let slow_ones: Vec<u64> = (1..=9).filter(|&n| !slow.delay_of(n).is_zero()).collect();
+            assert_eq!(slow_ones, vec![3, 6, 9]);
+            assert_eq!(slow.delay_of(6), Duration::from_millis(60));
+        }
+        let d = SimConfig::from_profile("fixed").expect("fixed");
+        assert_eq!((d.reasoning_tokens, d.slow), (0, None));
+    }
+
+    #[test]
+    fn slow_flags_come_together() {
+        let alone = SimArgs {
+            slow_every: Some(4),
+            ..SimArgs::default()
+        };
+        let e = alone.to_config().expect_err("slow-every alone");
+        assert!(e.to_string().contains("--sim-slow-ms"), "{e}");
+        let alone = SimArgs {
+            slow_ms: Some(4.0),
+            ..SimArgs::default()
+        };
+        let e = alone.to_config().expect_err("slow-ms alone");
+        assert!(e.to_string().contains("--sim-slow-every"), "{e}");
+        let zero = SimArgs {
+            slow_every: Some(0),
+            slow_ms: Some(4.0),
+            ..SimArgs::default()
+        };
+        assert!(zero.to_config().is_err());
+        let negative = SimArgs {
+            slow_every: Some(2),
+            slow_ms: Some(-4.0),
+            ..SimArgs::default()
+        };
+        assert!(negative.to_config().is_err());
     }
 
     #[test]

@@ -38,6 +38,8 @@ struct AppState {
     model_json: String,
     created: u64,
     next_id: AtomicU64,
+    /// Generation requests received so far (for `--sim-slow-every`).
+    received: AtomicU64,
 }
 
 /// A simulated server on loopback, in its own OS thread with its own tokio runtime.
@@ -172,6 +174,7 @@ async fn serve_until(
         model_json,
         created: unix_now(),
         next_id: AtomicU64::new(1),
+        received: AtomicU64::new(0),
     });
     let app = Router::new()
         .route("/health", get(health))
@@ -228,6 +231,11 @@ async fn chat(State(state): State<Arc<AppState>>, request: Request) -> Response 
 async fn generate(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> Response {
     // The request's clock starts when its headers are in, before the body is read.
     let arrived = Instant::now();
+    let nth = state.received.fetch_add(1, Ordering::Relaxed) + 1;
+    let delay = state
+        .config
+        .slow
+        .map_or(Duration::ZERO, |slow| slow.delay_of(nth));
     let body = match axum::body::to_bytes(request.into_body(), MAX_BODY).await {
         Ok(body) => body,
         Err(e) => {
@@ -244,7 +252,7 @@ async fn generate(state: Arc<AppState>, endpoint: Endpoint, request: Request) ->
     }
     let Some(events) = state
         .engine
-        .submit(arrived, job.prompt_tokens, job.max_tokens)
+        .submit(arrived, delay, job.prompt_tokens, job.max_tokens)
     else {
         return ApiError::unavailable("the simulated engine has stopped").into_response();
     };

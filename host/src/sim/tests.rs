@@ -392,6 +392,182 @@ async fn a_disconnected_stream_frees_its_slot() {
     assert_eq!(next.tokens(), 5);
 }
 
+fn chat(max_tokens: usize, options: Value) -> Value {
+    json!({"messages": [{"role": "user", "content": "abcdefgh"}], "max_tokens": max_tokens,
+           "stream": true, "stream_options": options, "ignore_eos": true})
+}
+
+/// Tokens in a chat chunk's `reasoning_content`.
+fn reasoning_tokens(v: &Value) -> Option<usize> {
+    let text = v["choices"][0]["delta"]["reasoning_content"].as_str()?;
+    (!text.is_empty()).then(|| text.split(' ').count() - 1)
+}
+
+#[tokio::test]
+async fn reasoning_tokens_come_first_and_count_in_usage() {
+    let sim = server(SimArgs {
+        reasoning_tokens: Some(5),
+        ..profile("zero")
+    });
+    let url = format!("{}/v1/chat/completions", sim.base_url());
+    let s = stream(url.clone(), chat(12, json!({"include_usage": true}))).await;
+    assert!(s.done);
+    // (reasoning, content) tokens of each generated chunk, in order.
+    let chunks: Vec<(usize, usize)> = s
+        .events
+        .iter()
+        .filter_map(|(_, v)| match (reasoning_tokens(v), content_tokens(v)) {
+            (None, None) => None,
+            (r, c) => Some((r.unwrap_or(0), c.unwrap_or(0))),
+        })
+        .collect();
+    assert_eq!(chunks.len(), 12, "{chunks:?}");
+    assert!(chunks[..5].iter().all(|c| *c == (1, 0)), "{chunks:?}");
+    assert!(chunks[5..].iter().all(|c| *c == (0, 1)), "{chunks:?}");
+    let usage = &s.events.last().expect("usage").1["usage"];
+    assert_eq!(usage["completion_tokens"], 12);
+    // Not streamed: the reasoning goes in the message; completions never reason.
+    let mut body = chat(8, Value::Null);
+    body["stream"] = json!(false);
+    let v: Value = post(url, body).await.json_text().await;
+    let message = &v["choices"][0]["message"];
+    let words = |field: &str| message[field].as_str().map(|t| t.split(' ').count() - 1);
+    assert_eq!(
+        (words("reasoning_content"), words("content")),
+        (Some(5), Some(3))
+    );
+    assert_eq!(v["usage"]["completion_tokens"], 8);
+    let c = stream(format!("{}/v1/completions", sim.base_url()), completion(6)).await;
+    assert_eq!(c.content().len(), 6);
+}
+
+#[tokio::test]
+async fn every_kth_request_is_slow() {
+    let sim = server(SimArgs {
+        ttft_ms: Some(20.0),
+        slow_every: Some(4),
+        slow_ms: Some(60.0),
+        ..profile("fixed")
+    });
+    let url = format!("{}/v1/completions", sim.base_url());
+    let client = client();
+    let mut ttfts = Vec::new();
+    for _ in 0..8 {
+        let s = stream_with(&client, url.clone(), completion(3)).await;
+        assert_eq!(s.tokens(), 3);
+        // Later chunks shift with the first: the gaps stay exact.
+        let gap = ms(s.content()[1].0 - s.content()[0].0);
+        assert!((gap - 10.0).abs() < 5.0, "gap {gap:.1} ms");
+        ttfts.push(ms(s.ttft()));
+    }
+    for (i, ttft) in ttfts.iter().enumerate() {
+        if (i + 1) % 4 == 0 {
+            assert!(*ttft >= 75.0, "request {} TTFT {ttft:.1} ms", i + 1);
+        } else {
+            assert!(*ttft < 60.0, "request {} TTFT {ttft:.1} ms", i + 1);
+        }
+    }
+}
+
+#[tokio::test]
+async fn slow_requests_are_held_in_zero_and_default() {
+    for name in ["zero", "default"] {
+        let sim = server(SimArgs {
+            slow_every: Some(2),
+            slow_ms: Some(80.0),
+            ..profile(name)
+        });
+        let mut times = Vec::new();
+        // Both endpoints and non-streaming requests count.
+        for path in [
+            "completions",
+            "chat/completions",
+            "completions",
+            "chat/completions",
+        ] {
+            let body = json!({"prompt": "abcd", "messages": [{"role": "user", "content": "hi"}],
+                              "max_tokens": 2});
+            let sent = Instant::now();
+            let r =
+                tokio::time::timeout(LIMIT, post(format!("{}/v1/{path}", sim.base_url()), body))
+                    .await
+                    .expect("in time");
+            assert_eq!(r.status(), 200);
+            let _ = r.json_text().await;
+            times.push(ms(sent.elapsed()));
+        }
+        for (i, t) in times.iter().enumerate() {
+            let slow = (i + 1) % 2 == 0;
+            assert_eq!(*t >= 80.0, slow, "{name}: request {} took {t:.1} ms", i + 1);
+        }
+    }
+}
+
+#[tokio::test]
+async fn continuous_usage_counts_up_on_every_chunk() {
+    let sim = server(SimArgs {
+        tokens_per_chunk: Some(4),
+        ..profile("zero")
+    });
+    for path in ["chat/completions", "completions"] {
+        let url = format!("{}/v1/{path}", sim.base_url());
+        let options = json!({"include_usage": true, "continuous_usage_stats": true});
+        let mut body = chat(14, options.clone());
+        body["prompt"] = json!("abcdefgh");
+        let s = stream(url.clone(), body.clone()).await;
+        let content: Vec<&Value> = s
+            .events
+            .iter()
+            .map(|(_, v)| v)
+            .filter(|v| content_tokens(v).is_some())
+            .collect();
+        let counted: Vec<u64> = content
+            .iter()
+            .map(|v| v["usage"]["completion_tokens"].as_u64().expect("usage"))
+            .collect();
+        assert_eq!(counted, vec![4, 8, 12, 14], "{path}");
+        let prompt = content[0]["usage"]["prompt_tokens"]
+            .as_u64()
+            .expect("prompt");
+        assert!(content.iter().all(|v| v["usage"]["total_tokens"]
+            == prompt + v["usage"]["completion_tokens"].as_u64().unwrap_or(0)));
+        let last = &s.events.last().expect("usage chunk").1;
+        assert_eq!(last["choices"], json!([]));
+        assert_eq!(last["usage"]["completion_tokens"], 14);
+        // Without continuous_usage_stats only the last event has usage.
+        body["stream_options"] = json!({"include_usage": true});
+        let s = stream(url, body).await;
+        let with_usage = s.events.iter().filter(|(_, v)| v.get("usage").is_some());
+        assert_eq!(with_usage.count(), 1, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn grouped_chunks_keep_the_fixed_timetable() {
+    let sim = server(SimArgs {
+        ttft_ms: Some(20.0),
+        itl_ms: Some(10.0),
+        tokens_per_chunk: Some(4),
+        ..profile("fixed")
+    });
+    let url = format!("{}/v1/completions", sim.base_url());
+    let client = client();
+    // Open the connection first, then time a request.
+    let _ = stream_with(&client, url.clone(), completion(1)).await;
+    let s = stream_with(&client, url, completion(64)).await;
+    let sizes: Vec<usize> = s.content().iter().map(|(_, n)| *n).collect();
+    assert_eq!(sizes, vec![4; 16]);
+    let ttft = ms(s.ttft());
+    assert!((ttft - 20.0).abs() < 5.0, "TTFT {ttft:.2} ms");
+    let span = ms(s.end() - s.content()[0].0);
+    assert!(
+        (span - 150.0).abs() < 5.0,
+        "15 gaps of 10 ms took {span:.2} ms"
+    );
+    let gap = mean(s.content().windows(2).map(|w| ms(w[1].0 - w[0].0)));
+    assert!((gap - 10.0).abs() < 0.5, "mean gap {gap:.2} ms");
+}
+
 /// Read a body as JSON (reqwest here is built without its `json` feature).
 trait JsonText {
     async fn json_text(self) -> Value;

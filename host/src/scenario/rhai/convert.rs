@@ -84,12 +84,13 @@ impl RhaiScenario {
             .try_cast::<Map>()
             .ok_or_else(|| self.invalid(f, format!("phase {i} must be a map")))?;
         let at = |key: &str| format!("phase {i}: `{key}`");
-        const KNOWN: [&str; 5] = [
+        const KNOWN: [&str; 6] = [
             "name",
             "arrival",
             "max_concurrency",
             "max_requests",
             "max_duration",
+            "warmup",
         ];
         if let Some(k) = map.keys().find(|k| !KNOWN.contains(&k.as_str())) {
             return Err(self.invalid(
@@ -149,6 +150,15 @@ impl RhaiScenario {
             max_concurrency,
             max_requests: count("max_requests")?,
             max_duration,
+            warmup: match map.get("warmup") {
+                None => false,
+                Some(v) => v.as_bool().map_err(|_| {
+                    self.invalid(
+                        f,
+                        format!("{} must be true or false, got {v}", at("warmup")),
+                    )
+                })?,
+            },
         })
     }
 

@@ -1,0 +1,106 @@
+//! The table over phases as markdown (for documents) and CSV (for spreadsheets and plots).
+
+use crate::metrics::PhaseSummary;
+
+/// Column title and value of each phase, in order.
+fn columns(s: &PhaseSummary) -> [(&'static str, String); 12] {
+    let p99 = |d: &crate::metrics::Distribution| d.percentile(99.0).unwrap_or(0.0);
+    [
+        ("phase", s.name.clone()),
+        ("completed", s.completed.to_string()),
+        ("failed", s.failed.to_string()),
+        ("duration_s", format!("{:.2}", s.duration_s)),
+        ("request_throughput", format!("{:.2}", s.request_throughput)),
+        ("output_throughput", format!("{:.2}", s.output_throughput)),
+        ("mean_ttft_ms", format!("{:.2}", s.ttft.mean)),
+        ("p99_ttft_ms", format!("{:.2}", p99(&s.ttft))),
+        ("mean_tpot_ms", format!("{:.2}", s.tpot.mean)),
+        ("mean_itl_ms", format!("{:.2}", s.itl.mean)),
+        ("mean_e2el_ms", format!("{:.2}", s.e2el.mean)),
+        ("peak_concurrency", format!("{:.2}", s.peak_concurrency)),
+    ]
+}
+
+pub fn render_phase_table_markdown(phases: &[PhaseSummary]) -> String {
+    let mut out = String::new();
+    let Some(first) = phases.first() else {
+        return out;
+    };
+    let titles: Vec<&str> = columns(first).iter().map(|c| c.0).collect();
+    out.push_str(&format!("| {} |\n", titles.join(" | ")));
+    out.push_str(&format!("|{}\n", ["---|"].repeat(titles.len()).concat()));
+    for s in phases {
+        let cells: Vec<String> = columns(s)
+            .into_iter()
+            .map(|c| c.1.replace('|', "\\|"))
+            .collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    out
+}
+
+pub fn render_phase_table_csv(phases: &[PhaseSummary]) -> String {
+    let mut out = String::new();
+    let Some(first) = phases.first() else {
+        return out;
+    };
+    let titles: Vec<&str> = columns(first).iter().map(|c| c.0).collect();
+    out.push_str(&titles.join(","));
+    out.push('\n');
+    for s in phases {
+        let cells: Vec<String> = columns(s).into_iter().map(|c| csv_field(&c.1)).collect();
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// RFC 4180 quoting for fields with commas, quotes or line breaks.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{MetricsOptions, PhaseAccumulator, PhaseInfo};
+
+    fn phase(name: &str) -> PhaseSummary {
+        let acc = PhaseAccumulator::new(&MetricsOptions::default());
+        acc.summarize(&PhaseInfo {
+            name: name.into(),
+            duration_ns: 2_000_000_000,
+            max_concurrency: None,
+            request_rate: None,
+            burstiness: None,
+        })
+    }
+
+    #[test]
+    fn markdown_and_csv_have_a_row_per_phase() {
+        let phases = [phase("1 prompts"), phase("a, \"b\" | c")];
+        let md = render_phase_table_markdown(&phases);
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert!(lines[0].starts_with("| phase | completed | failed | duration_s |"));
+        assert_eq!(lines[1].matches("---|").count(), 12);
+        assert!(
+            lines[3].starts_with("| a, \"b\" \\| c | 0 | 0 | 2.00 |"),
+            "{}",
+            lines[3]
+        );
+        let csv = render_phase_table_csv(&phases);
+        let rows: Vec<&str> = csv.lines().collect();
+        assert_eq!(rows[0].split(',').count(), 12);
+        assert!(rows[1].starts_with("1 prompts,0,0,2.00,"));
+        assert!(
+            rows[2].starts_with("\"a, \"\"b\"\" | c\",0,0,2.00,"),
+            "{}",
+            rows[2]
+        );
+    }
+}

@@ -1,0 +1,338 @@
+//! Measurement against known truth: the simulator's fixed mode sets TTFT, the gap between
+//! chunks and the tokens per chunk exactly, so every measured figure has a true value.
+
+use std::collections::BTreeMap;
+
+use crate::support::*;
+
+fn within(what: &str, got: f64, truth: f64, tolerance: f64) {
+    assert!(
+        (got - truth).abs() <= tolerance,
+        "{what}: measured {got}, truth {truth} ± {tolerance}"
+    );
+}
+
+/// Runs the truth fixture in fixed mode (TTFT 50 ms, 10 ms between chunks).
+fn truth_run(extra: &[&str]) -> (String, serde_json::Value) {
+    let mut args = vec![fixture("truth.rhai")];
+    args.extend(
+        [
+            "--sim-profile",
+            "fixed",
+            "--sim-ttft-ms",
+            "50",
+            "--sim-itl-ms",
+            "10",
+            "--percentiles",
+            "50,99",
+            "-q",
+        ]
+        .map(String::from),
+    );
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_ok(&refs)
+}
+
+/// Tolerances of the 1- and 64-stream truth test. The aim is 1 ms on means and 2 ms on
+/// P99, and runs usually land there (see the issue notes), but this 2-vCPU VM stalls a
+/// thread for up to ~4 ms now and then (a bare Python timer loop: P99.5 1.4 ms, max
+/// 3.8 ms late), and server and client are two processes exposed to it. The gate sits
+/// where it cannot flake; a real regression (a late first token, a chunk-gap bias) still
+/// trips it.
+const MEAN_TOLERANCE_MS: f64 = 1.5;
+const P99_TOLERANCE_MS: f64 = 4.0;
+
+#[test]
+fn fixed_timing_truth_at_1_and_64_streams() {
+    let _quiet = exclusive();
+    for (streams, requests) in [(1, 8), (64, 256)] {
+        let (c, n) = (streams.to_string(), requests.to_string());
+        let (_, r) = truth_run(&[
+            "-p",
+            &format!("concurrency={c}"),
+            "-p",
+            &format!("requests={n}"),
+        ]);
+        let at = |k: &str| format!("{streams} streams: {k}");
+        assert_eq!(
+            num(&r, "completed"),
+            requests as f64,
+            "warm-up requests are not counted"
+        );
+        assert_eq!(num(&r, "total_output_tokens"), 64.0 * requests as f64);
+        // Truth: TTFT 50 ms; TPOT and ITL 10 ms; E2EL 50 + 63 × 10 = 680 ms.
+        for (metric, truth) in [
+            ("ttft", 50.0),
+            ("tpot", 10.0),
+            ("itl", 10.0),
+            ("e2el", 680.0),
+        ] {
+            within(
+                &at(&format!("mean {metric}")),
+                num(&r, &format!("mean_{metric}_ms")),
+                truth,
+                MEAN_TOLERANCE_MS,
+            );
+            within(
+                &at(&format!("p99 {metric}")),
+                num(&r, &format!("p99_{metric}_ms")),
+                truth,
+                P99_TOLERANCE_MS,
+            );
+        }
+        assert_eq!(num(&r, "max_concurrent_requests"), streams as f64);
+        assert_eq!(
+            r["warmup_phases"][0]["completed"], streams,
+            "the warm-up is listed apart"
+        );
+    }
+}
+
+#[test]
+fn four_tokens_per_chunk_per_token_and_per_chunk_itl() {
+    let _quiet = exclusive();
+    // 64 streams × 12 rounds of 64-token requests: long enough for whole 1-second windows.
+    let (out, r) = truth_run(&[
+        "--sim-tokens-per-chunk",
+        "4",
+        "-p",
+        "concurrency=64",
+        "-p",
+        "requests=768",
+    ]);
+    within("per-chunk ITL", num(&r, "mean_itl_ms"), 10.0, 0.2);
+    within(
+        "per-token ITL",
+        num(&r["runner"]["itl_per_token"], "mean_ms"),
+        2.5,
+        0.2,
+    );
+    within(
+        "TPOT = 150 ms / 63",
+        num(&r, "mean_tpot_ms"),
+        150.0 / 63.0,
+        0.2,
+    );
+    within(
+        "tokens per chunk",
+        num(&r["runner"], "mean_tokens_per_chunk"),
+        4.0,
+        1e-9,
+    );
+    // Truth: each stream receives 64 tokens every 200 ms (TTFT 50 + 15 gaps of 10 ms).
+    let truth = 64.0 * 64.0 / 0.200;
+    let peak = num(&r, "max_output_tokens_per_s");
+    assert!(
+        peak.is_finite() && (peak - truth).abs() <= 0.1 * truth,
+        "peak {peak} tok/s, truth {truth}"
+    );
+    assert!(
+        out.contains("Mean tokens per chunk:                   4.00"),
+        "{out}"
+    );
+}
+
+#[test]
+fn reasoning_and_role_only_chunks_do_not_start_the_clock() {
+    let _quiet = exclusive();
+    // Chat streams open with a role-only delta at once, then 8 reasoning tokens, then
+    // content: TTFT runs to the first reasoning token, at 50 ms.
+    let (out, r) = truth_run(&[
+        "--sim-reasoning-tokens",
+        "8",
+        "-p",
+        "chat=true",
+        "-p",
+        "concurrency=8",
+        "-p",
+        "requests=32",
+        "--api",
+        "chat",
+    ]);
+    within(
+        "mean TTFT",
+        num(&r, "mean_ttft_ms"),
+        50.0,
+        MEAN_TOLERANCE_MS,
+    );
+    within("p99 TTFT", num(&r, "p99_ttft_ms"), 50.0, P99_TOLERANCE_MS);
+    within("mean ITL", num(&r, "mean_itl_ms"), 10.0, MEAN_TOLERANCE_MS);
+    assert_eq!(num(&r, "total_output_tokens"), 64.0 * 32.0);
+    let acc = &r["runner"]["token_accounting"];
+    assert_eq!(acc["counted_by"], "server usage");
+    assert_eq!(acc["usage_tokens"], 64 * 32);
+    assert_eq!(
+        acc["tokenizer_tokens"],
+        64 * 32,
+        "reasoning text is counted too"
+    );
+    assert_eq!(acc["chunks"], 64 * 32);
+    assert!(
+        out.contains("Output tokens counted by:                server usage"),
+        "{out}"
+    );
+}
+
+#[test]
+fn continuous_usage_gives_per_chunk_tokens() {
+    let (out, r) = truth_run(&[
+        "--continuous-usage",
+        "--sim-tokens-per-chunk",
+        "4",
+        "-p",
+        "concurrency=8",
+        "-p",
+        "requests=16",
+    ]);
+    assert_eq!(num(&r["runner"], "mean_tokens_per_chunk"), 4.0);
+    assert_eq!(r["runner"]["token_accounting"]["chunks"], 16 * 16);
+    assert!(
+        out.contains(
+            "NOTE: the chunk count differs from the server's usage by -768 tokens (-75.00 %)."
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn goodput_counts_exactly_the_slow_requests() {
+    let _quiet = exclusive();
+    // The server delays every 4th request it receives by 60 ms (its count includes the
+    // pre-run test request, so of the run's 64 requests, numbers 2..65, exactly 16 are
+    // slow): with TTFT 20 ms and an SLO of 50 ms, exactly 75 % are good.
+    let (out, r) = run_ok(&[
+        &fixture("fixed.rhai"),
+        "--sim-profile",
+        "fixed",
+        "--sim-ttft-ms",
+        "20",
+        "--sim-itl-ms",
+        "2",
+        "--sim-slow-every",
+        "4",
+        "--sim-slow-ms",
+        "60",
+        "-p",
+        "requests=64",
+        "-p",
+        "concurrency=8",
+        "-p",
+        "output_tokens=8",
+        "--goodput",
+        "ttft:50",
+        "-q",
+    ]);
+    let good_fraction = num(&r, "request_goodput") / num(&r, "request_throughput");
+    within("good fraction", good_fraction, 0.75, 1e-9);
+    assert!(out.contains("Request goodput (req/s):"), "{out}");
+}
+
+/// numpy.percentile's default (linear) method.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = p / 100.0 * (sorted.len() - 1) as f64;
+    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
+}
+
+#[test]
+fn percentiles_agree_with_the_raw_samples_in_requests_jsonl() {
+    let _quiet = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    // The batching profile gives widely spread latencies.
+    let out = runner(&[
+        &scenario("throughput.rhai"),
+        "-p",
+        "requests=300",
+        "-p",
+        "input_tokens=256",
+        "--percentiles",
+        "50,90,95,99",
+        "--output",
+        &d,
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("result.json")).unwrap())
+            .unwrap();
+    let mut samples: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let jsonl = std::fs::read_to_string(dir.path().join("requests.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 300, "one line per finished request");
+    for r in &lines {
+        let sent = r["sent_ns"].as_f64().unwrap();
+        let chunks = r["chunks"].as_array().unwrap();
+        let first = chunks[0]["t_ns"].as_f64().unwrap();
+        let last = chunks[chunks.len() - 1]["t_ns"].as_f64().unwrap();
+        let out_tokens = r["output_tokens"].as_f64().unwrap();
+        samples
+            .entry("ttft")
+            .or_default()
+            .push((first - sent) / 1e6);
+        samples.entry("e2el").or_default().push((last - sent) / 1e6);
+        samples
+            .entry("tpot")
+            .or_default()
+            .push((last - first) / 1e6 / (out_tokens - 1.0));
+        for w in chunks.windows(2) {
+            samples
+                .entry("itl")
+                .or_default()
+                .push((w[1]["t_ns"].as_f64().unwrap() - w[0]["t_ns"].as_f64().unwrap()) / 1e6);
+        }
+    }
+    for (metric, values) in samples.iter_mut() {
+        values.sort_by(f64::total_cmp);
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        within(
+            &format!("mean {metric}"),
+            num(&result, &format!("mean_{metric}_ms")),
+            mean,
+            1e-6 * mean.max(1.0),
+        );
+        for p in [50.0, 90.0, 95.0, 99.0] {
+            let exact = percentile(values, p);
+            let got = num(&result, &format!("p{p}_{metric}_ms"));
+            // HDR histograms keep 3 significant digits: within 0.1 % (+1 µs).
+            within(&format!("p{p} {metric}"), got, exact, exact * 1e-3 + 1e-3);
+        }
+    }
+}
+
+#[test]
+fn output_dir_holds_report_records_and_phase_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let out = runner(&[
+        &scenario("sweep.rhai"),
+        "-p",
+        "max_prompts=4",
+        "-p",
+        "output_tokens=4",
+        "--sim-profile",
+        "fixed",
+        "--output",
+        &d,
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = std::fs::read_to_string(dir.path().join("report.txt")).unwrap();
+    assert!(
+        report.contains("Scenario:") && report.contains(&stdout(&out)),
+        "report.txt = header + printed report"
+    );
+    let md = std::fs::read_to_string(dir.path().join("phases.md")).unwrap();
+    assert_eq!(md.lines().count(), 2 + 3, "header, rule, 3 phases:\n{md}");
+    let csv = std::fs::read_to_string(dir.path().join("phases.csv")).unwrap();
+    assert!(
+        csv.lines().nth(3).unwrap().starts_with("4 prompts,4,0,"),
+        "{csv}"
+    );
+    let records = std::fs::read_to_string(dir.path().join("requests.jsonl")).unwrap();
+    assert_eq!(records.lines().count(), 1 + 2 + 4);
+}
