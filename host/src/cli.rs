@@ -331,7 +331,12 @@ fn run_command(a: RunArgs) -> Result<i32> {
     }
 
     let rt = runtime()?;
-    let model = rt.block_on(client.preflight(a.model.as_deref(), a.api))?;
+    let usage = match (a.no_usage, a.continuous_usage) {
+        (true, _) => UsageRequest::None,
+        (_, true) => UsageRequest::Continuous,
+        _ => UsageRequest::Final,
+    };
+    let model = rt.block_on(client.preflight(a.model.as_deref(), a.api, usage))?;
     let mut header = RunHeader {
         scenario: description.name.clone(),
         description: description.description.clone(),
@@ -355,11 +360,7 @@ fn run_command(a: RunArgs) -> Result<i32> {
     let config = EngineConfig {
         api: a.api,
         model,
-        usage: match (a.no_usage, a.continuous_usage) {
-            (true, _) => UsageRequest::None,
-            (_, true) => UsageRequest::Continuous,
-            _ => UsageRequest::Final,
-        },
+        usage,
         drain_timeout: a.drain_timeout,
         interrupt_drain: Duration::from_secs(5),
         lookahead: 256,

@@ -443,7 +443,12 @@ impl Client {
 
     /// Health check, model discovery and one test request, as `vllm bench serve` does
     /// before a run. Returns the model to use.
-    pub async fn preflight(&self, model: Option<&str>, api: Api) -> Result<String, ClientError> {
+    pub async fn preflight(
+        &self,
+        model: Option<&str>,
+        api: Api,
+        usage: UsageRequest,
+    ) -> Result<String, ClientError> {
         let health = format!("{}/health", self.base);
         match self
             .http
@@ -498,12 +503,12 @@ impl Client {
             delay: None,
             input_tokens: None,
         };
-        let prepared = prepare(&spec, api, &model, UsageRequest::Final).map_err(|reason| {
-            ClientError::TestRequest {
+        // Asks for usage as the run will, so a server that rejects it fails here.
+        let prepared =
+            prepare(&spec, api, &model, usage).map_err(|reason| ClientError::TestRequest {
                 url: self.url(api),
                 reason,
-            }
-        })?;
+            })?;
         let (_tx, mut never) = watch::channel(false);
         let ex = self.execute(&prepared, &mut never).await;
         if let Some(err) = ex.error {
