@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use crate::client::{Api, Client, UsageRequest};
-use crate::engine::{self, EngineConfig, RunResult};
+use crate::engine::{self, EngineConfig, RunResult, StopReason};
 use crate::metrics::{parse_percentiles, MetricsOptions, PhaseSummary, Slo};
 use crate::report::{self, RunHeader};
 use crate::scenario::params::{parse_duration_secs, parse_override};
@@ -418,6 +418,9 @@ fn run_command(a: RunArgs) -> Result<i32> {
         }
         body += &report::render_vllm_block(&phase.summary, &percentiles, goodput_on);
         body += &report::render_extras(&phase.summary, &percentiles);
+        if phase.stop != StopReason::Exhausted {
+            body += &format!("Phase ended: {}.\n", phase.stop.describe());
+        }
         if phase.cut > 0 {
             body += &format!(
                 "{} requests were still running at the drain limit and were cut (counted as failed, cancelled)\n",

@@ -104,4 +104,8 @@ fn a_scenario_stop_ends_the_phase_at_once() {
         0.0,
         "in-flight requests drain instead of being cut"
     );
+    assert!(
+        out.contains("Phase ended: the scenario's stop condition held."),
+        "{out}"
+    );
 }
