@@ -58,6 +58,8 @@ pub enum EngineError {
     },
     #[error("the scenario thread stopped unexpectedly")]
     ScenarioThread,
+    #[error("the statistics collector stopped unexpectedly")]
+    Collector,
 }
 
 /// Why a phase stopped sending.
@@ -303,11 +305,11 @@ pub async fn run(
         };
         let (reply, summary) = oneshot::channel();
         if rec_tx.send(Collect::EndPhase { info, reply }).is_err() {
-            failure = Some(EngineError::ScenarioThread);
+            failure = Some(EngineError::Collector);
             break;
         }
         let Ok(summary) = summary.await else {
-            failure = Some(EngineError::ScenarioThread);
+            failure = Some(EngineError::Collector);
             break;
         };
         let was_interrupted = stop == StopReason::Interrupted;
