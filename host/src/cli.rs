@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use crate::client::{Api, Client, UsageRequest};
+use crate::client::{Api, Client, Timeouts, UsageRequest};
 use crate::engine::{self, EngineConfig, RunResult, StopReason};
 use crate::metrics::{parse_percentiles, MetricsOptions, PhaseSummary, Slo};
 use crate::report::{self, RunHeader};
@@ -83,9 +83,18 @@ struct RunArgs {
     /// condition (e.g. 30s, 5m); a phase that sent all its requests waits for every one
     #[arg(long, default_value = "60s", value_parser = parse_duration_arg)]
     drain_timeout: Duration,
-    /// Per-request timeout (e.g. 600s)
+    /// Per-request timeout (e.g. 600s); a request still running then fails as `timeout`
     #[arg(long, default_value = "10m", value_parser = parse_duration_arg)]
     request_timeout: Duration,
+    /// Fail a request that has no generated content this long after it was sent (e.g. 30s),
+    /// as `first_token_timeout`; by default only --request-timeout applies
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    first_token_timeout: Option<Duration>,
+    /// End the run when more than this fraction of a phase's finished requests failed
+    /// (0.1 or 10%), checked once 20 have finished; the report is printed and the exit code
+    /// is 1. Failed requests are never retried: a benchmark counts them
+    #[arg(long, value_name = "RATE", value_parser = parse_rate_arg)]
+    max_error_rate: Option<f64>,
     /// Do not ask for `stream_options.include_usage` (for servers that reject it)
     #[arg(long, conflicts_with = "continuous_usage")]
     no_usage: bool,
@@ -127,6 +136,35 @@ fn parse_duration_arg(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("expected a duration like 30s, 5m or 90, got `{s}`"))
 }
 
+/// A fraction in [0, 1): `0.1` or `10%`.
+fn parse_rate_arg(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let value = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match value {
+        Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "expected a fraction of failed requests in [0, 1) such as 0.1 or 10%, got `{s}`"
+        )),
+    }
+}
+
+/// A command-line error on one line: clap's first paragraph (what is wrong), without its
+/// usage block and tips.
+fn usage_error_line(rendered: &str) -> String {
+    let first = rendered
+        .split("\n\n")
+        .next()
+        .unwrap_or(rendered)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let what = first.strip_prefix("error: ").unwrap_or(&first);
+    format!("error: {what} (see --help)")
+}
+
 /// Entry point of the binary; returns the process exit code.
 pub fn main() -> i32 {
     let mut args: Vec<OsString> = std::env::args_os().collect();
@@ -148,9 +186,14 @@ pub fn main() -> i32 {
     }
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
+        Err(e) if e.use_stderr() => {
+            eprintln!("{}", usage_error_line(&e.render().to_string()));
+            return 2;
+        }
         Err(e) => {
+            // --help and --version.
             let _ = e.print();
-            return if e.use_stderr() { 2 } else { 0 };
+            return 0;
         }
     };
     let result = match cli.command {
@@ -324,7 +367,11 @@ fn run_command(a: RunArgs) -> Result<i32> {
             (Some(server), url, label)
         }
     };
-    let client = Client::new(&target, a.api_key.clone(), a.request_timeout)?;
+    let timeouts = Timeouts {
+        request: a.request_timeout,
+        first_token: a.first_token_timeout,
+    };
+    let client = Client::new(&target, a.api_key.clone(), timeouts)?;
     if let Some(dir) = &a.output {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create output directory {}", dir.display()))?;
@@ -367,6 +414,7 @@ fn run_command(a: RunArgs) -> Result<i32> {
         metrics,
         records: a.output.as_ref().map(|d| d.join("requests.jsonl")),
         seed,
+        max_error_rate: a.max_error_rate,
     };
     let (interrupt_tx, interrupt_rx) = tokio::sync::watch::channel(false);
     let result: RunResult = rt.block_on(async {
@@ -464,6 +512,17 @@ fn run_command(a: RunArgs) -> Result<i32> {
     if result.interrupted {
         return Ok(EXIT_INTERRUPTED);
     }
+    if let Some(p) = result
+        .phases
+        .iter()
+        .find(|p| matches!(p.stop, StopReason::MaxErrorRate { .. }))
+    {
+        bail!(
+            "the run stopped early in phase `{}`: {}",
+            p.spec.name,
+            p.stop.describe()
+        );
+    }
     let completed: u64 = result.phases.iter().map(|p| p.summary.completed).sum();
     if completed == 0 {
         bail!("no request succeeded; see the failure counts above");
@@ -538,6 +597,25 @@ async fn wait_for_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rates_are_fractions_or_percentages() {
+        assert_eq!(parse_rate_arg("0.25"), Ok(0.25));
+        assert_eq!(parse_rate_arg("10%"), Ok(0.1));
+        assert_eq!(parse_rate_arg("0"), Ok(0.0));
+        for bad in ["1", "150%", "-0.1", "x", "NaN"] {
+            assert!(parse_rate_arg(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn usage_errors_fit_one_line() {
+        let rendered = "error: the following required arguments were not provided:\n  <SCENARIO>\n\nUsage: runner run <SCENARIO>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_error_line(rendered),
+            "error: the following required arguments were not provided: <SCENARIO> (see --help)"
+        );
+    }
 
     #[test]
     fn the_command_line_definition_is_consistent() {

@@ -1,6 +1,9 @@
-//! The HTTP side: an OpenAI-compatible streaming client and its SSE framing.
+//! The HTTP side: an OpenAI-compatible streaming client, its SSE framing, and the decoding
+//! of a response into timed content chunks.
 
 pub mod openai;
 pub mod sse;
+pub mod stream;
 
-pub use openai::{prepare, Api, Client, ClientError, Exchange, Prepared, UsageRequest};
+pub use openai::{prepare, Api, Client, ClientError, Prepared, Timeouts, UsageRequest};
+pub use stream::{BodyDecoder, Exchange};

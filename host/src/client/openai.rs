@@ -1,15 +1,14 @@
 //! The OpenAI-compatible client: request bodies, one streamed exchange with timestamps,
 //! and the checks made before a run (health, model list, one test request).
 
-use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use serde::Deserialize;
 use tokio::sync::watch;
 
-use super::sse::SseParser;
-use crate::metrics::record::{ErrorKind, RequestError};
+use super::stream::{BodyDecoder, Exchange};
+use crate::metrics::record::ErrorKind;
 use crate::scenario::{Prompt, RequestSpec};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -116,141 +115,6 @@ pub fn prepare(
     })
 }
 
-/// What one request saw on the wire, timed with the monotonic clock.
-#[derive(Debug)]
-pub struct Exchange {
-    pub status: Option<u16>,
-    pub first_byte: Option<Instant>,
-    /// Content chunks: arrival time, the byte range of their text in `text`, and the
-    /// cumulative completion tokens when the server reports usage on every chunk.
-    pub chunks: Vec<(Instant, usize, usize, Option<u64>)>,
-    pub text: String,
-    pub prompt_tokens: Option<u64>,
-    pub completion_tokens: Option<u64>,
-    pub error: Option<RequestError>,
-    pub end: Instant,
-}
-
-impl Exchange {
-    fn new() -> Exchange {
-        Exchange {
-            status: None,
-            first_byte: None,
-            chunks: Vec::new(),
-            text: String::new(),
-            prompt_tokens: None,
-            completion_tokens: None,
-            error: None,
-            end: Instant::now(),
-        }
-    }
-
-    fn fail(&mut self, kind: ErrorKind, message: impl Into<String>) {
-        if self.error.is_none() {
-            self.error = Some(RequestError {
-                kind,
-                message: message.into(),
-            });
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct Message<'a> {
-    #[serde(default, borrow)]
-    choices: Option<Vec<Choice<'a>>>,
-    #[serde(default)]
-    usage: Option<Usage>,
-    #[serde(default)]
-    error: Option<serde_json::Value>,
-}
-
-#[derive(Deserialize)]
-struct Choice<'a> {
-    #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    delta: Option<Delta<'a>>,
-    /// Non-streaming chat responses.
-    #[serde(default, borrow)]
-    message: Option<Delta<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Delta<'a> {
-    #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    reasoning_content: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    reasoning: Option<Cow<'a, str>>,
-    #[serde(default)]
-    tool_calls: Option<Vec<serde::de::IgnoredAny>>,
-}
-
-#[derive(Deserialize)]
-struct Usage {
-    #[serde(default)]
-    prompt_tokens: Option<u64>,
-    #[serde(default)]
-    completion_tokens: Option<u64>,
-}
-
-impl Exchange {
-    /// Handles one JSON message (an SSE event or a whole non-streaming body). Generated
-    /// content is text, reasoning or a tool call; a role-only delta is not content.
-    fn message(&mut self, data: &[u8], at: Instant) {
-        let msg: Message = match serde_json::from_slice(data) {
-            Ok(m) => m,
-            Err(e) => {
-                let head = String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned();
-                return self.fail(
-                    ErrorKind::MalformedStream,
-                    format!("not an OpenAI JSON message ({e}): {head}"),
-                );
-            }
-        };
-        if let Some(err) = msg.error {
-            let text = err
-                .get("message")
-                .and_then(|m| m.as_str())
-                .map(str::to_string)
-                .unwrap_or_else(|| err.to_string());
-            return self.fail(
-                ErrorKind::MalformedStream,
-                format!("error in the response: {text}"),
-            );
-        }
-        let cumulative = msg.usage.as_ref().and_then(|u| u.completion_tokens);
-        if let Some(u) = msg.usage {
-            self.prompt_tokens = u.prompt_tokens.or(self.prompt_tokens);
-            self.completion_tokens = u.completion_tokens.or(self.completion_tokens);
-        }
-        let Some(choice) = msg.choices.as_ref().and_then(|c| c.first()) else {
-            return;
-        };
-        let start = self.text.len();
-        let mut content = false;
-        if let Some(t) = &choice.text {
-            content |= !t.is_empty();
-            self.text.push_str(t);
-        }
-        for d in [&choice.delta, &choice.message].into_iter().flatten() {
-            for part in [&d.reasoning_content, &d.reasoning, &d.content]
-                .into_iter()
-                .flatten()
-            {
-                content |= !part.is_empty();
-                self.text.push_str(part);
-            }
-            content |= d.tool_calls.as_ref().is_some_and(|t| !t.is_empty());
-        }
-        if content {
-            self.chunks.push((at, start, self.text.len(), cumulative));
-        }
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error(
@@ -273,12 +137,22 @@ pub enum ClientError {
     Build(String),
 }
 
+/// How long one request may take.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// The whole request, from send to the end of the body.
+    pub request: Duration,
+    /// From send to the first generated content (or an error status); `None`: no limit
+    /// besides `request`.
+    pub first_token: Option<Duration>,
+}
+
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: String,
     api_key: Option<String>,
-    timeout: Duration,
+    timeouts: Timeouts,
 }
 
 fn chain(e: &dyn std::error::Error) -> String {
@@ -295,12 +169,18 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// What a server's error body may say, on one line and not too long.
+fn excerpt(body: &str) -> String {
+    let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    flat.chars().take(300).collect()
+}
+
 impl Client {
     /// `target` is the server's base URL, with or without a trailing `/v1`.
     pub fn new(
         target: &str,
         api_key: Option<String>,
-        timeout: Duration,
+        timeouts: Timeouts,
     ) -> Result<Client, ClientError> {
         let trimmed = target.trim().trim_end_matches('/');
         let base = trimmed.strip_suffix("/v1").unwrap_or(trimmed).to_string();
@@ -316,11 +196,13 @@ impl Client {
             .pool_idle_timeout(Duration::from_secs(90))
             .build()
             .map_err(|e| ClientError::Build(chain(&e)))?;
+        // An empty key is no key: nothing to send, nothing to hide.
+        let api_key = api_key.filter(|k| !k.is_empty());
         Ok(Client {
             http,
             base,
             api_key,
-            timeout,
+            timeouts,
         })
     }
 
@@ -335,15 +217,38 @@ impl Client {
         }
     }
 
+    /// Removes the API key from text bound for a record, a report or the terminal: a
+    /// server may echo it back in an error body.
+    pub fn redact(&self, text: String) -> String {
+        match &self.api_key {
+            Some(key) if text.contains(key.as_str()) => text.replace(key.as_str(), "[redacted]"),
+            _ => text,
+        }
+    }
+
     /// Sends one request and times every content chunk; never fails: errors are data.
     pub async fn execute(&self, p: &Prepared, cancel: &mut watch::Receiver<bool>) -> Exchange {
         let mut ex = Exchange::new();
+        // Set once content (or an error status) arrived: the first-token clock stops.
+        let answered = AtomicBool::new(false);
+        let first_token = async {
+            match self.timeouts.first_token {
+                Some(limit) => {
+                    tokio::time::sleep(limit).await;
+                    if answered.load(Ordering::Acquire) {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
         let interrupted = {
-            let run = self.exchange(p, &mut ex);
+            let run = self.exchange(p, &mut ex, &answered);
             tokio::pin!(run);
             tokio::select! {
                 _ = &mut run => None,
-                _ = tokio::time::sleep(self.timeout) => Some((ErrorKind::Timeout, format!("no complete response within {:?}", self.timeout))),
+                _ = tokio::time::sleep(self.timeouts.request) => Some((ErrorKind::Timeout, format!("no complete response within --request-timeout {:?}", self.timeouts.request))),
+                _ = first_token => Some((ErrorKind::FirstTokenTimeout, format!("no generated content within --first-token-timeout {:?}", self.timeouts.first_token.unwrap_or_default()))),
                 _ = cancel.wait_for(|c| *c) => Some((ErrorKind::Cancelled, "the run stopped before the request finished".to_string())),
             }
         };
@@ -357,10 +262,13 @@ impl Client {
                 "the response carried no generated content",
             );
         }
+        if let Some(e) = ex.error.as_mut() {
+            e.message = self.redact(std::mem::take(&mut e.message));
+        }
         ex
     }
 
-    async fn exchange(&self, p: &Prepared, ex: &mut Exchange) {
+    async fn exchange(&self, p: &Prepared, ex: &mut Exchange, answered: &AtomicBool) {
         let mut req = self
             .http
             .post(self.url(p.api))
@@ -374,6 +282,8 @@ impl Client {
             Err(e) => {
                 let kind = if e.is_connect() {
                     ErrorKind::Connect
+                } else if e.is_redirect() {
+                    ErrorKind::HttpOther
                 } else {
                     ErrorKind::Disconnect
                 };
@@ -383,11 +293,17 @@ impl Client {
         let status = resp.status();
         ex.status = Some(status.as_u16());
         if !status.is_success() {
+            answered.store(true, Ordering::Release);
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| format!(" (Retry-After: {})", excerpt(v)))
+                .unwrap_or_default();
             let body = resp.text().await.unwrap_or_default();
-            let body: String = body.chars().take(300).collect();
             return ex.fail(
-                ErrorKind::HttpStatus,
-                format!("HTTP {}: {}", status.as_u16(), body.trim()),
+                ErrorKind::of_status(status.as_u16()),
+                format!("HTTP {}{retry_after}: {}", status.as_u16(), excerpt(&body)),
             );
         }
         let is_sse = resp
@@ -395,26 +311,17 @@ impl Client {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
-        let mut parser = SseParser::default();
-        let mut whole = Vec::new();
-        let mut done = false;
+        let mut decoder = BodyDecoder::new(is_sse);
         loop {
             match resp.chunk().await {
                 Ok(Some(bytes)) => {
                     // Timestamp at read, before any parsing.
                     let now = Instant::now();
                     ex.first_byte.get_or_insert(now);
-                    if !is_sse {
-                        whole.extend_from_slice(&bytes);
-                        continue;
+                    decoder.feed(ex, &bytes, now);
+                    if !ex.chunks.is_empty() {
+                        answered.store(true, Ordering::Release);
                     }
-                    parser.push(&bytes, |event| {
-                        if event == b"[DONE]" {
-                            done = true;
-                        } else if !done && ex.error.is_none() {
-                            ex.message(event, now);
-                        }
-                    });
                     if ex.error.is_some() {
                         return;
                     }
@@ -422,23 +329,13 @@ impl Client {
                 Ok(None) => break,
                 Err(e) => {
                     return ex.fail(
-                        ErrorKind::Disconnect,
+                        ErrorKind::StreamCut,
                         format!("the response broke off: {}", chain(&e)),
                     )
                 }
             }
         }
-        if is_sse {
-            let now = Instant::now();
-            parser.finish(|event| {
-                if event != b"[DONE]" && !done {
-                    ex.message(event, now);
-                }
-            });
-        } else {
-            // A whole JSON body: one chunk, at the time the body ended.
-            ex.message(&whole, Instant::now());
-        }
+        decoder.finish(ex, Instant::now());
     }
 
     /// Health check, model discovery and one test request, as `vllm bench serve` does
@@ -465,13 +362,7 @@ impl Client {
             }
             Ok(r) if r.status().is_server_error() => {
                 let status = r.status().as_u16();
-                let body = r
-                    .text()
-                    .await
-                    .unwrap_or_default()
-                    .chars()
-                    .take(200)
-                    .collect();
+                let body = self.redact(excerpt(&r.text().await.unwrap_or_default()));
                 return Err(ClientError::Status {
                     url: health,
                     status,
@@ -610,41 +501,5 @@ mod tests {
             UsageRequest::None
         )
         .is_err());
-    }
-
-    #[test]
-    fn role_only_delta_is_not_content_but_reasoning_is() {
-        let mut ex = Exchange::new();
-        let t = Instant::now();
-        ex.message(
-            br#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
-            t,
-        );
-        assert!(ex.chunks.is_empty());
-        ex.message(
-            br#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#,
-            t,
-        );
-        ex.message(br#"{"choices":[{"delta":{"content":" hi"}}]}"#, t);
-        ex.message(br#"{"choices":[{"delta":{"tool_calls":[{"id":"x"}]}}]}"#, t);
-        ex.message(
-            br#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#,
-            t,
-        );
-        assert_eq!(ex.chunks.len(), 3);
-        assert_eq!(ex.text, "think hi");
-        assert_eq!((ex.prompt_tokens, ex.completion_tokens), (Some(3), Some(4)));
-    }
-
-    #[test]
-    fn error_objects_and_garbage_are_malformed_stream_errors() {
-        let mut ex = Exchange::new();
-        ex.message(br#"{"error":{"message":"overloaded"}}"#, Instant::now());
-        let e = ex.error.unwrap();
-        assert_eq!(e.kind, ErrorKind::MalformedStream);
-        assert!(e.message.contains("overloaded"));
-        let mut ex = Exchange::new();
-        ex.message(b"<html>", Instant::now());
-        assert_eq!(ex.error.unwrap().kind, ErrorKind::MalformedStream);
     }
 }

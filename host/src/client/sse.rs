@@ -1,6 +1,23 @@
 //! Incremental server-sent-events framing: bytes in, complete `data` payloads out.
 //! Handles `\n` and `\r\n` line ends, multi-line data, comments and events split across
-//! network reads. Parsing JSON is the caller's business.
+//! network reads. What comes out never depends on how the bytes were split into reads
+//! (a property test checks it). Parsing JSON is the caller's business.
+
+/// Longest line, and longest event, accepted. A server that never ends a line cannot make
+/// the client buffer without bound.
+pub const MAX_EVENT_BYTES: usize = 16 << 20;
+
+/// Why a stream is not server-sent events.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SseError {
+    /// OpenAI-compatible servers send only `data:` lines, `:` comments and blank lines (the
+    /// other SSE fields are allowed too). Anything else, such as bare JSON lines, means the
+    /// server is not speaking SSE, which must not pass silently as an empty answer.
+    #[error("a line that is no SSE field: {0}")]
+    NotAField(String),
+    #[error("an SSE line or event over {MAX_EVENT_BYTES} bytes")]
+    TooLarge,
+}
 
 #[derive(Default)]
 pub struct SseParser {
@@ -9,12 +26,18 @@ pub struct SseParser {
     /// Data lines of the event being assembled.
     data: Vec<u8>,
     has_data: bool,
+    /// Set once the size limit is hit: nothing more is read.
+    poisoned: bool,
 }
 
 impl SseParser {
-    /// Feeds bytes; calls `on_event` with the data of each event completed by them.
-    pub fn push(&mut self, mut bytes: &[u8], mut on_event: impl FnMut(&[u8])) {
+    /// Feeds bytes; calls `on_event` with the data of each event completed by them, or with
+    /// an error for each malformed line.
+    pub fn push(&mut self, mut bytes: &[u8], mut on_event: impl FnMut(Result<&[u8], SseError>)) {
         while let Some(nl) = bytes.iter().position(|&b| b == b'\n') {
+            if self.poisoned {
+                return;
+            }
             let (head, rest) = bytes.split_at(nl);
             bytes = &rest[1..];
             if self.line.is_empty() {
@@ -25,36 +48,78 @@ impl SseParser {
                 self.line_done(&line, &mut on_event);
             }
         }
+        if self.poisoned {
+            return;
+        }
         self.line.extend_from_slice(bytes);
+        // The same test `line_done` makes on a whole line, so splits change nothing.
+        if self.line.len() > MAX_EVENT_BYTES {
+            self.poison(&mut on_event);
+        }
     }
 
     /// Ends the stream: an event not followed by a blank line still counts.
-    pub fn finish(&mut self, mut on_event: impl FnMut(&[u8])) {
+    pub fn finish(&mut self, mut on_event: impl FnMut(Result<&[u8], SseError>)) {
+        if self.poisoned {
+            return;
+        }
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
             self.line_done(&line, &mut on_event);
         }
-        self.dispatch(&mut on_event);
-    }
-
-    fn line_done(&mut self, line: &[u8], on_event: &mut impl FnMut(&[u8])) {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.is_empty() {
-            self.dispatch(on_event);
-        } else if let Some(value) = line.strip_prefix(b"data:") {
-            let value = value.strip_prefix(b" ").unwrap_or(value);
-            if self.has_data {
-                self.data.push(b'\n');
-            }
-            self.data.extend_from_slice(value);
-            self.has_data = true;
+        if !self.poisoned {
+            self.dispatch(&mut on_event);
         }
-        // `event:`, `id:`, `retry:` and `:` comments carry nothing we use.
     }
 
-    fn dispatch(&mut self, on_event: &mut impl FnMut(&[u8])) {
+    fn poison(&mut self, on_event: &mut impl FnMut(Result<&[u8], SseError>)) {
+        self.poisoned = true;
+        self.line = Vec::new();
+        self.data = Vec::new();
+        on_event(Err(SseError::TooLarge));
+    }
+
+    fn line_done(&mut self, raw: &[u8], on_event: &mut impl FnMut(Result<&[u8], SseError>)) {
+        if raw.len() > MAX_EVENT_BYTES {
+            return self.poison(on_event);
+        }
+        let line = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if line.is_empty() {
+            return self.dispatch(on_event);
+        }
+        if line[0] == b':' {
+            return; // a comment
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None => (line, &b""[..]),
+        };
+        match field {
+            b"data" => {
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
+                if self.data.len() > MAX_EVENT_BYTES {
+                    self.poison(on_event);
+                }
+            }
+            // Carry nothing we use.
+            b"event" | b"id" | b"retry" => {}
+            _ => {
+                let head = String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
+                on_event(Err(SseError::NotAField(head)));
+            }
+        }
+    }
+
+    fn dispatch(&mut self, on_event: &mut impl FnMut(Result<&[u8], SseError>)) {
         if self.has_data {
-            on_event(&self.data);
+            on_event(Ok(&self.data));
             self.data.clear();
             self.has_data = false;
         }
@@ -65,35 +130,66 @@ impl SseParser {
 mod tests {
     use super::*;
 
-    fn events(chunks: &[&[u8]]) -> Vec<String> {
+    fn events(chunks: &[&[u8]]) -> Vec<Result<String, SseError>> {
         let mut p = SseParser::default();
         let mut out = vec![];
+        let mut take = |e: Result<&[u8], SseError>| {
+            out.push(e.map(|d| String::from_utf8_lossy(d).into_owned()))
+        };
         for c in chunks {
-            p.push(c, |e| out.push(String::from_utf8_lossy(e).into_owned()));
+            p.push(c, &mut take);
         }
-        p.finish(|e| out.push(String::from_utf8_lossy(e).into_owned()));
+        p.finish(&mut take);
         out
+    }
+
+    fn ok(items: &[&str]) -> Vec<Result<String, SseError>> {
+        items.iter().map(|s| Ok(s.to_string())).collect()
     }
 
     #[test]
     fn splits_events_across_reads_and_line_endings() {
         let got = events(&[
             b"data: {\"a\":1}\n\nda",
-            b"ta: {\"b\":2}\r\n\r\n: comment\n\ndata: [DONE]\n\n",
+            b"ta: {\"b\":2}\r\n\r\n: comment\n\nid: 7\nretry: 10\ndata: [DONE]\n\n",
         ]);
-        assert_eq!(got, vec!["{\"a\":1}", "{\"b\":2}", "[DONE]"]);
+        assert_eq!(got, ok(&["{\"a\":1}", "{\"b\":2}", "[DONE]"]));
     }
 
     #[test]
     fn joins_multi_line_data_and_flushes_the_tail() {
-        let got = events(&[b"event: x\ndata: one\ndata: two\n\ndata:three"]);
-        assert_eq!(got, vec!["one\ntwo", "three"]);
+        let got = events(&[b"event: x\ndata: one\ndata\ndata: two\n\ndata:three"]);
+        assert_eq!(got, ok(&["one\n\ntwo", "three"]));
     }
 
     #[test]
     fn byte_by_byte_feeding_gives_the_same_events() {
-        let input = b"data: {\"x\":\"a\\nb\"}\n\ndata: [DONE]\n\n";
+        let input = b"data: {\"x\":\"a\\nb\"}\n\nnonsense\ndata: [DONE]\n\n";
         let single: Vec<&[u8]> = input.chunks(1).collect();
         assert_eq!(events(&single), events(&[input]));
+    }
+
+    #[test]
+    fn lines_that_are_no_sse_field_are_errors() {
+        let got = events(&[b"{\"choices\":[]}\n\ndata: x\n\n"]);
+        assert_eq!(
+            got,
+            vec![
+                Err(SseError::NotAField("{\"choices\":[]}".into())),
+                Ok("x".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn an_endless_line_stops_at_the_limit_whatever_the_reads() {
+        let big = vec![b'a'; MAX_EVENT_BYTES + 1];
+        let mut input = b"data: ok\n\ndata: ".to_vec();
+        input.extend_from_slice(&big);
+        input.extend_from_slice(b"\n\ndata: after\n\n");
+        let whole = events(&[&input]);
+        assert_eq!(whole, vec![Ok("ok".into()), Err(SseError::TooLarge)]);
+        let pieces: Vec<&[u8]> = input.chunks(4096).collect();
+        assert_eq!(events(&pieces), whole);
     }
 }

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
-use super::{Collect, EngineError, Live, ToScenario};
+use tokio::sync::watch;
+
+use super::{Collect, EngineError, Live, StopReason, ToScenario, ERROR_RATE_MIN_FINISHED};
 use crate::metrics::{MetricsOptions, PhaseAccumulator};
 
 pub(super) async fn collect(
@@ -16,6 +18,7 @@ pub(super) async fn collect(
     mut records: Option<std::io::BufWriter<std::fs::File>>,
     path: Option<PathBuf>,
     options: MetricsOptions,
+    max_error_rate: Option<(f64, watch::Sender<Option<StopReason>>)>,
     live: Arc<Mutex<Live>>,
     outcomes: Option<std_mpsc::Sender<ToScenario>>,
 ) -> Result<(), EngineError> {
@@ -31,6 +34,18 @@ pub(super) async fn collect(
                     }
                 }
                 acc.record(&record);
+                if let Some((limit, tx)) = &max_error_rate {
+                    let (failed, finished) = (acc.failed(), acc.requests());
+                    let over = finished >= ERROR_RATE_MIN_FINISHED
+                        && failed as f64 > limit * finished as f64;
+                    if over && tx.borrow().is_none() {
+                        tx.send_replace(Some(StopReason::MaxErrorRate {
+                            failed,
+                            finished,
+                            limit: *limit,
+                        }));
+                    }
+                }
                 {
                     let mut l = live.lock().unwrap_or_else(|e| e.into_inner());
                     if record.succeeded() {
@@ -47,6 +62,15 @@ pub(super) async fn collect(
                 if let (Some(tx), Some(o)) = (&outcomes, outcome) {
                     let _ = tx.send(ToScenario::Outcome(*o));
                 }
+                // Records reach the disk as soon as the queue is idle, so a crash or a
+                // second Ctrl-C loses only what was still in the queue.
+                if rx.is_empty() {
+                    if let (Some(w), None) = (records.as_mut(), &write_error) {
+                        if let Err(e) = w.flush() {
+                            write_error = Some(e);
+                        }
+                    }
+                }
             }
             Collect::EndPhase { info, reply } => {
                 if let Some(w) = records.as_mut() {
@@ -56,6 +80,9 @@ pub(super) async fn collect(
                 }
                 let _ = reply.send(acc.summarize(&info));
                 acc = PhaseAccumulator::new(&options);
+                if let Some((_, tx)) = &max_error_rate {
+                    tx.send_replace(None);
+                }
             }
         }
     }

@@ -134,7 +134,9 @@ pub(super) async fn dispatch_phase(
     let drain = match stop {
         StopReason::Exhausted => None,
         StopReason::Interrupted => Some(config.interrupt_drain),
-        StopReason::MaxDuration | StopReason::ScenarioStop => Some(config.drain_timeout),
+        StopReason::MaxDuration | StopReason::ScenarioStop | StopReason::MaxErrorRate { .. } => {
+            Some(config.drain_timeout)
+        }
     };
     let wait_all = async {
         loop {

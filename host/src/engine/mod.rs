@@ -45,7 +45,14 @@ pub struct EngineConfig {
     /// Per-request records, one JSON object per line, written as requests finish.
     pub records: Option<PathBuf>,
     pub seed: u64,
+    /// End the run once more than this fraction of a phase's finished requests failed
+    /// (checked from [`ERROR_RATE_MIN_FINISHED`] finished requests on).
+    pub max_error_rate: Option<f64>,
 }
+
+/// Finished requests a phase needs before `max_error_rate` is checked, so one early
+/// failure cannot end a run.
+pub const ERROR_RATE_MIN_FINISHED: u64 = 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -70,16 +77,39 @@ pub enum StopReason {
     MaxDuration,
     ScenarioStop,
     Interrupted,
+    /// Too many of its finished requests failed: the run ends here.
+    MaxErrorRate {
+        failed: u64,
+        finished: u64,
+        limit: f64,
+    },
 }
 
 impl StopReason {
-    pub fn describe(&self) -> &'static str {
+    pub fn describe(&self) -> String {
         match self {
-            StopReason::Exhausted => "all requests sent",
-            StopReason::MaxDuration => "maximum duration reached",
-            StopReason::ScenarioStop => "the scenario's stop condition held",
-            StopReason::Interrupted => "interrupted",
+            StopReason::Exhausted => "all requests sent".into(),
+            StopReason::MaxDuration => "maximum duration reached".into(),
+            StopReason::ScenarioStop => "the scenario's stop condition held".into(),
+            StopReason::Interrupted => "interrupted".into(),
+            StopReason::MaxErrorRate {
+                failed,
+                finished,
+                limit,
+            } => format!(
+                "error rate {:.1} % ({failed} of {finished} finished requests failed) exceeded --max-error-rate {}",
+                100.0 * *failed as f64 / (*finished).max(1) as f64,
+                limit
+            ),
         }
+    }
+
+    /// The run does not go on to its next phase.
+    pub fn ends_run(&self) -> bool {
+        matches!(
+            self,
+            StopReason::Interrupted | StopReason::MaxErrorRate { .. }
+        )
     }
 }
 
@@ -160,6 +190,8 @@ struct Signals {
     interrupt: watch::Receiver<bool>,
     /// The scenario's `stop` function held.
     stop: watch::Receiver<bool>,
+    /// The collector saw the error rate pass `max_error_rate`.
+    error_rate: watch::Receiver<Option<StopReason>>,
 }
 
 impl Signals {
@@ -168,6 +200,11 @@ impl Signals {
             biased;
             _ = self.interrupt.wait_for(|i| *i) => StopReason::Interrupted,
             _ = self.stop.wait_for(|s| *s) => StopReason::ScenarioStop,
+            r = self.error_rate.wait_for(|r| r.is_some()) => match r {
+                Ok(r) => r.clone().unwrap_or(StopReason::ScenarioStop),
+                // The collector is gone; the run is failing anyway, nothing stops here.
+                Err(_) => std::future::pending().await,
+            },
         }
     }
 }
@@ -206,9 +243,11 @@ pub async fn run(
     // The scenario's stop request bypasses the request queue, which may hold many
     // requests generated ahead that must not be sent any more.
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (error_rate_tx, error_rate_rx) = watch::channel(None);
     let mut signals = Signals {
         interrupt,
         stop: stop_rx,
+        error_rate: error_rate_rx,
     };
     let context = ThreadContext {
         stop: stop_tx,
@@ -230,6 +269,7 @@ pub async fn run(
         records,
         config.records.clone(),
         config.metrics.clone(),
+        config.max_error_rate.map(|limit| (limit, error_rate_tx)),
         live.clone(),
         if wants_responses {
             Some(cmd_tx.clone())
@@ -313,6 +353,7 @@ pub async fn run(
             break;
         };
         let was_interrupted = stop == StopReason::Interrupted;
+        let ends_run = stop.ends_run();
         results.push(PhaseResult {
             spec: spec.clone(),
             summary,
@@ -322,8 +363,8 @@ pub async fn run(
         if failure.is_some() {
             break;
         }
-        if was_interrupted {
-            interrupted = true;
+        interrupted |= was_interrupted;
+        if ends_run {
             break;
         }
     }

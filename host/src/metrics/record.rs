@@ -3,35 +3,91 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Why a request did not succeed. Each kind is counted separately in the report.
+/// Why a request did not succeed. Each kind is counted separately in the report, so a
+/// fault of the target shows as what it was: the kinds do not overlap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
-    /// The server answered with a non-2xx HTTP status.
-    HttpStatus,
-    /// Could not connect (refused, DNS, TLS).
+    /// HTTP 4xx other than 429 (a bad request, a wrong model, a refused key).
+    #[serde(rename = "http_4xx")]
+    Http4xx,
+    /// HTTP 429: the server shed load; the message carries any `Retry-After`.
+    RateLimited,
+    /// HTTP 5xx.
+    #[serde(rename = "http_5xx")]
+    Http5xx,
+    /// Any other non-2xx status a client does not follow (1xx, 3xx).
+    HttpOther,
+    /// Could not connect: refused, DNS, TLS.
     Connect,
-    /// The connection broke while the response was streaming.
+    /// The connection broke (reset or closed) before a response arrived.
     Disconnect,
-    /// No complete response within the request timeout.
+    /// The response started, then its body broke off before it was complete.
+    StreamCut,
+    /// No complete response within `--request-timeout`.
     Timeout,
-    /// The body was not a parseable OpenAI response / SSE stream, or carried an error object.
-    MalformedStream,
-    /// The stream ended without a single content chunk.
+    /// No generated content within `--first-token-timeout`.
+    FirstTokenTimeout,
+    /// The stream was not server-sent events (a line that is no SSE field, an event over
+    /// the size limit).
+    MalformedSse,
+    /// An event or body that is not an OpenAI JSON message.
+    MalformedJson,
+    /// The server sent an error object (`{"error": …}`) instead of, or inside, the answer.
+    ErrorObject,
+    /// The response ended without a single content chunk.
     EmptyCompletion,
     /// The run stopped (drain limit, Ctrl-C) before the request finished.
     Cancelled,
 }
 
 impl ErrorKind {
+    /// The kind of a non-2xx HTTP status.
+    pub fn of_status(status: u16) -> ErrorKind {
+        match status {
+            429 => ErrorKind::RateLimited,
+            400..=499 => ErrorKind::Http4xx,
+            500..=599 => ErrorKind::Http5xx,
+            _ => ErrorKind::HttpOther,
+        }
+    }
+
+    /// Name in the text report.
     pub fn label(self) -> &'static str {
         match self {
-            ErrorKind::HttpStatus => "http status",
+            ErrorKind::Http4xx => "http 4xx",
+            ErrorKind::RateLimited => "http 429 rate limited",
+            ErrorKind::Http5xx => "http 5xx",
+            ErrorKind::HttpOther => "http other status",
+            ErrorKind::Connect => "connect failed",
+            ErrorKind::Disconnect => "connection lost",
+            ErrorKind::StreamCut => "stream cut",
+            ErrorKind::Timeout => "request timeout",
+            ErrorKind::FirstTokenTimeout => "first-token timeout",
+            ErrorKind::MalformedSse => "malformed sse",
+            ErrorKind::MalformedJson => "malformed json",
+            ErrorKind::ErrorObject => "error object",
+            ErrorKind::EmptyCompletion => "empty completion",
+            ErrorKind::Cancelled => "cancelled",
+        }
+    }
+
+    /// Name in JSON (result.json keys, requests.jsonl `error.kind`).
+    pub fn key(self) -> &'static str {
+        match self {
+            ErrorKind::Http4xx => "http_4xx",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::Http5xx => "http_5xx",
+            ErrorKind::HttpOther => "http_other",
             ErrorKind::Connect => "connect",
             ErrorKind::Disconnect => "disconnect",
+            ErrorKind::StreamCut => "stream_cut",
             ErrorKind::Timeout => "timeout",
-            ErrorKind::MalformedStream => "malformed stream",
-            ErrorKind::EmptyCompletion => "empty completion",
+            ErrorKind::FirstTokenTimeout => "first_token_timeout",
+            ErrorKind::MalformedSse => "malformed_sse",
+            ErrorKind::MalformedJson => "malformed_json",
+            ErrorKind::ErrorObject => "error_object",
+            ErrorKind::EmptyCompletion => "empty_completion",
             ErrorKind::Cancelled => "cancelled",
         }
     }
@@ -131,5 +187,33 @@ impl RequestRecord {
     /// How late the request left compared to its schedule, ns.
     pub fn lateness_ns(&self) -> u64 {
         self.sent_ns.saturating_sub(self.scheduled_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::ERROR_KINDS;
+
+    #[test]
+    fn json_keys_match_serde_and_labels_are_distinct() {
+        let mut labels = std::collections::HashSet::new();
+        for kind in ERROR_KINDS {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.key());
+            assert_eq!(
+                serde_json::from_value::<ErrorKind>(kind.key().into()).unwrap(),
+                kind
+            );
+            assert!(labels.insert(kind.label()), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn statuses_fall_in_their_own_kinds() {
+        assert_eq!(ErrorKind::of_status(429), ErrorKind::RateLimited);
+        assert_eq!(ErrorKind::of_status(400), ErrorKind::Http4xx);
+        assert_eq!(ErrorKind::of_status(404), ErrorKind::Http4xx);
+        assert_eq!(ErrorKind::of_status(503), ErrorKind::Http5xx);
+        assert_eq!(ErrorKind::of_status(304), ErrorKind::HttpOther);
     }
 }

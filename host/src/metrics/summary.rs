@@ -22,12 +22,19 @@ const NS_PER_MS: f64 = 1e6;
 const MAX_BUCKETS: u64 = 1 << 24;
 
 /// Every error kind, in declaration order (the order failures are reported in).
-pub const ERROR_KINDS: [ErrorKind; 7] = [
-    ErrorKind::HttpStatus,
+pub const ERROR_KINDS: [ErrorKind; 14] = [
+    ErrorKind::Http4xx,
+    ErrorKind::RateLimited,
+    ErrorKind::Http5xx,
+    ErrorKind::HttpOther,
     ErrorKind::Connect,
     ErrorKind::Disconnect,
+    ErrorKind::StreamCut,
     ErrorKind::Timeout,
-    ErrorKind::MalformedStream,
+    ErrorKind::FirstTokenTimeout,
+    ErrorKind::MalformedSse,
+    ErrorKind::MalformedJson,
+    ErrorKind::ErrorObject,
     ErrorKind::EmptyCompletion,
     ErrorKind::Cancelled,
 ];
@@ -35,13 +42,20 @@ pub const ERROR_KINDS: [ErrorKind; 7] = [
 fn kind_index(k: ErrorKind) -> usize {
     // Exhaustive on purpose: a new ErrorKind must be added to ERROR_KINDS too.
     match k {
-        ErrorKind::HttpStatus => 0,
-        ErrorKind::Connect => 1,
-        ErrorKind::Disconnect => 2,
-        ErrorKind::Timeout => 3,
-        ErrorKind::MalformedStream => 4,
-        ErrorKind::EmptyCompletion => 5,
-        ErrorKind::Cancelled => 6,
+        ErrorKind::Http4xx => 0,
+        ErrorKind::RateLimited => 1,
+        ErrorKind::Http5xx => 2,
+        ErrorKind::HttpOther => 3,
+        ErrorKind::Connect => 4,
+        ErrorKind::Disconnect => 5,
+        ErrorKind::StreamCut => 6,
+        ErrorKind::Timeout => 7,
+        ErrorKind::FirstTokenTimeout => 8,
+        ErrorKind::MalformedSse => 9,
+        ErrorKind::MalformedJson => 10,
+        ErrorKind::ErrorObject => 11,
+        ErrorKind::EmptyCompletion => 12,
+        ErrorKind::Cancelled => 13,
     }
 }
 
@@ -58,10 +72,14 @@ pub struct PhaseInfo {
 }
 
 /// Failed requests of one kind.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FailureCount {
     pub kind: ErrorKind,
     pub count: u64,
+    /// The message of the first failure of this kind, so the report says what went wrong
+    /// (every message is in requests.jsonl).
+    #[serde(default)]
+    pub first_message: String,
 }
 
 /// Everything reported about one phase. Latency distributions are in milliseconds.
@@ -157,6 +175,7 @@ pub struct PhaseAccumulator {
     completed: u64,
     failed: u64,
     failures: [u64; ERROR_KINDS.len()],
+    first_messages: [Option<String>; ERROR_KINDS.len()],
     input_tokens: u64,
     output_tokens: u64,
     chunks: u64,
@@ -200,6 +219,7 @@ impl PhaseAccumulator {
             completed: 0,
             failed: 0,
             failures: [0; ERROR_KINDS.len()],
+            first_messages: std::array::from_fn(|_| None),
             input_tokens: 0,
             output_tokens: 0,
             chunks: 0,
@@ -226,6 +246,11 @@ impl PhaseAccumulator {
         self.completed + self.failed
     }
 
+    /// Failed requests recorded so far.
+    pub fn failed(&self) -> u64 {
+        self.failed
+    }
+
     /// Adds one finished request (called in completion order, but any order is correct).
     pub fn record(&mut self, r: &RequestRecord) {
         self.lateness.record(r.lateness_ns() as f64);
@@ -236,7 +261,9 @@ impl PhaseAccumulator {
 
         if let Some(err) = &r.error {
             self.failed += 1;
-            self.failures[kind_index(err.kind)] += 1;
+            let k = kind_index(err.kind);
+            self.failures[k] += 1;
+            self.first_messages[k].get_or_insert_with(|| err.message.clone());
             return;
         }
 
@@ -356,8 +383,13 @@ impl PhaseAccumulator {
             failures_by_kind: ERROR_KINDS
                 .iter()
                 .zip(self.failures)
-                .filter(|&(_, n)| n > 0)
-                .map(|(&kind, count)| FailureCount { kind, count })
+                .zip(&self.first_messages)
+                .filter(|&((_, n), _)| n > 0)
+                .map(|((&kind, count), message)| FailureCount {
+                    kind,
+                    count,
+                    first_message: message.clone().unwrap_or_default(),
+                })
                 .collect(),
             max_concurrency: info.max_concurrency,
             request_rate: info.request_rate,
@@ -454,7 +486,7 @@ mod tests {
             http_status: None,
             error: Some(RequestError {
                 kind,
-                message: "boom".into(),
+                message: format!("boom {index}"),
             }),
         }
     }
@@ -522,7 +554,7 @@ mod tests {
         let recs = [
             ok(0, 0, &[(100, 1), (300, 1)], 10),
             failed(1, 0, 5000, ErrorKind::Timeout),
-            failed(2, 10, 20, ErrorKind::HttpStatus),
+            failed(2, 10, 20, ErrorKind::Http5xx),
             failed(3, 20, 30, ErrorKind::Timeout),
         ];
         let s = summarize(&recs, &MetricsOptions::default(), 5000);
@@ -531,12 +563,14 @@ mod tests {
             s.failures_by_kind,
             vec![
                 FailureCount {
-                    kind: ErrorKind::HttpStatus,
-                    count: 1
+                    kind: ErrorKind::Http5xx,
+                    count: 1,
+                    first_message: "boom 2".into(),
                 },
                 FailureCount {
                     kind: ErrorKind::Timeout,
-                    count: 2
+                    count: 2,
+                    first_message: "boom 1".into(),
                 },
             ]
         );
@@ -650,7 +684,7 @@ mod tests {
             // E2EL 401: bad
             ok(5, 0, &[(10, 1), (30, 1), (50, 1), (401, 8)], 0),
             // failed: never good
-            failed(6, 0, 10, ErrorKind::HttpStatus),
+            failed(6, 0, 10, ErrorKind::Http4xx),
         ];
         let s = summarize(&recs, &opts, 2000);
         assert_eq!(s.goodput, Some(1.0)); // 2 good / 2 s

@@ -123,13 +123,12 @@ fn runner_object(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Value 
     let failures: Map<String, Value> = s
         .failures_by_kind
         .iter()
-        .map(|f| {
-            let key = serde_json::to_value(f.kind)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| f.kind.label().to_string());
-            (key, json!(f.count))
-        })
+        .map(|f| (f.kind.key().to_string(), json!(f.count)))
+        .collect();
+    let first_errors: Map<String, Value> = s
+        .failures_by_kind
+        .iter()
+        .map(|f| (f.kind.key().to_string(), json!(f.first_message)))
         .collect();
     json!({
         "scenario": h.scenario,
@@ -154,6 +153,7 @@ fn runner_object(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Value 
         "mean_tokens_per_chunk": s.mean_tokens_per_chunk,
         "peak_concurrency": s.peak_concurrency,
         "failures_by_kind": failures,
+        "first_error_by_kind": first_errors,
         "token_latency": distribution_object(&s.token_latency),
         "itl_per_token": distribution_object(&s.itl_per_token),
         "send_lateness": distribution_object(&s.lateness),
@@ -232,7 +232,7 @@ mod tests {
             warmup: false,
             http_status: Some(500),
             error: Some(RequestError {
-                kind: ErrorKind::HttpStatus,
+                kind: ErrorKind::Http5xx,
                 message: "500".into(),
             }),
         });
@@ -319,7 +319,8 @@ mod tests {
         assert_eq!(r["params"], json!({"rate": "4"}));
         assert_eq!(r["seed"], json!(3));
         assert_eq!(r["request_digest"], json!("beef"));
-        assert_eq!(r["failures_by_kind"], json!({"http_status": 1}));
+        assert_eq!(r["failures_by_kind"], json!({"http_5xx": 1}));
+        assert_eq!(r["first_error_by_kind"], json!({"http_5xx": "500"}));
         assert_eq!(r["itl_per_token"]["mean_ms"], json!(100.0));
         assert_eq!(r["itl_per_token"]["count"], json!(2));
         assert_eq!(r["token_latency"]["p50_ms"], json!(100.0));

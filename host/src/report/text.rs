@@ -35,6 +35,17 @@ fn row_f(out: &mut String, label: &str, value: f64) {
     let _ = writeln!(out, "{label:<40} {value:<10.2}");
 }
 
+/// `text` on one line, at most `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(max).collect();
+    cut.push('…');
+    cut
+}
+
 /// vLLM's `p_word`: `str(int(p))` when integral, else `str(p)` (99 → "99", 99.9 → "99.9").
 pub fn percentile_word(p: f64) -> String {
     if p.fract() == 0.0 && p.abs() < 1e15 {
@@ -190,6 +201,15 @@ pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
         section(&mut out, "Failed Requests by Kind");
         for f in &s.failures_by_kind {
             row(&mut out, &format!("Failed ({}):", f.kind.label()), f.count);
+        }
+        // What went wrong, in the server's words: the first message of each kind.
+        for f in &s.failures_by_kind {
+            let _ = writeln!(
+                out,
+                "  first {}: {}",
+                f.kind.label(),
+                one_line(&f.first_message, 160)
+            );
         }
     }
     if s.client_bound {
@@ -485,12 +505,14 @@ Output token throughput (tok/s):         2445.28
         let mut s = peers_example();
         s.failures_by_kind = vec![
             FailureCount {
-                kind: ErrorKind::HttpStatus,
+                kind: ErrorKind::Http5xx,
                 count: 2,
+                first_message: "HTTP 503:\n  overloaded".into(),
             },
             FailureCount {
                 kind: ErrorKind::Timeout,
                 count: 1,
+                first_message: "x".repeat(170),
             },
         ];
         s.lateness = dist(3.456, 0.5, 12.345);
@@ -526,8 +548,10 @@ Mean send lateness (ms):                 3.46
 P99 send lateness (ms):                  12.35     
 Max send lateness (ms):                  20.00     
 -------------Failed Requests by Kind--------------
-Failed (http status):                    2         
-Failed (timeout):                        1         
+Failed (http 5xx):                       2         
+Failed (request timeout):                1         
+  first http 5xx: HTTP 503: overloaded
+  first request timeout: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…
 WARNING: the client could not keep its schedule (P99 send lateness 12.35 ms > 10 ms): the offered load was lower than configured.
 ==================================================
 ";

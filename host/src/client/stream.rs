@@ -1,0 +1,308 @@
+//! The response side of one request: decoding a body (an SSE stream of OpenAI JSON
+//! messages, or one whole JSON answer) into timed content chunks, token usage and, when
+//! the server misbehaves, the first error, classified. Pure: bytes and instants in, no I/O,
+//! so the property tests can feed it anything split anyhow.
+
+use std::borrow::Cow;
+use std::time::Instant;
+
+use serde::Deserialize;
+
+use super::sse::{SseError, SseParser, MAX_EVENT_BYTES};
+use crate::metrics::record::{ErrorKind, RequestError};
+
+/// What one request saw on the wire, timed with the monotonic clock.
+#[derive(Debug)]
+pub struct Exchange {
+    pub status: Option<u16>,
+    pub first_byte: Option<Instant>,
+    /// Content chunks: arrival time, the byte range of their text in `text`, and the
+    /// cumulative completion tokens when the server reports usage on every chunk.
+    pub chunks: Vec<(Instant, usize, usize, Option<u64>)>,
+    pub text: String,
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub error: Option<RequestError>,
+    pub end: Instant,
+}
+
+impl Default for Exchange {
+    fn default() -> Exchange {
+        Exchange::new()
+    }
+}
+
+impl Exchange {
+    pub fn new() -> Exchange {
+        Exchange {
+            status: None,
+            first_byte: None,
+            chunks: Vec::new(),
+            text: String::new(),
+            prompt_tokens: None,
+            completion_tokens: None,
+            error: None,
+            end: Instant::now(),
+        }
+    }
+
+    /// Records the first failure; later ones are consequences of it.
+    pub fn fail(&mut self, kind: ErrorKind, message: impl Into<String>) {
+        if self.error.is_none() {
+            self.error = Some(RequestError {
+                kind,
+                message: message.into(),
+            });
+        }
+    }
+
+    /// Handles one JSON message (an SSE event or a whole non-streaming body). Generated
+    /// content is text, reasoning or a tool call; a role-only delta is not content.
+    pub fn message(&mut self, data: &[u8], at: Instant) {
+        let msg: Message = match serde_json::from_slice(data) {
+            Ok(m) => m,
+            Err(e) => {
+                return self.fail(
+                    ErrorKind::MalformedJson,
+                    format!("not an OpenAI JSON message ({e}): {}", head(data)),
+                );
+            }
+        };
+        if let Some(err) = msg.error {
+            let text = err
+                .get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+                .unwrap_or_else(|| err.to_string());
+            return self.fail(
+                ErrorKind::ErrorObject,
+                format!("error object in the response: {text}"),
+            );
+        }
+        let cumulative = msg.usage.as_ref().and_then(|u| u.completion_tokens);
+        if let Some(u) = msg.usage {
+            self.prompt_tokens = u.prompt_tokens.or(self.prompt_tokens);
+            self.completion_tokens = u.completion_tokens.or(self.completion_tokens);
+        }
+        let Some(choice) = msg.choices.as_ref().and_then(|c| c.first()) else {
+            return;
+        };
+        let start = self.text.len();
+        let mut content = false;
+        if let Some(t) = &choice.text {
+            content |= !t.is_empty();
+            self.text.push_str(t);
+        }
+        for d in [&choice.delta, &choice.message].into_iter().flatten() {
+            for part in [&d.reasoning_content, &d.reasoning, &d.content]
+                .into_iter()
+                .flatten()
+            {
+                content |= !part.is_empty();
+                self.text.push_str(part);
+            }
+            content |= d.tool_calls.as_ref().is_some_and(|t| !t.is_empty());
+        }
+        if content {
+            self.chunks.push((at, start, self.text.len(), cumulative));
+        }
+    }
+}
+
+/// The first bytes of a bad payload, for the error message.
+fn head(data: &[u8]) -> String {
+    String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned()
+}
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(default, borrow)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    /// Non-streaming chat responses.
+    #[serde(default, borrow)]
+    message: Option<Delta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(default)]
+    tool_calls: Option<Vec<serde::de::IgnoredAny>>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+/// Turns the reads of one response body into messages of an [`Exchange`]. An SSE body is
+/// decoded as it arrives, so each chunk keeps the time its bytes were read; any other body
+/// is one JSON answer, decoded when it ends. Decoding stops at the first error.
+pub struct BodyDecoder {
+    sse: bool,
+    parser: SseParser,
+    whole: Vec<u8>,
+    /// `[DONE]` was seen: what follows is ignored.
+    done: bool,
+}
+
+impl BodyDecoder {
+    pub fn new(sse: bool) -> BodyDecoder {
+        BodyDecoder {
+            sse,
+            parser: SseParser::default(),
+            whole: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// One read of the body, stamped with the time it was read.
+    pub fn feed(&mut self, ex: &mut Exchange, bytes: &[u8], at: Instant) {
+        if ex.error.is_some() {
+            return;
+        }
+        if !self.sse {
+            if self.whole.len() + bytes.len() > MAX_EVENT_BYTES {
+                return ex.fail(
+                    ErrorKind::MalformedJson,
+                    format!("a JSON answer over {MAX_EVENT_BYTES} bytes"),
+                );
+            }
+            return self.whole.extend_from_slice(bytes);
+        }
+        let done = &mut self.done;
+        self.parser
+            .push(bytes, |event| on_event(ex, done, event, at));
+    }
+
+    /// The body ended normally.
+    pub fn finish(&mut self, ex: &mut Exchange, at: Instant) {
+        if ex.error.is_some() {
+            return;
+        }
+        if self.sse {
+            let done = &mut self.done;
+            self.parser.finish(|event| on_event(ex, done, event, at));
+        } else {
+            // A whole JSON answer: one chunk, at the time the body ended.
+            let whole = std::mem::take(&mut self.whole);
+            ex.message(&whole, at);
+        }
+    }
+}
+
+fn on_event(ex: &mut Exchange, done: &mut bool, event: Result<&[u8], SseError>, at: Instant) {
+    if *done || ex.error.is_some() {
+        return;
+    }
+    match event {
+        Ok(b"[DONE]") => *done = true,
+        Ok(data) => ex.message(data, at),
+        Err(e) => ex.fail(
+            ErrorKind::MalformedSse,
+            format!("the stream is not server-sent events: {e}"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_only_delta_is_not_content_but_reasoning_is() {
+        let mut ex = Exchange::new();
+        let t = Instant::now();
+        ex.message(
+            br#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
+            t,
+        );
+        assert!(ex.chunks.is_empty());
+        ex.message(
+            br#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#,
+            t,
+        );
+        ex.message(br#"{"choices":[{"delta":{"content":" hi"}}]}"#, t);
+        ex.message(br#"{"choices":[{"delta":{"tool_calls":[{"id":"x"}]}}]}"#, t);
+        ex.message(
+            br#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#,
+            t,
+        );
+        assert_eq!(ex.chunks.len(), 3);
+        assert_eq!(ex.text, "think hi");
+        assert_eq!((ex.prompt_tokens, ex.completion_tokens), (Some(3), Some(4)));
+    }
+
+    fn decode(sse: bool, body: &[u8]) -> Exchange {
+        let mut ex = Exchange::new();
+        let mut d = BodyDecoder::new(sse);
+        d.feed(&mut ex, body, Instant::now());
+        d.finish(&mut ex, Instant::now());
+        ex
+    }
+
+    fn kind(sse: bool, body: &[u8]) -> Option<ErrorKind> {
+        decode(sse, body).error.map(|e| e.kind)
+    }
+
+    #[test]
+    fn each_kind_of_bad_body_has_its_own_error() {
+        let e = decode(true, b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n")
+            .error
+            .unwrap();
+        assert_eq!(e.kind, ErrorKind::ErrorObject);
+        assert!(e.message.contains("overloaded"), "{}", e.message);
+        assert_eq!(kind(false, b"<html>"), Some(ErrorKind::MalformedJson));
+        assert_eq!(
+            kind(true, b"data: {\"choices\":[{\"text\":\"a\"}\n\n"),
+            Some(ErrorKind::MalformedJson)
+        );
+        assert_eq!(
+            kind(true, b"{\"choices\":[{\"text\":\"a\"}]}\n"),
+            Some(ErrorKind::MalformedSse)
+        );
+        assert_eq!(
+            kind(false, br#"{"error":{"message":"no"}}"#),
+            Some(ErrorKind::ErrorObject)
+        );
+    }
+
+    #[test]
+    fn nothing_after_done_counts() {
+        let ex = decode(
+            true,
+            b"data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DONE]\n\ngarbage\ndata: {\n\n",
+        );
+        assert_eq!((ex.text.as_str(), ex.error), ("a", None));
+    }
+
+    #[test]
+    fn a_whole_answer_is_one_chunk() {
+        let ex = decode(
+            false,
+            br#"{"choices":[{"message":{"content":"hello"}}],"usage":{"completion_tokens":2}}"#,
+        );
+        assert_eq!((ex.chunks.len(), ex.text.as_str()), (1, "hello"));
+        assert_eq!(ex.completion_tokens, Some(2));
+    }
+}
