@@ -84,11 +84,11 @@ struct RunArgs {
     #[arg(long, default_value = "60s", value_parser = parse_duration_arg)]
     drain_timeout: Duration,
     /// Per-request timeout (e.g. 600s); a request still running then fails as `timeout`
-    #[arg(long, default_value = "10m", value_parser = parse_duration_arg)]
+    #[arg(long, default_value = "10m", value_parser = parse_timeout_arg)]
     request_timeout: Duration,
     /// Fail a request that has no generated content this long after it was sent (e.g. 30s),
     /// as `first_token_timeout`; by default only --request-timeout applies
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout_arg)]
     first_token_timeout: Option<Duration>,
     /// End the run when more than this fraction of a phase's finished requests failed
     /// (0.1 or 10%), checked once 20 have finished; the report is printed and the exit code
@@ -134,6 +134,14 @@ fn parse_duration_arg(s: &str) -> Result<Duration, String> {
     parse_duration_secs(s)
         .map(Duration::from_secs_f64)
         .ok_or_else(|| format!("expected a duration like 30s, 5m or 90, got `{s}`"))
+}
+
+/// A duration above zero: a zero timeout would fail every request.
+fn parse_timeout_arg(s: &str) -> Result<Duration, String> {
+    match parse_duration_arg(s)? {
+        d if d.is_zero() => Err(format!("a timeout must be above zero, got `{s}`")),
+        d => Ok(d),
+    }
 }
 
 /// A fraction in [0, 1): `0.1` or `10%`.

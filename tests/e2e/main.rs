@@ -5,6 +5,10 @@ mod support;
 
 mod cli;
 mod determinism;
+mod fault_server;
+mod faults;
 mod metrics;
+mod outage;
 mod report;
+mod signals;
 mod timing;

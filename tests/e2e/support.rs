@@ -73,3 +73,108 @@ pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// Starts `runner ARGS…` with its output piped, for tests that act on it while it runs.
+pub fn spawn_runner(args: &[&str]) -> std::process::Child {
+    use std::process::Stdio;
+    Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env("RUST_BACKTRACE", "0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the runner binary starts")
+}
+
+/// Polls `cond` every 10 ms until it holds; panics with `what` after `limit`.
+pub fn wait_until(what: &str, limit: std::time::Duration, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Complete lines of a file being written (0 while it does not exist).
+pub fn lines_in(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().filter(|l| l.ends_with('}')).count())
+        .unwrap_or(0)
+}
+
+/// Collects a child's stdout and stderr on threads, so its pipes never fill up while the
+/// test waits on it; `join` gives them back once it has exited.
+pub struct Pipes {
+    out: std::thread::JoinHandle<String>,
+    err: std::thread::JoinHandle<String>,
+    pub err_lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Pipes {
+    pub fn take(child: &mut std::process::Child) -> Pipes {
+        use std::io::{BufRead, Read};
+        let mut stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let err_lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lines = err_lines.clone();
+        let out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stdout.read_to_string(&mut s);
+            s
+        });
+        let err = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                all += &line;
+                all.push('\n');
+                lines.lock().unwrap().push(line);
+            }
+            all
+        });
+        Pipes {
+            out,
+            err,
+            err_lines,
+        }
+    }
+
+    pub fn join(self) -> (String, String) {
+        (self.out.join().unwrap(), self.err.join().unwrap())
+    }
+}
+
+/// Waits for a child to exit, killing it (and failing) after `limit`.
+pub fn wait_exit(child: &mut std::process::Child, limit: std::time::Duration) -> Option<i32> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status.code();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the runner did not exit within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The value of a `Label: value` row of the text report.
+pub fn report_row(text: &str, label: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.starts_with(label))
+        .and_then(|l| l[label.len()..].trim().parse().ok())
+}

@@ -28,8 +28,10 @@ pub(super) async fn collect(
         match msg {
             Collect::Record(record, outcome) => {
                 if let (Some(w), None) = (records.as_mut(), &write_error) {
-                    let line = serde_json::to_vec(&*record).unwrap_or_default();
-                    if let Err(e) = w.write_all(&line).and_then(|_| w.write_all(b"\n")) {
+                    // One write per record, so a line on disk is always a whole record.
+                    let mut line = serde_json::to_vec(&*record).unwrap_or_default();
+                    line.push(b'\n');
+                    if let Err(e) = w.write_all(&line) {
                         write_error = Some(e);
                     }
                 }

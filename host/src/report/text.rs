@@ -203,10 +203,11 @@ pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
             row(&mut out, &format!("Failed ({}):", f.kind.label()), f.count);
         }
         // What went wrong, in the server's words: the first message of each kind.
+        out.push_str("First message of each kind:\n");
         for f in &s.failures_by_kind {
             let _ = writeln!(
                 out,
-                "  first {}: {}",
+                "  {}: {}",
                 f.kind.label(),
                 one_line(&f.first_message, 160)
             );
@@ -550,8 +551,9 @@ Max send lateness (ms):                  20.00
 -------------Failed Requests by Kind--------------
 Failed (http 5xx):                       2         
 Failed (request timeout):                1         
-  first http 5xx: HTTP 503: overloaded
-  first request timeout: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…
+First message of each kind:
+  http 5xx: HTTP 503: overloaded
+  request timeout: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…
 WARNING: the client could not keep its schedule (P99 send lateness 12.35 ms > 10 ms): the offered load was lower than configured.
 ==================================================
 ";

@@ -1,0 +1,326 @@
+//! A fault-injecting OpenAI-compatible server: real HTTP/1.1 on loopback, written on raw
+//! TCP so that every fault is exactly what a broken server does on the wire (a reset, a
+//! body cut short, a stall, bytes that are not SSE). Which fault a request gets is decided
+//! by its index, read from the prompt `req <index>`, so the injected counts are known
+//! whatever the order requests arrive in. Anything else (the runner's pre-run test
+//! request) is answered normally.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// A normal streamed answer of three tokens.
+    None,
+    /// HTTP 400 with an OpenAI error body.
+    BadRequest,
+    /// HTTP 429 with `Retry-After: 7`.
+    RateLimited,
+    /// HTTP 503.
+    Unavailable,
+    /// HTTP 401 whose body echoes the request's Authorization header back.
+    EchoAuth,
+    /// A 307 redirect to a loopback port that is bound but not listening, so the client's
+    /// connection there is refused by the kernel: a real ECONNREFUSED, for one request.
+    Refused,
+    /// The request is read, then the connection is reset (RST) before any response.
+    Reset,
+    /// Headers and one content event, then the connection closes mid-body.
+    Cut,
+    /// Headers and one content event, then nothing: only the request timeout ends it.
+    StallAfterFirst,
+    /// Headers, then nothing: the first-token timeout ends it.
+    StallBeforeFirst,
+    /// A 200 event stream whose lines are bare JSON, not SSE fields.
+    NotSse,
+    /// An SSE event whose data is truncated JSON.
+    BadJson,
+    /// One content event, then an OpenAI error object inside the stream.
+    ErrorObject,
+    /// A well-formed stream without any generated text.
+    Empty,
+}
+
+type Plan = Arc<dyn Fn(u64) -> Fault + Send + Sync>;
+
+/// What the server saw.
+#[derive(Default)]
+pub struct Seen {
+    /// Request indices, in arrival order (each should appear once: the runner never retries).
+    pub indices: Vec<u64>,
+    /// Authorization headers received.
+    pub authorization: Vec<String>,
+}
+
+pub struct FaultServer {
+    pub url: String,
+    pub seen: Arc<Mutex<Seen>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FaultServer {
+    pub fn start(plan: impl Fn(u64) -> Fault + Send + Sync + 'static) -> FaultServer {
+        let plan: Plan = Arc::new(plan);
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let seen2 = seen.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("fault server runtime");
+            rt.block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                // Bound, never listening: connecting here is refused.
+                let dead = TcpSocket::new_v4().expect("socket");
+                dead.bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+                let dead_addr = dead.local_addr().expect("addr");
+                addr_tx
+                    .send(listener.local_addr().expect("addr"))
+                    .expect("report address");
+                let serve = async {
+                    loop {
+                        let Ok((stream, _)) = listener.accept().await else {
+                            continue;
+                        };
+                        let _ = stream.set_nodelay(true);
+                        tokio::spawn(connection(stream, plan.clone(), seen2.clone(), dead_addr));
+                    }
+                };
+                tokio::select! {
+                    _ = serve => {}
+                    _ = stop_rx => {}
+                }
+                drop(dead);
+            });
+            // Stalled connections die with the runtime.
+            rt.shutdown_timeout(Duration::from_millis(100));
+        });
+        let addr: SocketAddr = addr_rx.recv().expect("fault server started");
+        FaultServer {
+            url: format!("http://{addr}"),
+            seen,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for FaultServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Request {
+    path: String,
+    headers: HashMap<String, String>,
+    body: Vec<u8>,
+}
+
+/// Reads one HTTP/1.1 request; `None` when the client closed the connection.
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Request> {
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let mut chunk = [0u8; 8192];
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let path = lines.next()?.split(' ').nth(1)?.to_string();
+    let headers: HashMap<String, String> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let len: usize = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + len {
+        let mut chunk = [0u8; 8192];
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let body = buf[head_end..head_end + len].to_vec();
+    buf.drain(..head_end + len);
+    Some(Request {
+        path,
+        headers,
+        body,
+    })
+}
+
+/// The request index from a prompt `req <index>`; `None` for anything else.
+fn index_of(body: &[u8]) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    v.get("prompt")?
+        .as_str()?
+        .strip_prefix("req ")?
+        .parse()
+        .ok()
+}
+
+async fn connection(mut stream: TcpStream, plan: Plan, seen: Arc<Mutex<Seen>>, dead: SocketAddr) {
+    let mut buf = Vec::new();
+    while let Some(req) = read_request(&mut stream, &mut buf).await {
+        let fault = if req.path.ends_with("/completions") {
+            let index = index_of(&req.body);
+            let mut s = seen.lock().unwrap();
+            if let Some(auth) = req.headers.get("authorization") {
+                s.authorization.push(auth.clone());
+            }
+            match index {
+                Some(i) => {
+                    s.indices.push(i);
+                    plan(i)
+                }
+                None => Fault::None,
+            }
+        } else {
+            Fault::None
+        };
+        let keep_going = respond(&mut stream, &req, fault, dead).await;
+        if !keep_going {
+            return;
+        }
+    }
+}
+
+fn simple(status: &str, extra_headers: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra_headers}\r\n{body}",
+        body.len()
+    )
+}
+
+/// One chunk of a chunked body.
+fn chunk(data: &str) -> String {
+    format!("{:x}\r\n{data}\r\n", data.len())
+}
+
+fn event(json: &str) -> String {
+    chunk(&format!("data: {json}\n\n"))
+}
+
+const STREAM_HEAD: &str =
+    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+const TOKEN: &str = r#"{"choices":[{"index":0,"text":" tok"}]}"#;
+const USAGE: &str = r#"{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3}}"#;
+
+/// Writes the answer; returns whether the connection stays open for another request.
+async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: SocketAddr) -> bool {
+    let out = match (req.path.as_str(), fault) {
+        ("/health", _) => simple("200 OK", "", "{}"),
+        ("/v1/models", _) => simple(
+            "200 OK",
+            "",
+            r#"{"object":"list","data":[{"id":"fault-model","object":"model"}]}"#,
+        ),
+        (_, Fault::None) => {
+            let mut s = STREAM_HEAD.to_string();
+            for _ in 0..3 {
+                s += &event(TOKEN);
+            }
+            s += &event(USAGE);
+            s += &event("[DONE]");
+            s + "0\r\n\r\n"
+        }
+        (_, Fault::BadRequest) => simple(
+            "400 Bad Request",
+            "",
+            r#"{"error":{"message":"injected: max_tokens is too large","type":"BadRequestError"}}"#,
+        ),
+        (_, Fault::RateLimited) => simple(
+            "429 Too Many Requests",
+            "retry-after: 7\r\n",
+            r#"{"error":{"message":"injected: slow down"}}"#,
+        ),
+        (_, Fault::Unavailable) => simple(
+            "503 Service Unavailable",
+            "",
+            r#"{"error":{"message":"injected: overloaded"}}"#,
+        ),
+        (_, Fault::EchoAuth) => {
+            let auth = req.headers.get("authorization").cloned().unwrap_or_default();
+            simple(
+                "401 Unauthorized",
+                "",
+                &format!(r#"{{"error":{{"message":"injected: bad key in header `{auth}`"}}}}"#),
+            )
+        }
+        (_, Fault::Refused) => format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://{dead}{}\r\ncontent-length: 0\r\n\r\n",
+            req.path
+        ),
+        (_, Fault::Reset) => {
+            let _ = stream.set_zero_linger();
+            return false;
+        }
+        (_, Fault::Cut) => {
+            let s = STREAM_HEAD.to_string() + &event(TOKEN);
+            let _ = stream.write_all(s.as_bytes()).await;
+            let _ = stream.flush().await;
+            return false;
+        }
+        (_, Fault::StallAfterFirst | Fault::StallBeforeFirst) => {
+            let mut s = STREAM_HEAD.to_string();
+            if fault == Fault::StallAfterFirst {
+                s += &event(TOKEN);
+            }
+            let _ = stream.write_all(s.as_bytes()).await;
+            // Until the client gives up (bounded, should it never).
+            let mut sink = [0u8; 1024];
+            let _ = tokio::time::timeout(Duration::from_secs(60), async {
+                while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+            })
+            .await;
+            return false;
+        }
+        (_, Fault::NotSse) => {
+            STREAM_HEAD.to_string() + &chunk(&format!("{TOKEN}\n{TOKEN}\n")) + "0\r\n\r\n"
+        }
+        (_, Fault::BadJson) => {
+            STREAM_HEAD.to_string()
+                + &event(r#"{"choices":[{"index":0,"text":" tok"}"#)
+                + &event("[DONE]")
+                + "0\r\n\r\n"
+        }
+        (_, Fault::ErrorObject) => {
+            STREAM_HEAD.to_string()
+                + &event(TOKEN)
+                + &event(r#"{"error":{"message":"injected: engine died","type":"InternalServerError","code":500}}"#)
+                + &event("[DONE]")
+                + "0\r\n\r\n"
+        }
+        (_, Fault::Empty) => {
+            STREAM_HEAD.to_string()
+                + &event(r#"{"choices":[{"index":0,"text":"","finish_reason":"stop"}]}"#)
+                + &event(r#"{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":0}}"#)
+                + &event("[DONE]")
+                + "0\r\n\r\n"
+        }
+    };
+    stream.write_all(out.as_bytes()).await.is_ok()
+}

@@ -1,0 +1,141 @@
+//! Ctrl-C and SIGTERM: the runner stops sending, drains briefly, prints the report of what
+//! finished, keeps every record, and exits 130; a second Ctrl-C exits at once.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+const EXIT_INTERRUPTED: i32 = 130;
+
+fn send(child: &std::process::Child, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
+    // SAFETY: kill(2) with the pid of a child this test started and has not reaped.
+    let rc = unsafe { libc::kill(pid, signal) };
+    assert_eq!(rc, 0, "kill failed");
+}
+
+/// A long open-loop run against the built-in simulator, every request about 100 ms.
+fn long_run(out_dir: &str, extra: &[&str]) -> std::process::Child {
+    let mut args = vec![
+        fixture("faults.rhai"),
+        "-p".into(),
+        "requests=3000".into(),
+        "-p".into(),
+        "rate=50".into(),
+        "-p".into(),
+        "max_tokens=10".into(),
+        "--sim-profile".into(),
+        "fixed".into(),
+        "--sim-ttft-ms".into(),
+        "10".into(),
+        "--sim-itl-ms".into(),
+        "10".into(),
+        "--output".into(),
+        out_dir.to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    spawn_runner(&args)
+}
+
+fn interrupted_run_keeps_everything(signal: libc::c_int) {
+    let _guard = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("requests.jsonl");
+    let mut child = long_run(&dir.path().display().to_string(), &[]);
+    let pipes = Pipes::take(&mut child);
+    wait_until("records", Duration::from_secs(30), || {
+        lines_in(&records) >= 40
+    });
+    send(&child, signal);
+    let code = wait_exit(&mut child, Duration::from_secs(30));
+    let (text, err) = pipes.join();
+    assert_eq!(code, Some(EXIT_INTERRUPTED), "{err}\n{text}");
+    assert!(
+        err.contains("interrupted: finishing in-flight requests"),
+        "{err}"
+    );
+    assert!(
+        text.contains("============ Serving Benchmark Result ============")
+            && text.contains("Phase ended: interrupted."),
+        "{text}"
+    );
+    let ok = report_row(&text, "Successful requests:").unwrap();
+    let failed = report_row(&text, "Failed requests:").unwrap();
+    let lines = std::fs::read_to_string(&records).unwrap();
+    let mut indices: Vec<u64> = lines
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["index"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(indices.len() as u64, ok + failed, "{text}");
+    assert!(ok >= 40 && ok + failed < 3000, "{text}");
+    indices.sort_unstable();
+    indices.dedup();
+    assert_eq!(
+        indices.len() as u64,
+        ok + failed,
+        "a request recorded twice"
+    );
+    // The saved result agrees with the console.
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(num(&result, "completed") as u64, ok);
+    eprintln!(
+        "signal {signal}: exit {code:?}, report {ok} ok + {failed} failed, requests.jsonl {} lines",
+        indices.len()
+    );
+}
+
+#[test]
+fn ctrl_c_prints_the_report_and_keeps_every_record() {
+    interrupted_run_keeps_everything(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_is_an_interrupt_too() {
+    interrupted_run_keeps_everything(libc::SIGTERM);
+}
+
+#[test]
+fn a_second_ctrl_c_exits_at_once() {
+    let _guard = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("requests.jsonl");
+    // Every 4th request hangs for a minute, so the drain after the first Ctrl-C has work
+    // that would keep it waiting its full 5 s.
+    let mut child = long_run(
+        &dir.path().display().to_string(),
+        &["--sim-slow-every", "4", "--sim-slow-ms", "60000"],
+    );
+    let pipes = Pipes::take(&mut child);
+    wait_until("records", Duration::from_secs(30), || {
+        lines_in(&records) >= 20
+    });
+    send(&child, libc::SIGINT);
+    let lines = pipes.err_lines.clone();
+    wait_until("the first interrupt", Duration::from_secs(10), || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("interrupted"))
+    });
+    let before = lines_in(&records);
+    send(&child, libc::SIGINT);
+    let code = wait_exit(&mut child, Duration::from_secs(30));
+    let (text, err) = pipes.join();
+    assert_eq!(code, Some(EXIT_INTERRUPTED), "{err}\n{text}");
+    // It quit without waiting for the drain: no report.
+    assert!(!text.contains("Serving Benchmark Result"), "{text}");
+    // What was written stays, whole.
+    let kept = std::fs::read_to_string(&records).unwrap();
+    assert!(kept.lines().count() >= before);
+    for l in kept.lines() {
+        serde_json::from_str::<serde_json::Value>(l).expect("a whole record");
+    }
+}
