@@ -38,6 +38,11 @@ impl HostContext {
         }
     }
 
+    /// The scenario's own directory, the first place it may read from.
+    pub fn package_dir(&self) -> Option<&Path> {
+        self.roots.first().map(PathBuf::as_path)
+    }
+
     /// Restarts the random stream; the same seed gives the same stream on every run.
     pub fn reseed(&mut self, seed: u64) {
         self.rng = ChaCha8Rng::seed_from_u64(seed);

@@ -1,10 +1,11 @@
-//! The scenario contract: one trait that the engine drives. Rhai scripts (and, later, Wasm
-//! components) implement it; the engine cannot tell them apart.
+//! The scenario contract: one trait that the engine drives. Rhai scripts and Wasm
+//! components implement it; the engine cannot tell them apart.
 
 pub mod host;
 pub mod params;
 pub mod rhai;
 pub mod spec;
+pub mod wasm;
 
 use std::path::Path;
 
@@ -118,15 +119,10 @@ pub fn load(path: &Path, host: HostContext) -> Result<Box<dyn Scenario>, Scenari
     let file = path.display().to_string();
     match path.extension().and_then(|e| e.to_str()) {
         Some("rhai") => Ok(Box::new(rhai::RhaiScenario::load(path, host)?)),
-        Some("wasm") => Err(ScenarioError::Unsupported {
-            file,
-            message:
-                "Wasm component scenarios are not supported by this build yet; use a .rhai script"
-                    .into(),
-        }),
+        Some("wasm") => Ok(Box::new(wasm::WasmScenario::load(path, host)?)),
         _ => Err(ScenarioError::Unsupported {
             file,
-            message: "unknown scenario kind; expected a .rhai script".into(),
+            message: "unknown scenario kind; expected a .rhai script or a .wasm component".into(),
         }),
     }
 }
