@@ -212,10 +212,23 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            eprintln!("error: {}", error_line(&e));
             1
         }
     }
+}
+
+/// The error and its causes on one line; a cause its parent already quotes is not repeated.
+fn error_line(e: &anyhow::Error) -> String {
+    let mut s = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+    }
+    one_line(&s)
 }
 
 fn one_line(s: &str) -> String {

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod bad_input;
 mod cli;
 mod determinism;
 mod fault_server;

@@ -5,5 +5,8 @@ pub mod openai;
 pub mod sse;
 pub mod stream;
 
+#[cfg(test)]
+mod props;
+
 pub use openai::{prepare, Api, Client, ClientError, Prepared, Timeouts, UsageRequest};
 pub use stream::{BodyDecoder, Exchange};

@@ -1,0 +1,195 @@
+//! Property tests of the stream decoding (SSE framing, then OpenAI JSON messages): any
+//! bytes, split into reads anyhow, never panic, and decode to the same events, text, chunk
+//! boundaries, usage and error as the same bytes in one read. Well-formed streams decode
+//! to exactly their text.
+//!
+//! Cases per property: `PROPTEST_CASES` (default 2,000). The acceptance run used
+//! `PROPTEST_CASES=1000000 cargo test -p runner --lib client::props` (see the issue note).
+
+use std::time::Instant;
+
+use proptest::prelude::*;
+
+use super::sse::{SseError, SseParser};
+use super::stream::{BodyDecoder, Exchange};
+use crate::metrics::record::RequestError;
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// Pieces a stream is made of, so that random streams are often nearly valid (random bytes
+/// alone would almost never reach the JSON decoder).
+const PIECES: &[&str] = &[
+    "data: ",
+    "data:",
+    "data",
+    "\n",
+    "\r\n",
+    "\n\n",
+    "\r",
+    ":",
+    ": ping\n",
+    "event: message\n",
+    "id: 1\n",
+    "retry: 5\n",
+    "[DONE]",
+    "{\"choices\":[{\"text\":\"",
+    "hello",
+    " wor",
+    "\\n",
+    "\\u00e9",
+    "é",
+    "\"}]}",
+    "{\"choices\":[{\"delta\":{\"content\":\"b\"}}]}",
+    "{\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}",
+    "{\"choices\":[{\"delta\":{\"reasoning_content\":\"r\"}}]}",
+    "{\"choices\":[],\"usage\":{\"prompt_tokens\":2,\"completion_tokens\":3}}",
+    "{\"choices\":[{\"text\":\"x\"}],\"usage\":{\"completion_tokens\":1}}",
+    "{\"error\":{\"message\":\"boom\"}}",
+    "{\"choices\":5}",
+    "{",
+    "}",
+    "\"",
+    "null",
+    "nonsense",
+];
+
+/// A byte stream: pieces and arbitrary bytes, concatenated.
+fn stream_bytes() -> impl Strategy<Value = Vec<u8>> {
+    let piece = prop_oneof![
+        4 => proptest::sample::select(PIECES).prop_map(|p| p.as_bytes().to_vec()),
+        1 => proptest::collection::vec(any::<u8>(), 0..12),
+    ];
+    proptest::collection::vec(piece, 0..40).prop_map(|ps| ps.concat())
+}
+
+/// Cut points for `len` bytes, as fractions so they shrink well.
+fn splits() -> impl Strategy<Value = Vec<u16>> {
+    proptest::collection::vec(any::<u16>(), 0..12)
+}
+
+/// The reads a body arrives in: `bytes` cut at the given points (empty reads included).
+fn cut<'a>(bytes: &'a [u8], points: &[u16]) -> Vec<&'a [u8]> {
+    let mut at: Vec<usize> = points
+        .iter()
+        .map(|&p| p as usize * bytes.len() / u16::MAX as usize)
+        .collect();
+    at.sort_unstable();
+    let mut reads = Vec::new();
+    let mut start = 0;
+    for a in at {
+        reads.push(&bytes[start..a]);
+        start = a;
+    }
+    reads.push(&bytes[start..]);
+    reads
+}
+
+fn sse_events(reads: &[&[u8]]) -> Vec<Result<Vec<u8>, SseError>> {
+    let mut p = SseParser::default();
+    let mut out = Vec::new();
+    let mut take = |e: Result<&[u8], SseError>| out.push(e.map(<[u8]>::to_vec));
+    for r in reads {
+        p.push(r, &mut take);
+    }
+    p.finish(&mut take);
+    out
+}
+
+/// What a decoded body says, without the read times (which do depend on the reads).
+type Decoded = (
+    String,
+    Vec<(usize, usize, Option<u64>)>,
+    Option<u64>,
+    Option<u64>,
+    Option<RequestError>,
+);
+
+fn decode(sse: bool, reads: &[&[u8]]) -> Decoded {
+    let mut ex = Exchange::new();
+    let mut d = BodyDecoder::new(sse);
+    let t = Instant::now();
+    for r in reads {
+        d.feed(&mut ex, r, t);
+    }
+    d.finish(&mut ex, t);
+    (
+        ex.text,
+        ex.chunks.iter().map(|c| (c.1, c.2, c.3)).collect(),
+        ex.prompt_tokens,
+        ex.completion_tokens,
+        ex.error,
+    )
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn sse_framing_does_not_depend_on_reads(bytes in stream_bytes(), points in splits()) {
+        let whole = sse_events(&[&bytes]);
+        prop_assert_eq!(sse_events(&cut(&bytes, &points)), whole);
+    }
+
+    #[test]
+    fn decoding_does_not_depend_on_reads(
+        bytes in stream_bytes(),
+        points in splits(),
+        sse in any::<bool>(),
+    ) {
+        let whole = decode(sse, &[&bytes]);
+        let (text, chunks, ..) = &whole;
+        // Chunk boundaries are within the text, in order, on character boundaries.
+        let mut end = 0;
+        for &(a, b, _) in chunks {
+            prop_assert!(a >= end && a < b && b <= text.len());
+            prop_assert!(text.is_char_boundary(a) && text.is_char_boundary(b));
+            end = b;
+        }
+        prop_assert_eq!(decode(sse, &cut(&bytes, &points)), whole);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(
+        bytes in proptest::collection::vec(any::<u8>(), 0..256),
+        points in splits(),
+    ) {
+        let reads = cut(&bytes, &points);
+        prop_assert_eq!(sse_events(&reads), sse_events(&[&bytes]));
+        prop_assert_eq!(decode(true, &reads), decode(true, &[&bytes]));
+    }
+
+    #[test]
+    fn well_formed_streams_decode_to_their_text(
+        tokens in proptest::collection::vec("[a-zA-Z0-9 é\"\\\\\n]{0,6}", 0..20),
+        crlf in any::<bool>(),
+        comments in any::<bool>(),
+        points in splits(),
+    ) {
+        let nl = if crlf { "\r\n" } else { "\n" };
+        let mut body = String::new();
+        for t in &tokens {
+            if comments {
+                body += &format!(": keep-alive{nl}");
+            }
+            let json = serde_json::json!({"choices": [{"index": 0, "text": t}]});
+            body += &format!("data: {json}{nl}{nl}");
+        }
+        body += &format!("data: {{\"choices\":[],\"usage\":{{\"completion_tokens\":{}}}}}{nl}{nl}", tokens.len());
+        body += &format!("data: [DONE]{nl}{nl}");
+        let (text, chunks, _, usage, error) = decode(true, &cut(body.as_bytes(), &points));
+        prop_assert_eq!(error, None);
+        prop_assert_eq!(text, tokens.concat());
+        prop_assert_eq!(chunks.len(), tokens.iter().filter(|t| !t.is_empty()).count());
+        prop_assert_eq!(usage, Some(tokens.len() as u64));
+    }
+}
