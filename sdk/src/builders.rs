@@ -2,7 +2,7 @@
 //! `Request::text(p).max_tokens(100).ignore_eos()` rather than a struct literal.
 
 use crate::{
-    Arrival, Description, GammaArrival, Hooks, Message, ParamSpec, Phase, Prompt, Request,
+    Arrival, Description, GammaArrival, Hooks, Message, Next, ParamSpec, Phase, Prompt, Request,
     Snapshot, Value,
 };
 
@@ -244,6 +244,12 @@ impl Request {
     pub fn input_tokens(mut self, n: u64) -> Request {
         self.input_tokens = Some(n);
         self
+    }
+}
+
+impl From<Request> for Next {
+    fn from(r: Request) -> Next {
+        Next::Request(r)
     }
 }
 

@@ -55,14 +55,13 @@
 //!             .max_requests(param_u64("requests")?)])
 //!     }
 //!
-//!     fn next_request(&mut self, _phase: u32, _index: u64) -> Result<Option<Request>, String> {
+//!     fn next_request(&mut self, _phase: u32, _index: u64) -> Result<Next, String> {
 //!         let prompt = synthetic_text(self.input_tokens);
-//!         Ok(Some(
-//!             Request::text(prompt)
-//!                 .max_tokens(self.output_tokens)
-//!                 .ignore_eos()
-//!                 .input_tokens(u64::from(self.input_tokens)),
-//!         ))
+//!         Ok(Request::text(prompt)
+//!             .max_tokens(self.output_tokens)
+//!             .ignore_eos()
+//!             .input_tokens(u64::from(self.input_tokens))
+//!             .into())
 //!     }
 //! }
 //!
@@ -111,8 +110,8 @@ pub mod stops;
 pub mod __export;
 
 pub use bindings::bench::scenario::types::{
-    Arrival, Description, GammaArrival, Hooks, Message, Outcome, ParamSpec, Phase, Prompt, Request,
-    Snapshot, Value,
+    Arrival, Description, GammaArrival, Hooks, Message, Next, Outcome, ParamSpec, Phase, Prompt,
+    Request, Snapshot, Value,
 };
 pub use host::*;
 
@@ -126,7 +125,7 @@ pub mod prelude {
     pub use crate::{
         count_tokens, decode, encode, exponential, export_scenario, gamma, gaps, log, normal,
         param, param_bool, param_f64, param_i64, param_str, param_u32, param_u64, rand_int, random,
-        random_token_text, read_file, synthetic_text, uniform, Arrival, Description, Message,
+        random_token_text, read_file, synthetic_text, uniform, Arrival, Description, Message, Next,
         Outcome, Phase, Prompt, Request, Scenario, Snapshot, Value,
     };
 }
@@ -147,9 +146,12 @@ pub trait Scenario: Sized + 'static {
     /// The phases of the run, in order.
     fn phases(&mut self) -> Result<Vec<Phase>, String>;
 
-    /// Request `index` of `phase` (both from 0), or `None` when the phase's dataset is
-    /// exhausted. An `Err` ends the run with your message.
-    fn next_request(&mut self, phase: u32, index: u64) -> Result<Option<Request>, String>;
+    /// Request `index` of `phase` (both from 0): `Ok(request.into())` to send it,
+    /// `Ok(Next::Done)` when the phase's dataset is exhausted, or `Ok(Next::Wait)` to be
+    /// asked again (same index) after the next response — the next turn of a
+    /// conversation needs the last answer; only with [`Scenario::ON_RESPONSE`]. An `Err`
+    /// ends the run with your message.
+    fn next_request(&mut self, phase: u32, index: u64) -> Result<Next, String>;
 
     /// For phases with [`Phase::custom`] arrivals: seconds after the previous request's
     /// scheduled time (see [`gaps`]). Called right after `next_request` of the same index.
@@ -197,7 +199,7 @@ macro_rules! export_scenario {
             fn next_request(
                 phase: u32,
                 index: u64,
-            ) -> ::core::result::Result<::core::option::Option<$crate::Request>, ::std::string::String> {
+            ) -> ::core::result::Result<$crate::Next, ::std::string::String> {
                 $crate::__export::with_state::<$ty, _>(|s| s.next_request(phase, index))
             }
             fn arrival(phase: u32, index: u64) -> ::core::result::Result<f64, ::std::string::String> {

@@ -267,3 +267,27 @@ fn the_api_key_never_leaves_the_request() {
     assert_eq!(out.status.code(), Some(0));
     assert!(stdout(&out).contains("OPENAI_API_KEY") && !stdout(&out).contains(KEY));
 }
+
+/// A scenario's own stop condition over the live failure count ends the phase early, and
+/// the report says so.
+#[test]
+fn a_scenario_stop_on_failures_ends_the_phase() {
+    let server = FaultServer::start(|i| {
+        if i % 2 == 0 {
+            Fault::Unavailable
+        } else {
+            Fault::None
+        }
+    });
+    let out = runner(&[&fixture("stop_on_errors.rhai"), "--target", &server.url]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{}\n{text}", stderr(&out));
+    assert!(
+        text.contains("Phase ended: the scenario's stop condition held."),
+        "{text}"
+    );
+    let failed = report_row(&text, "Failed requests:").unwrap();
+    let ok = report_row(&text, "Successful requests:").unwrap();
+    assert!(failed >= 10 && ok + failed < 5000, "{text}");
+    assert_eq!(report_row(&text, "Failed (http 5xx):"), Some(failed));
+}

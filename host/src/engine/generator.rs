@@ -11,13 +11,20 @@ use tokio::sync::{mpsc, watch};
 
 use super::{EngineConfig, FromScenario, Live, Planned, ToScenario};
 use crate::client::prepare;
-use crate::scenario::{ArrivalSpec, PhaseSpec, Prompt, RequestSpec, Scenario, ScenarioError};
+use crate::scenario::{ArrivalSpec, Next, PhaseSpec, Prompt, RequestSpec, Scenario, ScenarioError};
 use crate::schedule::Schedule;
 use crate::tokenizer::Tokenizer;
 
 /// How often a scenario's `stop` function sees a fresh snapshot.
 const STOP_CHECK_INTERVAL: Duration = Duration::from_millis(20);
-/// Asks the scenario for request `index` of phase `p` and plans it; `None` ends the dataset.
+/// What the scenario thread makes of one `next_request` call.
+enum Generated {
+    Planned(Box<Planned>),
+    Wait,
+    Done,
+}
+
+/// Asks the scenario for request `index` of phase `p` and plans it.
 #[allow(clippy::too_many_arguments)]
 fn next_planned(
     scenario: &mut dyn Scenario,
@@ -28,9 +35,11 @@ fn next_planned(
     config: &EngineConfig,
     tokenizer: &Tokenizer,
     name: &str,
-) -> Result<Option<Planned>, ScenarioError> {
-    let Some(request) = scenario.next_request(p, index)? else {
-        return Ok(None);
+) -> Result<Generated, ScenarioError> {
+    let request = match scenario.next_request(p, index)? {
+        Next::Request(r) => r,
+        Next::Wait => return Ok(Generated::Wait),
+        Next::Done => return Ok(Generated::Done),
     };
     let offset = if schedule.is_closed_loop() && request.at.is_none() && request.delay.is_none() {
         None
@@ -43,7 +52,7 @@ fn next_planned(
         Some(schedule.next(gap, request.at, request.delay))
     };
     plan(request, index, offset, config, tokenizer)
-        .map(Some)
+        .map(|planned| Generated::Planned(Box::new(planned)))
         .map_err(|message| ScenarioError::Invalid {
             file: name.to_string(),
             function: "next_request".into(),
@@ -148,14 +157,33 @@ pub(super) fn scenario_loop(
         let mut stop_sent = false;
         let mut last_check = Instant::now();
         let mut priming = true;
+        // A scenario that answered `Wait` is asked again once an outcome arrives; it
+        // can only be woken while one of its requests is still to finish.
+        let mut waiting = false;
+        let mut answered = 0u64;
         loop {
-            if priming && (exhausted || stop_sent || req_tx.capacity() == 0) {
+            if waiting && answered >= index {
+                return fail(ScenarioError::Invalid {
+                    file: name.clone(),
+                    function: "next_request".into(),
+                    message: format!(
+                        "asked to wait for a response in phase {}, but none of its {index} requests is still in flight",
+                        p + 1
+                    ),
+                });
+            }
+            // Primed: the queue is full, or nothing more can be generated for now.
+            if priming && (exhausted || stop_sent || waiting || req_tx.capacity() == 0) {
                 priming = false;
                 primed.notify_one();
             }
             // Commands first: outcomes in order, and the end of the phase.
             let mut ended = false;
             while let Ok(cmd) = cmd_rx.try_recv() {
+                if matches!(cmd, ToScenario::Outcome(_)) {
+                    waiting = false;
+                    answered += 1;
+                }
                 match apply(cmd, scenario) {
                     Ok(e) => ended = e,
                     Err(e) => return fail(e),
@@ -186,7 +214,7 @@ pub(super) fn scenario_loop(
             }
             // With nothing more to generate, or the queue full (the generator is far
             // enough ahead), wait a little, waking at once for an outcome or the end.
-            let permit = if exhausted || stop_sent {
+            let permit = if exhausted || stop_sent || waiting {
                 None
             } else {
                 match req_tx.try_reserve() {
@@ -202,14 +230,20 @@ pub(super) fn scenario_loop(
                     Duration::from_millis(2)
                 };
                 match cmd_rx.recv_timeout(wait) {
-                    Ok(cmd) => match apply(cmd, scenario) {
-                        Ok(true) => {
-                            closed();
-                            break;
+                    Ok(cmd) => {
+                        if matches!(cmd, ToScenario::Outcome(_)) {
+                            waiting = false;
+                            answered += 1;
                         }
-                        Ok(false) => {}
-                        Err(e) => return fail(e),
-                    },
+                        match apply(cmd, scenario) {
+                            Ok(true) => {
+                                closed();
+                                break;
+                            }
+                            Ok(false) => {}
+                            Err(e) => return fail(e),
+                        }
+                    }
                     Err(std_mpsc::RecvTimeoutError::Timeout) => {}
                     Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
                 }
@@ -225,11 +259,15 @@ pub(super) fn scenario_loop(
                 tokenizer,
                 &name,
             ) {
-                Ok(Some(mut planned)) => {
+                Ok(Generated::Planned(mut planned)) => {
                     planned.warmup = spec.warmup;
-                    permit.send(FromScenario::Request(Box::new(planned)))
+                    permit.send(FromScenario::Request(planned))
                 }
-                Ok(None) => {
+                Ok(Generated::Wait) => {
+                    waiting = true;
+                    continue;
+                }
+                Ok(Generated::Done) => {
                     exhausted = true;
                     permit.send(FromScenario::Exhausted);
                     continue;

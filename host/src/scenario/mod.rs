@@ -11,7 +11,7 @@ use std::path::Path;
 
 pub use host::HostContext;
 pub use params::{ParamSpec, ParamValue, Params};
-pub use spec::{ArrivalSpec, Outcome, PhaseSpec, Prompt, RequestSpec, Snapshot};
+pub use spec::{ArrivalSpec, Next, Outcome, PhaseSpec, Prompt, RequestSpec, Snapshot};
 
 /// What `runner info` shows, and the parameters `-p name=value` may override.
 #[derive(Clone, Debug)]
@@ -78,12 +78,9 @@ pub trait Scenario: Send {
     /// The phases of the run, in order (a sweep has one per point).
     fn phases(&mut self) -> Result<Vec<PhaseSpec>, ScenarioError>;
 
-    /// The next request of a phase, or `None` when the phase's dataset is exhausted.
-    fn next_request(
-        &mut self,
-        phase: usize,
-        index: u64,
-    ) -> Result<Option<RequestSpec>, ScenarioError>;
+    /// Request `index` of a phase, `Next::Done` when the phase's dataset is exhausted, or
+    /// `Next::Wait` to be asked again (same index) after the next `on_response`.
+    fn next_request(&mut self, phase: usize, index: u64) -> Result<Next, ScenarioError>;
 
     /// For `ArrivalSpec::Custom`: seconds to wait after the previous request's scheduled time.
     fn arrival(&mut self, phase: usize, index: u64) -> Result<f64, ScenarioError> {

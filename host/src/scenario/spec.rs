@@ -103,6 +103,17 @@ pub struct RequestSpec {
     pub input_tokens: Option<u64>,
 }
 
+/// What `next_request` gives the engine.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Next {
+    Request(RequestSpec),
+    /// Nothing to send until a request in flight finishes (the next turn of a
+    /// conversation needs the last answer): ask again after the next `on_response`.
+    Wait,
+    /// The phase's dataset is exhausted.
+    Done,
+}
+
 /// The outcome of a finished request, given to `on_response`.
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {

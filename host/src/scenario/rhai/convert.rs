@@ -7,7 +7,7 @@ use rhai::{Array, Dynamic, Map};
 use super::api::number;
 use super::RhaiScenario;
 use crate::scenario::params::{parse_duration_secs, ParamSpec, ParamValue};
-use crate::scenario::spec::{ArrivalSpec, PhaseSpec, Prompt, RequestSpec};
+use crate::scenario::spec::{ArrivalSpec, Next, PhaseSpec, Prompt, RequestSpec};
 use crate::scenario::{Description, ScenarioError};
 
 impl RhaiScenario {
@@ -212,15 +212,24 @@ impl RhaiScenario {
         })
     }
 
-    pub(super) fn parse_request(&self, d: Dynamic) -> Result<Option<RequestSpec>, ScenarioError> {
+    pub(super) fn parse_request(&self, d: Dynamic) -> Result<Next, ScenarioError> {
         let f = "next_request";
         if d.is_unit() {
-            return Ok(None);
+            return Ok(Next::Done);
+        }
+        if d.is_string() && d.to_string() == "wait" {
+            if !self.has_on_response {
+                return Err(self.invalid(
+                    f,
+                    "returned \"wait\", but only a script with `fn on_response(outcome)` can be woken up",
+                ));
+            }
+            return Ok(Next::Wait);
         }
         let map = d.try_cast::<Map>().ok_or_else(|| {
             self.invalid(
                 f,
-                "expected a map #{ prompt, max_tokens, … } or () to end the phase",
+                "expected a map #{ prompt, max_tokens, … }, \"wait\", or () to end the phase",
             )
         })?;
         const KNOWN: [&str; 11] = [
@@ -346,7 +355,7 @@ impl RhaiScenario {
             },
         };
         let text = |key: &str| map.get(key).filter(|v| !v.is_unit()).map(|v| v.to_string());
-        Ok(Some(RequestSpec {
+        Ok(Next::Request(RequestSpec {
             prompt,
             max_tokens,
             ignore_eos: flag("ignore_eos", false)?,

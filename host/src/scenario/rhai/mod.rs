@@ -15,7 +15,7 @@ use rhai::{
 };
 
 use super::params::Params;
-use super::spec::{Outcome, PhaseSpec, RequestSpec, Snapshot};
+use super::spec::{Next, Outcome, PhaseSpec, Snapshot};
 use super::{Description, HostContext, Scenario, ScenarioError};
 use api::{number, register_host, sandboxed_engine};
 
@@ -210,11 +210,7 @@ impl Scenario for RhaiScenario {
             .collect()
     }
 
-    fn next_request(
-        &mut self,
-        phase: usize,
-        index: u64,
-    ) -> Result<Option<RequestSpec>, ScenarioError> {
+    fn next_request(&mut self, phase: usize, index: u64) -> Result<Next, ScenarioError> {
         let d = self.call("next_request", (phase as INT, index as INT))?;
         self.parse_request(d)
     }

@@ -15,9 +15,9 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Engine, Store, Trap};
 
 use super::params::Params;
-use super::spec::{Outcome, PhaseSpec, RequestSpec, Snapshot};
+use super::spec::{Next, Outcome, PhaseSpec, Snapshot};
 use super::{Description, HostContext, Scenario, ScenarioError};
-use bindings::bench::scenario::types::Hooks;
+use bindings::bench::scenario::types::{Hooks, Next as WitNext};
 use bindings::exports::bench::scenario::workload::Guest;
 use sandbox::{GuestState, EPOCH_TICK};
 
@@ -243,7 +243,7 @@ fn failure_message(
     }
     let mut message = match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => format!(
-            "`{function}` ran longer than {:.1} s and was stopped (an endless loop?)",
+            "ran longer than {:.1} s and was stopped (an endless loop?)",
             limit.as_secs_f64()
         ),
         Some(trap) => format!("the component trapped: {trap}"),
@@ -285,18 +285,23 @@ impl Scenario for WasmScenario {
             .collect()
     }
 
-    fn next_request(
-        &mut self,
-        phase: usize,
-        index: u64,
-    ) -> Result<Option<RequestSpec>, ScenarioError> {
+    fn next_request(&mut self, phase: usize, index: u64) -> Result<Next, ScenarioError> {
         let phase = phase as u32;
-        let request = self.call_checked("next-request", CALL_LIMIT, |g, s| {
+        let next = self.call_checked("next-request", CALL_LIMIT, |g, s| {
             g.call_next_request(s, phase, index)
         })?;
-        request
-            .map(|r| convert::request(r).map_err(|m| self.invalid("next-request", m)))
-            .transpose()
+        match next {
+            WitNext::Request(r) => convert::request(r)
+                .map(Next::Request)
+                .map_err(|m| self.invalid("next-request", m)),
+            WitNext::Wait if !self.wants_responses() => Err(self.invalid(
+                "next-request",
+                "returned `wait`, but only a scenario with the `on-response` hook can be woken up"
+                    .into(),
+            )),
+            WitNext::Wait => Ok(Next::Wait),
+            WitNext::Done => Ok(Next::Done),
+        }
     }
 
     fn arrival(&mut self, phase: usize, index: u64) -> Result<f64, ScenarioError> {

@@ -1,0 +1,278 @@
+//! Wasm component scenarios, end to end: real components built from source for
+//! wasm32-wasip2 (the SDK examples in scenarios/wasm and the misbehaving probes in
+//! tests/guests), run by the real binary against the built-in server.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::support::{repo, run_ok, runner, scenario, stderr, stdout};
+
+/// Builds both guest workspaces once per test process into target/wasm-guests, and
+/// returns the directory holding the .wasm files.
+fn guests() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let target_dir = repo().join("target/wasm-guests");
+        for manifest in ["scenarios/wasm/Cargo.toml", "tests/guests/Cargo.toml"] {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let out = Command::new(cargo)
+                .args(["build", "--release", "--locked", "--target", "wasm32-wasip2"])
+                .arg("--manifest-path")
+                .arg(repo().join(manifest))
+                .arg("--target-dir")
+                .arg(&target_dir)
+                .output()
+                .expect("cargo starts");
+            assert!(
+                out.status.success(),
+                "building the {manifest} components failed (is the target installed? `rustup target add wasm32-wasip2`):\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        target_dir.join("wasm32-wasip2/release")
+    })
+}
+
+fn component(name: &str) -> String {
+    guests().join(format!("{name}.wasm")).display().to_string()
+}
+
+/// A copy of the probe in a directory of its own, with a file inside its package and one
+/// just outside it.
+fn probe_package() -> (tempfile::TempDir, String) {
+    let root = tempfile::tempdir().expect("temp dir");
+    std::fs::write(root.path().join("outside.txt"), "outside secret").unwrap();
+    let pkg = root.path().join("pkg");
+    std::fs::create_dir(&pkg).unwrap();
+    std::fs::copy(component("sandbox_probe"), pkg.join("sandbox_probe.wasm")).unwrap();
+    std::fs::write(pkg.join("inside.txt"), "hello from inside").unwrap();
+    let path = pkg.join("sandbox_probe.wasm").display().to_string();
+    (root, path)
+}
+
+#[test]
+fn the_sdk_twin_of_long_context_sends_the_same_requests_as_the_rhai_original() {
+    let args = [
+        "-p",
+        "requests=24",
+        "-p",
+        "input_tokens=1500",
+        "-p",
+        "output_tokens=8",
+        "-p",
+        "rate=400",
+        "--seed",
+        "1234",
+    ];
+    let rhai = scenario("long_context.rhai");
+    let wasm = component("long_context");
+    let (_, a) = run_ok(&[&[rhai.as_str()][..], &args].concat());
+    let (_, b) = run_ok(&[&[wasm.as_str()][..], &args].concat());
+    let digest = |v: &serde_json::Value| {
+        v["runner"]["request_digest"]
+            .as_str()
+            .expect("result.json has the request digest")
+            .to_string()
+    };
+    assert_eq!(digest(&a), digest(&b), "the request streams differ");
+    assert_eq!(a["completed"], 24);
+    assert_eq!(b["completed"], 24);
+    assert_eq!(a["total_input_tokens"], b["total_input_tokens"]);
+    assert_eq!(a["runner"]["scenario"], "long_context");
+    assert_eq!(b["runner"]["scenario"], "long_context");
+    assert_eq!(a["runner"]["params"], b["runner"]["params"]);
+    assert!(a.get("phases").is_none() && b.get("phases").is_none());
+    // Another seed gives another stream, so the digest is not vacuous.
+    let other = [&[wasm.as_str()][..], &args[..8], &["--seed", "99"]].concat();
+    let (_, c) = run_ok(&other);
+    assert_ne!(digest(&b), digest(&c));
+}
+
+#[test]
+fn info_lists_a_components_parameters() {
+    let out = runner(&["info", &component("long_context")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "long_context",
+        "input_tokens   32000",
+        "rate           1.0",
+        "seed           42",
+    ] {
+        assert!(text.contains(needle), "no `{needle}` in:\n{text}");
+    }
+}
+
+#[test]
+fn on_response_feeds_each_answer_into_the_next_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().display().to_string();
+    let (_, result) = run_ok(&[
+        &component("chat_turns"),
+        "--api",
+        "chat",
+        "-p",
+        "conversations=4",
+        "-p",
+        "turns=3",
+        "-p",
+        "system_tokens=32",
+        "-p",
+        "question_tokens=16",
+        "-p",
+        "output_tokens=20",
+        "--output",
+        &out_dir,
+    ]);
+    assert_eq!(result["completed"], 12, "4 conversations x 3 turns");
+    let records = std::fs::read_to_string(dir.path().join("requests.jsonl")).unwrap();
+    let mut by_turn: Vec<Vec<u64>> = vec![vec![]; 3];
+    for line in records.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        let turn: usize = r["tag"].as_str().unwrap()["turn-".len()..].parse().unwrap();
+        by_turn[turn - 1].push(r["input_tokens"].as_u64().unwrap());
+    }
+    assert!(by_turn.iter().all(|t| t.len() == 4), "{by_turn:?}");
+    // Each turn carries the earlier questions and the 20-token answers: the prompt
+    // grows by at least the answer and the new question every turn.
+    let min = |t: &Vec<u64>| *t.iter().min().unwrap();
+    let max = |t: &Vec<u64>| *t.iter().max().unwrap();
+    assert!(min(&by_turn[1]) >= max(&by_turn[0]) + 36, "{by_turn:?}");
+    assert!(min(&by_turn[2]) >= max(&by_turn[1]) + 36, "{by_turn:?}");
+}
+
+#[test]
+fn an_endless_loop_is_stopped_with_an_error_naming_the_function() {
+    let (_dir, probe) = probe_package();
+    let start = Instant::now();
+    let out = runner(&[&probe, "-p", "attack=loop"]);
+    let took = start.elapsed();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("sandbox_probe.wasm")
+            && err.contains("`next-request`")
+            && err.contains("ran longer than 1.0 s and was stopped"),
+        "{err}"
+    );
+    // Bounded, not a performance figure: the limit is 1 s, start-up adds about a second.
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+}
+
+#[test]
+fn growing_memory_past_the_cap_fails_cleanly() {
+    let (_dir, probe) = probe_package();
+    let out = runner(&[&probe, "-p", "attack=memory"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("`next-request`") && err.contains("past the 1024 MiB cap"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("panicked at") || err.contains("[sandbox_probe]"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_trap_is_an_error_that_quotes_the_guests_panic() {
+    let (_dir, probe) = probe_package();
+    let out = runner(&[&probe, "-p", "attack=panic"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("trapped") && err.contains("probe panicked on purpose at request 0"),
+        "{err}"
+    );
+    assert!(!err
+        .contains("RUST_BACKTRACE=1 environment variable to display a backtrace\nstack backtrace"));
+}
+
+#[test]
+fn paths_outside_the_package_are_refused_and_the_package_is_read_only() {
+    let (_dir, probe) = probe_package();
+    let out = runner(&[&probe, "-p", "attack=files"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!err.contains("LEAKED"), "{err}");
+    for attempt in [
+        "std /etc/passwd: refused",
+        "std /scenario/../../../../etc/passwd: refused",
+        "std ../outside.txt: refused",
+        "host ../outside.txt: refused",
+        "host /etc/passwd: refused",
+        "std write /scenario/written.txt: refused",
+    ] {
+        assert!(err.contains(attempt), "no `{attempt}` in:\n{err}");
+    }
+    // Its own files it can read, both ways.
+    assert!(err.contains("std inside: hello from inside"), "{err}");
+    assert!(err.contains("host inside: hello from inside"), "{err}");
+}
+
+#[test]
+fn a_socket_is_refused_even_to_a_listening_loopback_port() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let (_dir, probe) = probe_package();
+    let out = runner(&[&probe, "-p", "attack=socket", "-p", &format!("port={port}")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("socket 127.0.0.1: refused"), "{err}");
+    assert!(
+        listener.accept().is_err(),
+        "the component reached the listener"
+    );
+}
+
+#[test]
+fn the_environment_is_empty_and_the_clock_is_fixed() {
+    let (_dir, probe) = probe_package();
+    let out = Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args([&probe, "-p", "attack=env"])
+        .env("RUNNER_TEST_SECRET", "do-not-leak")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("env: 0 variables []"), "{err}");
+    assert!(err.contains("args: []"), "{err}");
+    assert!(!err.contains("do-not-leak") && !err.contains("RUNNER_TEST_SECRET"));
+    assert!(err.contains("clock: 0.000000 s since 1970"), "{err}");
+}
+
+#[test]
+fn a_component_of_another_major_version_is_refused_naming_both() {
+    let out = runner(&[&component("other_major")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("bench:scenario@1.0.0") && err.contains("bench:scenario@0.1.0"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
+
+#[test]
+fn a_core_module_is_refused_with_the_target_to_build_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("core.wasm");
+    // The smallest core module: magic and version 1, no sections.
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(b"\0asm\x01\0\0\0")
+        .unwrap();
+    let out = runner(&[&path.display().to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("core WebAssembly module, not a component") && err.contains("wasm32-wasip2"),
+        "{err}"
+    );
+}
