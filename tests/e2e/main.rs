@@ -13,3 +13,4 @@ mod outage;
 mod report;
 mod signals;
 mod timing;
+mod wasm;
