@@ -23,6 +23,8 @@ pub enum Fault {
     RateLimited,
     /// HTTP 503.
     Unavailable,
+    /// HTTP 503 whose body stops half-way and stalls: still a 5xx, not a timeout.
+    UnavailableStalled,
     /// HTTP 401 whose body echoes the request's Authorization header back.
     EchoAuth,
     /// A 307 redirect to a loopback port that is bound but not listening, so the client's
@@ -229,6 +231,15 @@ const STREAM_HEAD: &str =
 const TOKEN: &str = r#"{"choices":[{"index":0,"text":" tok"}]}"#;
 const USAGE: &str = r#"{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3}}"#;
 
+/// Holds the connection until the client gives up (bounded, should it never).
+async fn stall(stream: &mut TcpStream) {
+    let mut sink = [0u8; 1024];
+    let _ = tokio::time::timeout(Duration::from_secs(60), async {
+        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
+}
+
 /// Writes the answer; returns whether the connection stays open for another request.
 async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: SocketAddr) -> bool {
     let out = match (req.path.as_str(), fault) {
@@ -262,6 +273,12 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
             "",
             r#"{"error":{"message":"injected: overloaded"}}"#,
         ),
+        (_, Fault::UnavailableStalled) => {
+            let head = "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"error\":";
+            let _ = stream.write_all(head.as_bytes()).await;
+            stall(stream).await;
+            return false;
+        }
         (_, Fault::EchoAuth) => {
             let auth = req.headers.get("authorization").cloned().unwrap_or_default();
             simple(
@@ -290,12 +307,7 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
                 s += &event(TOKEN);
             }
             let _ = stream.write_all(s.as_bytes()).await;
-            // Until the client gives up (bounded, should it never).
-            let mut sink = [0u8; 1024];
-            let _ = tokio::time::timeout(Duration::from_secs(60), async {
-                while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
-            })
-            .await;
+            stall(stream).await;
             return false;
         }
         (_, Fault::NotSse) => {

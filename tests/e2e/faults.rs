@@ -9,7 +9,7 @@ use crate::support::*;
 
 /// Each injected fault, the kind it must be reported as (JSON key, text label), and how
 /// many of the run's requests get it.
-const PLAN: [(Fault, &str, &str, usize); 12] = [
+const PLAN: [(Fault, &str, &str, usize); 13] = [
     (Fault::BadRequest, "http_4xx", "http 4xx", 20),
     (
         Fault::RateLimited,
@@ -18,6 +18,7 @@ const PLAN: [(Fault, &str, &str, usize); 12] = [
         20,
     ),
     (Fault::Unavailable, "http_5xx", "http 5xx", 20),
+    (Fault::UnavailableStalled, "http_5xx", "http 5xx", 4),
     (Fault::Refused, "connect", "connect failed", 20),
     (Fault::Reset, "disconnect", "connection lost", 20),
     (Fault::Cut, "stream_cut", "stream cut", 20),
@@ -99,10 +100,14 @@ fn every_injected_fault_is_counted_under_its_own_kind() {
         Some(injected as u64),
         "{text}"
     );
-    for &(_, _, label, n) in &PLAN {
+    let mut expected: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for &(_, key, label, n) in &PLAN {
+        *expected.entry((key, label)).or_default() += n as u64;
+    }
+    for (&(_, label), &n) in &expected {
         assert_eq!(
             report_row(&text, &format!("Failed ({label}):")),
-            Some(n as u64),
+            Some(n),
             "{label}\n{text}"
         );
         assert!(text.contains(&format!("\n  {label}: ")), "{label}");
@@ -115,9 +120,9 @@ fn every_injected_fault_is_counted_under_its_own_kind() {
     assert_eq!(num(&result, "failed") as usize, injected);
     let by_kind: BTreeMap<String, u64> =
         serde_json::from_value(result["runner"]["failures_by_kind"].clone()).unwrap();
-    let expected: BTreeMap<String, u64> = PLAN
+    let expected: BTreeMap<String, u64> = expected
         .iter()
-        .map(|&(_, key, _, n)| (key.to_string(), n as u64))
+        .map(|(&(key, _), &n)| (key.to_string(), n))
         .collect();
     assert_eq!(by_kind, expected);
 
@@ -155,6 +160,7 @@ fn every_injected_fault_is_counted_under_its_own_kind() {
     };
     assert!(message_of(Fault::RateLimited).contains("HTTP 429 (Retry-After: 7)"));
     assert!(message_of(Fault::Unavailable).contains("injected: overloaded"));
+    assert!(message_of(Fault::UnavailableStalled).starts_with("HTTP 503"));
     assert!(message_of(Fault::Refused).contains("refused"));
     assert!(message_of(Fault::ErrorObject).contains("injected: engine died"));
 

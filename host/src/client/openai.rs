@@ -169,6 +169,9 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// The most of an error body read for its message.
+const ERROR_BODY_BYTES: usize = 4096;
+
 /// What a server's error body may say, on one line and not too long.
 fn excerpt(body: &str) -> String {
     let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -300,11 +303,20 @@ impl Client {
                 .and_then(|v| v.to_str().ok())
                 .map(|v| format!(" (Retry-After: {})", excerpt(v)))
                 .unwrap_or_default();
-            let body = resp.text().await.unwrap_or_default();
-            return ex.fail(
-                ErrorKind::of_status(status.as_u16()),
-                format!("HTTP {}{retry_after}: {}", status.as_u16(), excerpt(&body)),
-            );
+            // The status decides the kind, even if the body then stalls or breaks.
+            let head = format!("HTTP {}{retry_after}", status.as_u16());
+            ex.fail(ErrorKind::of_status(status.as_u16()), head.clone());
+            let mut body = Vec::new();
+            while body.len() < ERROR_BODY_BYTES {
+                match resp.chunk().await {
+                    Ok(Some(bytes)) => body.extend_from_slice(&bytes),
+                    _ => break,
+                }
+            }
+            if let Some(e) = ex.error.as_mut() {
+                e.message = format!("{head}: {}", excerpt(&String::from_utf8_lossy(&body)));
+            }
+            return;
         }
         let is_sse = resp
             .headers()
