@@ -31,11 +31,10 @@ fn write_bad_files(dir: &Path) {
     std::fs::write(dir.join("not_utf8.rhai"), b"\xff\xfe\x00 fn describe() {}").unwrap();
     std::fs::write(dir.join("tokenizer.json"), "{\"model\": ").unwrap();
     std::fs::write(dir.join("not_json.json"), "[{\"conversations\": [").unwrap();
-    // Two usable conversations, then an entry that is not a conversation at all.
-    let good = r#"{"conversations":[{"from":"human","value":"Tell me a story about a lighthouse keeper"},{"from":"gpt","value":"Once upon a time a keeper watched the sea every night"}]}"#;
+    // Entries that are not conversations at all.
     std::fs::write(
         dir.join("sharegpt_broken.json"),
-        format!("[{good},{good},42,{{\"conversations\":\"x\"}}]"),
+        r#"[42, {"conversations": "x"}, {"conversations": [1, 2]}]"#,
     )
     .unwrap();
     std::fs::create_dir_all(dir.join("a_directory.json")).unwrap();
