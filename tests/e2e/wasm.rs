@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::support::{repo, run_ok, runner, scenario, stderr, stdout};
+use crate::support::{fixture, repo, run_ok, runner, scenario, stderr, stdout};
 
 /// Builds both guest workspaces once per test process into target/wasm-guests, and
 /// returns the directory holding the .wasm files.
@@ -17,6 +17,7 @@ fn guests() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let target_dir = repo().join("target/wasm-guests");
+        ensure_wasm_target();
         for manifest in ["scenarios/wasm/Cargo.toml", "tests/guests/Cargo.toml"] {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let out = Command::new(cargo)
@@ -35,6 +36,25 @@ fn guests() -> &'static Path {
         }
         target_dir.join("wasm32-wasip2/release")
     })
+}
+
+/// Adds the wasm32-wasip2 target through rustup when it is missing, so that
+/// `cargo test --workspace` is all a fresh clone needs.
+fn ensure_wasm_target() {
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("wasm32-wasip2"))
+        .unwrap_or(true);
+    if !installed {
+        let status = Command::new("rustup")
+            .args(["target", "add", "wasm32-wasip2"])
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "the wasm32-wasip2 target is missing and `rustup target add wasm32-wasip2` failed"
+        );
+    }
 }
 
 fn component(name: &str) -> String {
@@ -275,4 +295,13 @@ fn a_core_module_is_refused_with_the_target_to_build_for() {
         err.contains("core WebAssembly module, not a component") && err.contains("wasm32-wasip2"),
         "{err}"
     );
+}
+
+#[test]
+fn a_rhai_script_may_wait_for_a_response_too() {
+    let start = Instant::now();
+    let (_, result) = run_ok(&[&fixture("turns.rhai")]);
+    assert_eq!(result["completed"], 6, "2 conversations x 3 turns");
+    // Waiting ends with the last answer, not at a time-out.
+    assert!(start.elapsed() < Duration::from_secs(20));
 }

@@ -145,7 +145,7 @@ impl WasmScenario {
                 Ok(())
             }
             Err(e) => {
-                let message = failure_message(&store, "instantiation", SETUP_LIMIT, &e);
+                let message = failure_message(&store, SETUP_LIMIT, &e);
                 Err(self.script_error("instantiation", message))
             }
         }
@@ -173,7 +173,7 @@ impl WasmScenario {
             Ok(v) => Ok(v),
             Err(e) => {
                 live.trapped = true;
-                let message = failure_message(&live.store, function, limit, &e);
+                let message = failure_message(&live.store, limit, &e);
                 Err(self.script_error(function, message))
             }
         }
@@ -228,12 +228,7 @@ fn check_is_component(bytes: &[u8]) -> Result<(), String> {
 
 /// Says why a call failed: the memory cap, the time limit, or the trap itself with the
 /// last lines the guest wrote to stderr (a Rust panic message lands there).
-fn failure_message(
-    store: &Store<GuestState>,
-    function: &str,
-    limit: Duration,
-    e: &wasmtime::Error,
-) -> String {
+fn failure_message(store: &Store<GuestState>, limit: Duration, e: &wasmtime::Error) -> String {
     let state = store.data();
     if state.limits.hit {
         return format!(
