@@ -139,3 +139,27 @@ fn a_second_ctrl_c_exits_at_once() {
         serde_json::from_str::<serde_json::Value>(l).expect("a whole record");
     }
 }
+
+/// Ctrl-C while a slow scenario is still filling its queue ahead of the first send: the
+/// run does not wait for it (up to a minute) but stops and reports at once.
+#[test]
+fn ctrl_c_before_the_first_send_stops_at_once() {
+    let _guard = exclusive();
+    let mut child = spawn_runner(&[&fixture("slow_generator.rhai"), "--sim-profile", "zero"]);
+    let pipes = Pipes::take(&mut child);
+    let lines = pipes.err_lines.clone();
+    // The header is printed once the pre-run checks passed and the phase is priming.
+    std::thread::sleep(Duration::from_millis(1500));
+    send(&child, libc::SIGINT);
+    wait_until("the interrupt", Duration::from_secs(10), || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("interrupted"))
+    });
+    let code = wait_exit(&mut child, Duration::from_secs(20));
+    let (text, err) = pipes.join();
+    assert_eq!(code, Some(EXIT_INTERRUPTED), "{err}\n{text}");
+    assert!(text.contains("Phase ended: interrupted."), "{text}");
+}

@@ -299,7 +299,12 @@ pub async fn run(
         }
         // The phase clock starts once the queue holds requests generated ahead (or the
         // dataset is that short), so the first sends never wait for guest code.
-        let _ = tokio::time::timeout(MAX_PRIMING, primed.notified()).await;
+        // Ctrl-C need not wait for a slow scenario: the phase then stops at once.
+        let mut interrupt = signals.interrupt.clone();
+        tokio::select! {
+            _ = tokio::time::timeout(MAX_PRIMING, primed.notified()) => {}
+            _ = interrupt.wait_for(|i| *i) => {}
+        }
         let phase_start = Instant::now();
         live.lock().unwrap_or_else(|e| e.into_inner()).phase_start = phase_start;
         let outcome = dispatch_phase(
