@@ -9,13 +9,15 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::support::{fixture, repo, run_ok, runner, scenario, stderr, stdout};
+use crate::support::{exclusive, fixture, repo, run_ok, runner, scenario, stderr, stdout};
 
 /// Builds both guest workspaces once per test process into target/wasm-guests, and
 /// returns the directory holding the .wasm files.
 fn guests() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
+        // Compiling takes both cores for a minute: keep the timing tests off them.
+        let _quiet = exclusive();
         let target_dir = repo().join("target/wasm-guests");
         ensure_wasm_target();
         for manifest in ["scenarios/wasm/Cargo.toml", "tests/guests/Cargo.toml"] {
@@ -57,7 +59,7 @@ fn ensure_wasm_target() {
     }
 }
 
-fn component(name: &str) -> String {
+pub(crate) fn component(name: &str) -> String {
     guests().join(format!("{name}.wasm")).display().to_string()
 }
 

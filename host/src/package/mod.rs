@@ -1,0 +1,218 @@
+//! Scenario packages that teams share: a directory with a `scenario.toml` manifest, packed
+//! by `runner pack` into one reproducible archive named by its content digest. A bare
+//! `.rhai` or `.wasm` file keeps working without a manifest.
+
+pub mod archive;
+pub mod manifest;
+
+use std::path::{Path, PathBuf};
+
+use archive::Files;
+pub use manifest::{Manifest, TargetHints, MANIFEST};
+
+use crate::scenario::Description;
+
+/// The environment variable holding the scenario search path (`:`-separated).
+pub const SEARCH_PATH_ENV: &str = "RUNNER_SCENARIO_PATH";
+/// The suffix `runner pack` gives archives.
+pub const ARCHIVE_SUFFIX: &str = ".scenario.tar.gz";
+
+/// An opened package: its manifest, where its files are, and its digest.
+pub struct Package {
+    pub manifest: Manifest,
+    /// The directory holding the package's files (unpacked, for an archive).
+    pub root: PathBuf,
+    pub digest: String,
+    /// What the user named: the archive or the directory.
+    pub source: PathBuf,
+    /// Keeps an unpacked archive alive for the run.
+    _unpacked: Option<tempfile::TempDir>,
+}
+
+/// What a scenario argument names.
+pub enum Resolved {
+    /// A single .rhai or .wasm file.
+    File(PathBuf),
+    Package(Package),
+}
+
+impl Package {
+    /// Opens a package directory (with a scenario.toml) or a `.scenario.tar.gz` archive.
+    pub fn open(path: &Path) -> Result<Package, String> {
+        if path.is_dir() {
+            let text = std::fs::read_to_string(path.join(MANIFEST))
+                .map_err(|e| format!("{}: cannot read {MANIFEST}: {e}", path.display()))?;
+            let manifest = Manifest::parse(&text, &path.join(MANIFEST).display().to_string())?;
+            let files = archive::collect(path, &manifest)?;
+            Ok(Package {
+                manifest,
+                root: path.to_path_buf(),
+                digest: archive::digest(&files),
+                source: path.to_path_buf(),
+                _unpacked: None,
+            })
+        } else {
+            let (files, digest) = archive::read(path)?;
+            let manifest = manifest_of(&files, path)?;
+            let dir = tempfile::Builder::new()
+                .prefix("runner-scenario-")
+                .tempdir()
+                .map_err(|e| format!("cannot make a directory to unpack into: {e}"))?;
+            archive::unpack(&files, dir.path())?;
+            Ok(Package {
+                manifest,
+                root: dir.path().to_path_buf(),
+                digest,
+                source: path.to_path_buf(),
+                _unpacked: Some(dir),
+            })
+        }
+    }
+
+    /// The scenario file to load.
+    pub fn entry(&self) -> PathBuf {
+        self.root.join(&self.manifest.entry)
+    }
+
+    /// The manifest's parameter defaults and help replace the scenario's own; a parameter
+    /// the scenario does not declare, or of another type, is an error.
+    pub fn apply_defaults(&self, d: &mut Description) -> Result<(), String> {
+        for (name, p) in &self.manifest.params {
+            let Some(spec) = d.params.iter_mut().find(|s| &s.name == name) else {
+                return Err(format!(
+                    "{MANIFEST} of {} sets parameter `{name}`, which the scenario does not declare",
+                    self.manifest.name
+                ));
+            };
+            let value = p.value()?;
+            if std::mem::discriminant(&value) != std::mem::discriminant(&spec.default) {
+                return Err(format!(
+                    "{MANIFEST} of {} gives parameter `{name}` {} ({value}), but the scenario declares it as {}",
+                    self.manifest.name,
+                    value.type_name(),
+                    spec.default.type_name()
+                ));
+            }
+            spec.default = value;
+            if let Some(help) = &p.help {
+                spec.help = help.clone();
+            }
+        }
+        Ok(())
+    }
+}
+
+fn manifest_of(files: &Files, archive: &Path) -> Result<Manifest, String> {
+    let text = files
+        .get(MANIFEST)
+        .ok_or_else(|| format!("{} has no {MANIFEST}", archive.display()))?;
+    let text = std::str::from_utf8(text)
+        .map_err(|_| format!("{}: {MANIFEST} is not UTF-8", archive.display()))?;
+    Manifest::parse(text, &format!("{}:{MANIFEST}", archive.display()))
+}
+
+/// Packs a package directory into `out_dir`; returns the archive's path and digest.
+pub fn pack(dir: &Path, out_dir: &Path) -> Result<(PathBuf, Package), String> {
+    let package = Package::open(dir)?;
+    let files = archive::collect(dir, &package.manifest)?;
+    let out = out_dir.join(package.manifest.archive_name());
+    archive::write(&out, &files, &package.digest)?;
+    Ok((out, package))
+}
+
+/// The search path: `--scenario-path` entries, then those of the environment variable.
+pub fn search_path(flags: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs = flags.to_vec();
+    if let Some(v) = std::env::var_os(SEARCH_PATH_ENV) {
+        dirs.extend(std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()));
+    }
+    dirs
+}
+
+/// What a scenario argument names: a file, a package directory or archive, or an
+/// installed package found by name (`team-a/chat-mix`, optionally `@1.2.0`) in the search
+/// path, the highest version winning.
+pub fn resolve(arg: &Path, search: &[PathBuf]) -> Result<Resolved, String> {
+    if arg.is_dir() {
+        return Package::open(arg).map(Resolved::Package);
+    }
+    if arg.is_file() {
+        let name = arg.to_string_lossy();
+        return if name.ends_with(ARCHIVE_SUFFIX) {
+            Package::open(arg).map(Resolved::Package)
+        } else {
+            Ok(Resolved::File(arg.to_path_buf()))
+        };
+    }
+    let text = arg.to_string_lossy();
+    let looks_like_name = arg.extension().is_none() || text.contains('@');
+    if !looks_like_name || search.is_empty() {
+        return Err(format!("scenario file {} not found", arg.display()));
+    }
+    let (name, wanted) = match text.split_once('@') {
+        Some((n, v)) => (n.to_string(), Some(v.to_string())),
+        None => (text.to_string(), None),
+    };
+    let mut best: Option<(semver::Version, PathBuf)> = None;
+    for dir in search {
+        for (version, path) in candidates(dir, &name) {
+            if wanted.as_ref().is_some_and(|w| *w != version.to_string()) {
+                continue;
+            }
+            if best.as_ref().is_none_or(|(v, _)| version > *v) {
+                best = Some((version, path));
+            }
+        }
+    }
+    match best {
+        Some((_, path)) => Package::open(&path).map(Resolved::Package),
+        None => Err(format!(
+            "no scenario package `{text}` in the scenario path ({}); pass --scenario-path DIR or set {SEARCH_PATH_ENV}",
+            search
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(":")
+        )),
+    }
+}
+
+/// Packages named `name` in one search directory: a directory `name/` with a manifest,
+/// or archives `name-VERSION.scenario.tar.gz` (a team's packages may sit in `team/`).
+fn candidates(dir: &Path, name: &str) -> Vec<(semver::Version, PathBuf)> {
+    let mut out = vec![];
+    let as_dir = dir.join(name);
+    if as_dir.join(MANIFEST).is_file() {
+        if let Ok(p) = Package::open(&as_dir) {
+            if let Ok(v) = semver::Version::parse(&p.manifest.version) {
+                out.push((v, as_dir));
+            }
+        }
+    }
+    let flat = name.replace('/', "-");
+    let (sub, stem) = match name.rsplit_once('/') {
+        Some((team, short)) => (dir.join(team), vec![flat.clone(), short.to_string()]),
+        None => (dir.to_path_buf(), vec![flat.clone()]),
+    };
+    for d in [dir.to_path_buf(), sub] {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let file = e.file_name().to_string_lossy().to_string();
+            let Some(base) = file.strip_suffix(ARCHIVE_SUFFIX) else {
+                continue;
+            };
+            for s in &stem {
+                if let Some(v) = base
+                    .strip_prefix(s.as_str())
+                    .and_then(|r| r.strip_prefix('-'))
+                    .and_then(|v| semver::Version::parse(v).ok())
+                {
+                    out.push((v, e.path()));
+                }
+            }
+        }
+    }
+    out
+}

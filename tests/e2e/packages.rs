@@ -1,0 +1,255 @@
+//! Scenario packages: `runner pack`, running straight from the archive, `info`, `verify`,
+//! the digest in result.json, interface versions and the search path.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::support::{repo, run_ok, runner, stderr, stdout};
+
+const MANIFEST: &str = r#"name = "team-a/long-ctx"
+version = "VERSION"
+description = "Long prompts, short answers, as our product sends them."
+authors = ["Team A <a@example.com>"]
+entry = "ENTRY"
+interface = "bench:scenario@0.1.0"
+data = ["data"]
+
+[params.requests]
+default = 6
+help = "requests per run (the package's default)"
+
+[params.input_tokens]
+default = 300
+
+[target]
+server-flags = "--max-num-seqs 256 --enable-prefix-caching"
+"#;
+
+/// A package directory around `entry` (copied in), with a data directory.
+fn package_dir(root: &Path, version: &str, entry: &Path) -> PathBuf {
+    let dir = root.join(format!("src-{version}"));
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let entry_name = entry.file_name().unwrap().to_string_lossy().to_string();
+    std::fs::copy(entry, dir.join(&entry_name)).unwrap();
+    std::fs::write(dir.join("data/notes.txt"), "shipped with the package").unwrap();
+    let manifest = MANIFEST
+        .replace("VERSION", version)
+        .replace("ENTRY", &entry_name);
+    std::fs::write(dir.join("scenario.toml"), manifest).unwrap();
+    dir
+}
+
+fn rhai_entry() -> PathBuf {
+    repo().join("scenarios/long_context.rhai")
+}
+
+/// Packs `dir` into `out`; returns the archive path and the printed digest.
+fn pack(dir: &Path, out: &Path) -> (PathBuf, String) {
+    let o = runner(&[
+        "pack",
+        &dir.display().to_string(),
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let digest = text
+        .lines()
+        .find_map(|l| l.strip_prefix("sha256 "))
+        .unwrap_or_else(|| panic!("no digest in {text}"))
+        .to_string();
+    let archive = text
+        .lines()
+        .find_map(|l| l.split(" into ").nth(1))
+        .unwrap()
+        .trim()
+        .into();
+    (archive, digest)
+}
+
+#[test]
+fn a_packed_scenario_runs_from_its_archive_and_records_what_it_was() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = package_dir(tmp.path(), "1.2.0", &rhai_entry());
+    let (archive, digest) = pack(&dir, tmp.path());
+    assert!(archive.ends_with("team-a-long-ctx-1.2.0.scenario.tar.gz"));
+    assert_eq!(digest.len(), 64);
+    // Packing again gives the same bytes.
+    let bytes = std::fs::read(&archive).unwrap();
+    let (again, digest_again) = pack(&dir, tmp.path());
+    assert_eq!(std::fs::read(again).unwrap(), bytes);
+    assert_eq!(digest, digest_again);
+
+    let a = archive.display().to_string();
+    let info = runner(&["info", &a]);
+    assert!(info.status.success(), "{}", stderr(&info));
+    let text = stdout(&info);
+    for needle in [
+        "Package:    team-a/long-ctx 1.2.0",
+        "Interface:  bench:scenario@0.1.0",
+        &format!("Digest:     sha256 {digest}"),
+        "Recommended Server flags: --max-num-seqs 256",
+        "requests       6        requests per run (the package's default)",
+        "input_tokens   300",
+    ] {
+        assert!(text.contains(needle), "no `{needle}` in:\n{text}");
+    }
+
+    let verify = runner(&["verify", &a]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    assert!(stdout(&verify).contains(&format!("digest {digest} matches")));
+
+    let (_, from_archive) = run_ok(&[&a, "-p", "rate=500"]);
+    let r = &from_archive["runner"];
+    assert_eq!(r["package"]["name"], "team-a/long-ctx");
+    assert_eq!(r["package"]["version"], "1.2.0");
+    assert_eq!(r["scenario_digest"], digest.as_str());
+    assert_eq!(r["wit_version"], "0.1.0");
+    assert_eq!(r["params"]["requests"], "6", "{r}");
+    assert_eq!(from_archive["completed"], 6);
+    assert_eq!(from_archive["total_input_tokens"], 6 * 300);
+
+    // The directory and its archive are the same workload.
+    let (_, from_dir) = run_ok(&[&dir.display().to_string(), "-p", "rate=500"]);
+    assert_eq!(from_dir["runner"]["scenario_digest"], digest.as_str());
+    assert_eq!(
+        from_dir["runner"]["request_digest"],
+        from_archive["runner"]["request_digest"]
+    );
+}
+
+#[test]
+fn a_modified_archive_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = package_dir(tmp.path(), "1.0.0", &rhai_entry());
+    let (archive, digest) = pack(&dir, tmp.path());
+    // Rewrite the archive with one file changed and the old digest kept.
+    let mut members = vec![];
+    let file = std::fs::File::open(&archive).unwrap();
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    for e in tar.entries().unwrap() {
+        let mut e = e.unwrap();
+        let path = e.path().unwrap().to_string_lossy().to_string();
+        let mut bytes = vec![];
+        e.read_to_end(&mut bytes).unwrap();
+        if path == "data/notes.txt" {
+            bytes = b"changed after packing".to_vec();
+        }
+        members.push((path, bytes));
+    }
+    let tampered = tmp.path().join("tampered.scenario.tar.gz");
+    let mut out = tar::Builder::new(flate2::write::GzEncoder::new(
+        std::fs::File::create(&tampered).unwrap(),
+        flate2::Compression::default(),
+    ));
+    for (path, bytes) in &members {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        out.append_data(&mut h, path, bytes.as_slice()).unwrap();
+    }
+    out.into_inner().unwrap().finish().unwrap();
+
+    for cmd in [&["verify"][..], &[]] {
+        let t = tampered.display().to_string();
+        let o = runner(&[cmd, &[t.as_str()]].concat());
+        assert_eq!(o.status.code(), Some(1));
+        let err = stderr(&o);
+        assert!(
+            err.contains("does not match its digest") && err.contains(&digest),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_package_needing_another_interface_version_is_refused_naming_both() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = package_dir(tmp.path(), "1.0.0", &rhai_entry());
+    let manifest = dir.join("scenario.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("bench:scenario@0.1.0", "bench:scenario@1.0.0");
+    std::fs::write(&manifest, text).unwrap();
+    for args in [
+        vec!["pack".to_string(), dir.display().to_string()],
+        vec![dir.display().to_string()],
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = runner(&args);
+        assert_eq!(o.status.code(), Some(1));
+        let err = stderr(&o);
+        assert!(
+            err.contains("bench:scenario@1.0.0") && err.contains("bench:scenario@0.1.0"),
+            "{err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn installed_packages_are_found_by_name_highest_version_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let installed = tmp.path().join("installed");
+    std::fs::create_dir(&installed).unwrap();
+    let (_, d1) = pack(&package_dir(tmp.path(), "1.0.0", &rhai_entry()), &installed);
+    let newer = package_dir(tmp.path(), "1.10.0", &rhai_entry());
+    // The newer version sends fewer requests by default, so the runs tell them apart.
+    let manifest = newer.join("scenario.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("default = 6", "default = 4");
+    std::fs::write(&manifest, text).unwrap();
+    let (_, d2) = pack(&newer, &installed);
+    assert_ne!(d1, d2);
+    let path = installed.display().to_string();
+
+    let (_, latest) = run_ok(&[
+        "team-a/long-ctx",
+        "--scenario-path",
+        &path,
+        "-p",
+        "rate=500",
+    ]);
+    assert_eq!(latest["runner"]["package"]["version"], "1.10.0");
+    assert_eq!(latest["completed"], 4);
+    let (_, pinned) = run_ok(&[
+        "team-a/long-ctx@1.0.0",
+        "--scenario-path",
+        &path,
+        "-p",
+        "rate=500",
+    ]);
+    assert_eq!(pinned["runner"]["scenario_digest"], d1.as_str());
+
+    // The environment variable works the same, for `info` too.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args(["info", "team-a/long-ctx"])
+        .env("RUNNER_SCENARIO_PATH", &path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("team-a/long-ctx 1.10.0"));
+
+    let o = runner(&["team-a/nothing", "--scenario-path", &path]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no scenario package `team-a/nothing`"));
+}
+
+#[test]
+fn a_wasm_package_is_the_same_workload_as_its_rhai_twin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wasm = PathBuf::from(crate::wasm::component("long_context"));
+    let (rhai_archive, _) = pack(&package_dir(tmp.path(), "1.0.0", &rhai_entry()), tmp.path());
+    let wasm_root = tmp.path().join("wasm");
+    std::fs::create_dir(&wasm_root).unwrap();
+    let (wasm_archive, _) = pack(&package_dir(&wasm_root, "1.0.0", &wasm), &wasm_root);
+    let (_, a) = run_ok(&[&rhai_archive.display().to_string(), "-p", "rate=500"]);
+    let (_, b) = run_ok(&[&wasm_archive.display().to_string(), "-p", "rate=500"]);
+    assert_eq!(a["runner"]["request_digest"], b["runner"]["request_digest"]);
+    assert_ne!(
+        a["runner"]["scenario_digest"],
+        b["runner"]["scenario_digest"]
+    );
+}
