@@ -55,7 +55,15 @@ impl Description {
             description: description.to_string(),
             params: vec![],
             hooks: Hooks::empty(),
+            thresholds: vec![],
         }
+    }
+
+    /// A pass/fail check at the end of the run, as `--threshold` takes it:
+    /// `"p99_ttft_ms<500"`, `"error_rate<0.01"`. A failed one makes the run exit with 99.
+    pub fn threshold(mut self, check: &str) -> Description {
+        self.thresholds.push(check.to_string());
+        self
     }
 
     /// Declares a parameter. The default's type is the parameter's type: `-p NAME=VALUE`
