@@ -8,14 +8,18 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use sha2::Digest;
 
 use crate::client::{Api, Client, Timeouts, UsageRequest};
 use crate::engine::{self, EngineConfig, RunResult, StopReason};
 use crate::metrics::{parse_percentiles, MetricsOptions, PhaseSummary, Slo};
+use crate::package::{self, Package, Resolved};
+use crate::progress::{self, Progress};
 use crate::report::{self, RunHeader};
 use crate::scenario::params::{parse_duration_secs, parse_override};
-use crate::scenario::{self, HostContext, Params, Scenario};
+use crate::scenario::{self, Description, HostContext, Params, Scenario};
 use crate::sim::{SimArgs, SimServer};
+use crate::thresholds::{self, Threshold, EXIT_THRESHOLDS_FAILED};
 use crate::tokenizer::Tokenizer;
 
 /// Exit code of a run stopped by Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
@@ -36,16 +40,63 @@ struct Cli {
 enum Command {
     /// Run a scenario against a target (the built-in simulated server when no --target)
     Run(Box<RunArgs>),
-    /// Show a scenario's name, description and parameters with their defaults
+    /// Show a scenario's name, description and parameters with their defaults (and, for a
+    /// package, its manifest and digest)
     Info(InfoArgs),
+    /// Pack a scenario package directory (with a scenario.toml) into one archive
+    Pack(PackArgs),
+    /// Check a package: its digest, manifest, interface version, parameters and phases
+    Verify(VerifyArgs),
     /// Serve the simulated OpenAI-compatible server on loopback
     Sim(Box<SimCommand>),
+    /// Compare saved results (result.json): each against the first, metric by metric
+    Compare(CompareArgs),
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    /// Result files written by --output (result.json) or --save-result; the first is the baseline
+    #[arg(required = true, num_args = 2.., value_name = "RESULT.json")]
+    results: Vec<PathBuf>,
+    /// Print markdown tables, for pasting into a document
+    #[arg(long)]
+    markdown: bool,
+    /// Compare results of different scenarios or parameters anyway (with a warning)
+    #[arg(long)]
+    force: bool,
+}
+
+/// How a scenario is named on the command line.
+#[derive(Args)]
+struct ScenarioArg {
+    /// A .rhai script, a .wasm component, a package directory or .scenario.tar.gz archive,
+    /// or the name of a package in the scenario path (team-a/chat-mix, or team-a/chat-mix@1.2.0)
+    scenario: PathBuf,
+    /// A directory holding installed packages (repeatable; RUNNER_SCENARIO_PATH adds more,
+    /// `:`-separated)
+    #[arg(long = "scenario-path", value_name = "DIR")]
+    scenario_path: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+struct PackArgs {
+    /// The package directory (holding scenario.toml)
+    dir: PathBuf,
+    /// Where to write the archive
+    #[arg(long = "out", value_name = "DIR", default_value = ".")]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+struct VerifyArgs {
+    #[command(flatten)]
+    scenario: ScenarioArg,
 }
 
 #[derive(Args)]
 struct RunArgs {
-    /// Scenario file (.rhai)
-    scenario: PathBuf,
+    #[command(flatten)]
+    source: ScenarioArg,
     /// Override a scenario parameter (repeatable): -p requests=200
     #[arg(short = 'p', long = "param", value_name = "NAME=VALUE", value_parser = parse_override)]
     params: Vec<(String, String)>,
@@ -105,17 +156,21 @@ struct RunArgs {
     /// Another directory the scenario may read data files from (repeatable)
     #[arg(long = "data-dir", value_name = "DIR")]
     data_dirs: Vec<PathBuf>,
-    /// Print only the results
+    /// Print only the results (no header, no progress display)
     #[arg(short, long)]
     quiet: bool,
+    /// Pass/fail threshold checked at the end of the run (repeatable), e.g.
+    /// 'p99_ttft_ms<500' or 'error_rate<0.01'; exit code 99 when one fails in any phase
+    #[arg(long = "threshold", value_name = "METRIC<VALUE", value_parser = parse_threshold_arg)]
+    thresholds: Vec<Threshold>,
     #[command(flatten)]
     sim: SimArgs,
 }
 
 #[derive(Args)]
 struct InfoArgs {
-    /// Scenario file (.rhai)
-    scenario: PathBuf,
+    #[command(flatten)]
+    source: ScenarioArg,
 }
 
 #[derive(Args)]
@@ -128,6 +183,11 @@ struct SimCommand {
     tokenizer: String,
     #[command(flatten)]
     sim: SimArgs,
+}
+
+fn parse_threshold_arg(s: &str) -> Result<Threshold, String> {
+    s.parse()
+        .map_err(|e: thresholds::ThresholdError| e.to_string())
 }
 
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {
@@ -181,7 +241,10 @@ pub fn main() -> i32 {
         let known = [
             "run",
             "info",
+            "pack",
+            "verify",
             "sim",
+            "compare",
             "help",
             "-h",
             "--help",
@@ -207,7 +270,10 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Run(a) => run_command(*a),
         Command::Info(a) => info_command(a).map(|_| 0),
+        Command::Pack(a) => pack_command(a).map(|_| 0),
+        Command::Verify(a) => verify_command(a).map(|_| 0),
         Command::Sim(a) => sim_command(*a).map(|_| 0),
+        Command::Compare(a) => compare_command(a),
     };
     match result {
         Ok(code) => code,
@@ -253,35 +319,142 @@ fn scenario_dir(path: &Path) -> PathBuf {
     }
 }
 
+/// A scenario ready to configure, with its description (package defaults applied) and
+/// where it came from.
+struct Loaded {
+    scenario: Box<dyn Scenario>,
+    description: Description,
+    package: Option<Package>,
+    /// What identifies the workload's code: the package digest, or the sha256 of the file.
+    digest: String,
+}
+
 fn load_scenario(
-    path: &Path,
+    arg: &ScenarioArg,
     tokenizer: Arc<Tokenizer>,
     data_dirs: &[PathBuf],
     quiet: bool,
-) -> Result<Box<dyn Scenario>> {
-    if !path.is_file() {
-        bail!("scenario file {} not found", path.display());
-    }
-    let mut roots = vec![scenario_dir(path)];
+) -> Result<Loaded> {
+    let search = package::search_path(&arg.scenario_path);
+    let (entry, package) = match package::resolve(&arg.scenario, &search).map_err(|e| anyhow!(e))? {
+        Resolved::File(path) => (path, None),
+        Resolved::Package(p) => (p.entry(), Some(p)),
+    };
+    let mut roots = vec![match &package {
+        Some(p) => p.root.clone(),
+        None => scenario_dir(&entry),
+    }];
     for d in data_dirs {
         if !d.is_dir() {
             bail!("--data-dir {} is not a directory", d.display());
         }
         roots.push(d.clone());
     }
-    Ok(scenario::load(
-        path,
-        HostContext::new(tokenizer, roots, quiet),
-    )?)
+    let scenario = scenario::load(&entry, HostContext::new(tokenizer, roots, quiet))?;
+    let mut description = scenario.describe().clone();
+    let digest = match &package {
+        Some(p) => {
+            p.apply_defaults(&mut description).map_err(|e| anyhow!(e))?;
+            p.digest.clone()
+        }
+        None => package::archive::hex(&sha2::Sha256::digest(
+            std::fs::read(&entry).with_context(|| format!("cannot read {}", entry.display()))?,
+        )),
+    };
+    Ok(Loaded {
+        scenario,
+        description,
+        package,
+        digest,
+    })
+}
+
+fn pack_command(a: PackArgs) -> Result<()> {
+    if !a.out.is_dir() {
+        bail!("--out {} is not a directory", a.out.display());
+    }
+    let (archive, p) = package::pack(&a.dir, &a.out).map_err(|e| anyhow!(e))?;
+    let m = &p.manifest;
+    println!(
+        "packed {} {} ({}) into {}",
+        m.name,
+        m.version,
+        m.entry,
+        archive.display()
+    );
+    println!("sha256 {}", p.digest);
+    Ok(())
+}
+
+fn verify_command(a: VerifyArgs) -> Result<()> {
+    let tokenizer = load_tokenizer("o200k_base")?;
+    let mut loaded = load_scenario(&a.scenario, tokenizer, &[], true)?;
+    let params = Params::resolve(
+        &a.scenario.scenario.display().to_string(),
+        &loaded.description.params,
+        &[],
+    )?;
+    loaded.scenario.configure(&params)?;
+    let phases = loaded.scenario.phases()?;
+    match &loaded.package {
+        Some(p) => println!(
+            "ok: {} {} — digest {} matches its content; interface {}; entry {} loads; {} parameters, {} phases",
+            p.manifest.name,
+            p.manifest.version,
+            p.digest,
+            p.manifest.interface,
+            p.manifest.entry,
+            loaded.description.params.len(),
+            phases.len()
+        ),
+        None => println!(
+            "ok: {} (a single file, no manifest) — sha256 {}; {} parameters, {} phases",
+            a.scenario.scenario.display(),
+            loaded.digest,
+            loaded.description.params.len(),
+            phases.len()
+        ),
+    }
+    Ok(())
 }
 
 fn info_command(a: InfoArgs) -> Result<()> {
     let tokenizer = load_tokenizer("o200k_base")?;
-    let scenario = load_scenario(&a.scenario, tokenizer, &[], true)?;
-    let d = scenario.describe();
-    println!("{}  ({})", d.name, a.scenario.display());
+    let loaded = load_scenario(&a.source, tokenizer, &[], true)?;
+    let d = &loaded.description;
+    println!("{}  ({})", d.name, a.source.scenario.display());
     if !d.description.is_empty() {
         println!("{}", d.description);
+    }
+    match &loaded.package {
+        Some(p) => {
+            let m = &p.manifest;
+            println!("\nPackage:    {} {}", m.name, m.version);
+            if !m.description.is_empty() {
+                println!("            {}", m.description);
+            }
+            if !m.authors.is_empty() {
+                println!("Authors:    {}", m.authors.join(", "));
+            }
+            println!("Entry:      {}", m.entry);
+            println!("Interface:  {}", m.interface);
+            if !m.data.is_empty() {
+                println!("Data:       {}", m.data.join(", "));
+            }
+            println!("Digest:     sha256 {}", p.digest);
+            if let Some(t) = &m.target {
+                for (label, v) in [
+                    ("Server flags", &t.server_flags),
+                    ("Model", &t.model),
+                    ("Notes", &t.notes),
+                ] {
+                    if let Some(v) = v {
+                        println!("Recommended {label}: {v}");
+                    }
+                }
+            }
+        }
+        None => println!("\nsha256 {}", loaded.digest),
     }
     if d.params.is_empty() {
         println!("\nNo parameters.");
@@ -314,6 +487,21 @@ fn info_command(a: InfoArgs) -> Result<()> {
     Ok(())
 }
 
+fn compare_command(a: CompareArgs) -> Result<i32> {
+    let mut loaded = a
+        .results
+        .iter()
+        .map(|p| report::compare::load(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    report::compare::label(&mut loaded);
+    let r = report::compare::compare(&loaded, a.markdown, a.force)?;
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
+    print!("{}", r.text);
+    Ok(0)
+}
+
 fn sim_command(a: SimCommand) -> Result<()> {
     let tokenizer = load_tokenizer(&a.tokenizer)?;
     let mut config = a.sim.to_config()?;
@@ -338,15 +526,20 @@ fn run_command(a: RunArgs) -> Result<i32> {
     // A sweep opens thousands of connections; lift the soft descriptor limit to the hard one.
     let _ = rlimit::increase_nofile_limit(u64::MAX);
     let tokenizer = load_tokenizer(&a.tokenizer)?;
-    let mut scenario = load_scenario(&a.scenario, tokenizer.clone(), &a.data_dirs, a.quiet)?;
-    let description = scenario.describe().clone();
+    let loaded = load_scenario(&a.source, tokenizer.clone(), &a.data_dirs, a.quiet)?;
+    let Loaded {
+        mut scenario,
+        description,
+        package,
+        digest: scenario_digest,
+    } = loaded;
     let mut overrides = a.params.clone();
     let declares_seed = description.params.iter().any(|p| p.name == "seed");
     if let (Some(seed), true) = (a.seed, declares_seed) {
         overrides.push(("seed".into(), seed.to_string()));
     }
     let params = Params::resolve(
-        &a.scenario.display().to_string(),
+        &a.source.scenario.display().to_string(),
         &description.params,
         &overrides,
     )?;
@@ -358,8 +551,16 @@ fn run_command(a: RunArgs) -> Result<i32> {
     scenario.configure(&params)?;
     let phases = scenario.phases()?;
 
-    let percentiles =
+    // Thresholds of the command line, then those the scenario declares.
+    let mut checks = a.thresholds.clone();
+    checks.extend(
+        thresholds::parse_all(&description.thresholds)
+            .map_err(|e| anyhow!("{}: {e}", a.source.scenario.display()))?,
+    );
+    let mut percentiles =
         parse_percentiles(&a.percentiles).map_err(|e| anyhow!("--percentiles: {e}"))?;
+    // A threshold on a percentile the report would not compute gets it computed.
+    percentiles.extend(thresholds::missing_percentiles(&checks, &percentiles));
     let goodput = if a.goodput.is_empty() {
         None
     } else {
@@ -419,6 +620,11 @@ fn run_command(a: RunArgs) -> Result<i32> {
         tokenizer: tokenizer.name().to_string(),
         request_digest: None,
         runner_version: env!("CARGO_PKG_VERSION").to_string(),
+        package: package
+            .as_ref()
+            .map(|p| (p.manifest.name.clone(), p.manifest.version.clone())),
+        scenario_digest,
+        wit_version: scenario::wasm::version::VERSION.to_string(),
     };
     if !a.quiet {
         print!("{}", report::render_header(&header));
@@ -436,9 +642,15 @@ fn run_command(a: RunArgs) -> Result<i32> {
         records: a.output.as_ref().map(|d| d.join("requests.jsonl")),
         seed,
         max_error_rate: a.max_error_rate,
+        live: engine::LiveView::new(),
     };
+    let progress = Progress::start(
+        config.live.clone(),
+        phases.clone(),
+        progress::wanted(a.quiet),
+    );
     let (interrupt_tx, interrupt_rx) = tokio::sync::watch::channel(false);
-    let result: RunResult = rt.block_on(async {
+    let result = rt.block_on(async {
         // First Ctrl-C or SIGTERM: stop sending and drain briefly; second: exit at once.
         tokio::spawn(async move {
             wait_for_signal().await;
@@ -458,7 +670,9 @@ fn run_command(a: RunArgs) -> Result<i32> {
             interrupt_rx,
         )
         .await
-    })?;
+    });
+    progress.finish();
+    let result: RunResult = result?;
     drop(sim);
     header.request_digest = Some(result.digest.clone());
 
@@ -508,10 +722,16 @@ fn run_command(a: RunArgs) -> Result<i32> {
         body += &report::render_phase_table(&measured);
         body.push('\n');
     }
+    let verdicts = thresholds::check_all(&checks, &measured);
+    body += &report::text::render_thresholds(&verdicts, measured.len() > 1);
     body += &format!("Request stream digest (sha256): {}\n", result.digest);
     print!("{body}");
 
-    let json = result_json(&header, &result, &percentiles);
+    let mut json = result_json(&header, &result, &percentiles);
+    if let (false, Some(map)) = (checks.is_empty(), json.as_object_mut()) {
+        let list = verdicts.iter().map(thresholds::Verdict::to_json).collect();
+        map.insert("thresholds".into(), serde_json::Value::Array(list));
+    }
     if let Some(path) = &a.save_result {
         write_json(path, &json)?;
     }
@@ -529,9 +749,49 @@ fn run_command(a: RunArgs) -> Result<i32> {
                 &report::render_phase_table_csv(&measured),
             )?;
         }
+        let phases_out: Vec<report::output::PhaseOut> = result
+            .phases
+            .iter()
+            .map(|p| report::output::PhaseOut {
+                summary: &p.summary,
+                warmup: p.spec.warmup,
+            })
+            .collect();
+        report::output::write_reports(
+            dir,
+            &report::output::RunOut {
+                header: &header,
+                phases: &phases_out,
+                percentiles: &percentiles,
+                goodput: goodput_on,
+                verdicts: &verdicts,
+            },
+        )?;
     }
     if result.interrupted {
         return Ok(EXIT_INTERRUPTED);
+    }
+    // Failed thresholds decide the exit code before the run's own failures: CI reads 99.
+    let failed: Vec<String> = verdicts
+        .iter()
+        .filter(|v| !v.pass)
+        .map(|v| {
+            let phase = if measured.len() > 1 {
+                format!(" in phase `{}`", v.phase)
+            } else {
+                String::new()
+            };
+            format!("{} ({}{phase})", v.threshold, v.value_text())
+        })
+        .collect();
+    if !failed.is_empty() {
+        eprintln!(
+            "error: {} of {} thresholds failed: {}",
+            failed.len(),
+            verdicts.len(),
+            failed.join(", ")
+        );
+        return Ok(EXIT_THRESHOLDS_FAILED);
     }
     if let Some(p) = result
         .phases

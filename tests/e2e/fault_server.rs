@@ -296,7 +296,7 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
             return false;
         }
         (_, Fault::Cut) => {
-            let s = STREAM_HEAD.to_string() + &event(TOKEN);
+            let s = STREAM_HEAD.to_string() + &*event(TOKEN);
             let _ = stream.write_all(s.as_bytes()).await;
             let _ = stream.flush().await;
             return false;
@@ -311,26 +311,26 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
             return false;
         }
         (_, Fault::NotSse) => {
-            STREAM_HEAD.to_string() + &chunk(&format!("{TOKEN}\n{TOKEN}\n")) + "0\r\n\r\n"
+            STREAM_HEAD.to_string() + &*chunk(&format!("{TOKEN}\n{TOKEN}\n")) + "0\r\n\r\n"
         }
         (_, Fault::BadJson) => {
             STREAM_HEAD.to_string()
-                + &event(r#"{"choices":[{"index":0,"text":" tok"}"#)
-                + &event("[DONE]")
+                + &*event(r#"{"choices":[{"index":0,"text":" tok"}"#)
+                + &*event("[DONE]")
                 + "0\r\n\r\n"
         }
         (_, Fault::ErrorObject) => {
             STREAM_HEAD.to_string()
-                + &event(TOKEN)
-                + &event(r#"{"error":{"message":"injected: engine died","type":"InternalServerError","code":500}}"#)
-                + &event("[DONE]")
+                + &*event(TOKEN)
+                + &*event(r#"{"error":{"message":"injected: engine died","type":"InternalServerError","code":500}}"#)
+                + &*event("[DONE]")
                 + "0\r\n\r\n"
         }
         (_, Fault::Empty) => {
             STREAM_HEAD.to_string()
-                + &event(r#"{"choices":[{"index":0,"text":"","finish_reason":"stop"}]}"#)
-                + &event(r#"{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":0}}"#)
-                + &event("[DONE]")
+                + &*event(r#"{"choices":[{"index":0,"text":"","finish_reason":"stop"}]}"#)
+                + &*event(r#"{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":0}}"#)
+                + &*event("[DONE]")
                 + "0\r\n\r\n"
         }
     };

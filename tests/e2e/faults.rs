@@ -252,7 +252,7 @@ fn the_api_key_never_leaves_the_request() {
         .iter()
         .all(|a| a == &format!("Bearer {KEY}")));
     assert!(!seen.authorization.is_empty());
-    let mut everything = stdout(&out) + &stderr(&out);
+    let mut everything = stdout(&out) + &*stderr(&out);
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         everything += &std::fs::read_to_string(entry.unwrap().path()).unwrap();
     }

@@ -5,12 +5,17 @@ mod support;
 
 mod bad_input;
 mod cli;
+mod compare;
 mod determinism;
 mod fault_server;
 mod faults;
+mod html;
 mod metrics;
 mod outage;
+mod packages;
+mod progress;
 mod report;
 mod signals;
+mod thresholds;
 mod timing;
 mod wasm;

@@ -253,3 +253,191 @@ fn a_wasm_package_is_the_same_workload_as_its_rhai_twin() {
         b["runner"]["scenario_digest"]
     );
 }
+
+/// Writes a gzip tar whose members are given raw: (name, kind, bytes, declared size).
+fn raw_archive(path: &Path, members: &[(&str, tar::EntryType, &[u8], Option<u64>)]) {
+    let mut out = tar::Builder::new(flate2::write::GzEncoder::new(
+        std::fs::File::create(path).unwrap(),
+        flate2::Compression::default(),
+    ));
+    for (name, kind, bytes, declared) in members {
+        let mut h = tar::Header::new_gnu();
+        // Raw name bytes: `set_path` itself refuses `..`, and a hostile archive would not.
+        let raw = &mut h.as_old_mut().name;
+        raw[..name.len()].copy_from_slice(name.as_bytes());
+        h.set_entry_type(*kind);
+        if kind.is_symlink() {
+            h.set_link_name("/etc/passwd").unwrap();
+        }
+        h.set_size(declared.unwrap_or(bytes.len() as u64));
+        h.set_mode(0o644);
+        h.set_cksum();
+        out.append(&h, *bytes).unwrap();
+    }
+    out.into_inner().unwrap().finish().unwrap();
+}
+
+#[test]
+fn malicious_archives_are_refused_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = package_dir(tmp.path(), "1.0.0", &rhai_entry());
+    let manifest = std::fs::read(dir.join("scenario.toml")).unwrap();
+    let script = std::fs::read(rhai_entry()).unwrap();
+    let notes = b"shipped with the package".to_vec();
+    // The digest of a well-formed package, to make the other faults the only fault.
+    let (_, digest) = pack(&dir, tmp.path());
+    let digest_line = format!("{digest}\n");
+    let file = tar::EntryType::Regular;
+    let evil_dir = tmp.path().join("evil");
+    std::fs::create_dir(&evil_dir).unwrap();
+    let cases: Vec<(&str, Vec<(&str, tar::EntryType, &[u8], Option<u64>)>, &str)> = vec![
+        (
+            "escape",
+            vec![
+                ("scenario.toml", file, &manifest, None),
+                ("long_context.rhai", file, &script, None),
+                ("../escaped.txt", file, b"x", None),
+                ("package.sha256", file, digest_line.as_bytes(), None),
+            ],
+            "would unpack outside the package",
+        ),
+        (
+            "link",
+            vec![
+                ("scenario.toml", file, &manifest, None),
+                ("long_context.rhai", file, &script, None),
+                ("data/notes.txt", tar::EntryType::Symlink, b"", None),
+                ("package.sha256", file, digest_line.as_bytes(), None),
+            ],
+            "is a link; a package holds regular files only",
+        ),
+        (
+            "oversized",
+            vec![
+                ("scenario.toml", file, &manifest, None),
+                ("long_context.rhai", file, &script, Some(3 << 30)),
+            ],
+            "takes the content past 1024 MiB",
+        ),
+        (
+            "wrong-digest",
+            vec![
+                ("scenario.toml", file, &manifest, None),
+                ("long_context.rhai", file, &script, None),
+                ("data/notes.txt", file, &notes, None),
+                ("package.sha256", file, b"0000\n", None),
+            ],
+            "does not match its digest",
+        ),
+        (
+            "missing-entry",
+            vec![
+                ("scenario.toml", file, &manifest, None),
+                ("data/notes.txt", file, &notes, None),
+            ],
+            "lists `long_context.rhai`, which the archive does not hold",
+        ),
+    ];
+    for (name, members, expect) in cases {
+        let mut members = members;
+        if name == "missing-entry" {
+            // Its digest must be right for the content it does hold.
+            let mut files = std::collections::BTreeMap::new();
+            for (p, _, b, _) in &members {
+                files.insert(p.to_string(), b.to_vec());
+            }
+            let d = runner::package::archive::digest(&files);
+            let line: &'static str = Box::leak(format!("{d}\n").into_boxed_str());
+            members.push(("package.sha256", file, line.as_bytes(), None));
+        }
+        let archive = evil_dir.join(format!("{name}.scenario.tar.gz"));
+        raw_archive(&archive, &members);
+        let before: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        for cmd in [&["verify"][..], &["info"][..], &[]] {
+            let a = archive.display().to_string();
+            let o = runner(&[cmd, &[a.as_str()]].concat());
+            assert_eq!(o.status.code(), Some(1), "{name} {cmd:?}");
+            let err = stderr(&o);
+            assert!(err.contains(expect), "{name}: {err}");
+            assert_eq!(err.trim().lines().count(), 1, "{name}: {err}");
+        }
+        let after: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert_eq!(before, after, "{name} wrote next to the archive");
+        // Unpacking happens in a fresh directory under the system temp dir, and only
+        // after every member passed: the escape would have landed next to it.
+        assert!(!tmp.path().join("escaped.txt").exists());
+        assert!(!std::env::temp_dir().join("escaped.txt").exists());
+    }
+}
+
+#[test]
+fn archives_run_from_a_fresh_directory_as_from_their_source() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wasm = PathBuf::from(crate::wasm::component("long_context"));
+    let wasm_root = tmp.path().join("wasm");
+    std::fs::create_dir(&wasm_root).unwrap();
+    for (root, entry) in [(tmp.path().to_path_buf(), rhai_entry()), (wasm_root, wasm)] {
+        let dir = package_dir(&root, "2.0.0", &entry);
+        let (archive, _) = pack(&dir, &root);
+        let fresh = tempfile::tempdir().unwrap();
+        let copy = fresh.path().join(archive.file_name().unwrap());
+        std::fs::copy(&archive, &copy).unwrap();
+        let save = fresh.path().join("result.json");
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_runner"))
+            .current_dir(fresh.path())
+            .args([
+                copy.file_name().unwrap().to_str().unwrap(),
+                "-p",
+                "rate=500",
+                "--save-result",
+                "result.json",
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let from_archive: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(save).unwrap()).unwrap();
+        let (_, from_source) = run_ok(&[&dir.display().to_string(), "-p", "rate=500"]);
+        let r = |v: &serde_json::Value, k: &str| v["runner"][k].clone();
+        assert_eq!(
+            r(&from_archive, "request_digest"),
+            r(&from_source, "request_digest")
+        );
+        assert_eq!(
+            r(&from_archive, "workload_id"),
+            r(&from_source, "workload_id")
+        );
+    }
+}
+
+#[test]
+fn the_workload_id_follows_code_parameters_and_seed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (archive, _) = pack(&package_dir(tmp.path(), "1.0.0", &rhai_entry()), tmp.path());
+    let a = archive.display().to_string();
+    let id = |extra: &[&str]| {
+        let (_, v) = run_ok(&[&[a.as_str(), "-p", "rate=500"][..], extra].concat());
+        v["runner"]["workload_id"].as_str().unwrap().to_string()
+    };
+    let base = id(&["--seed", "5"]);
+    assert_eq!(base.len(), 64);
+    assert_eq!(
+        id(&["--seed", "5"]),
+        base,
+        "same package, seed and parameters"
+    );
+    assert_ne!(id(&["--seed", "6"]), base, "another seed");
+    assert_ne!(
+        id(&["--seed", "5", "-p", "input_tokens=301"]),
+        base,
+        "another parameter"
+    );
+}

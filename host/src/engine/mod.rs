@@ -48,6 +48,8 @@ pub struct EngineConfig {
     /// End the run once more than this fraction of a phase's finished requests failed
     /// (checked from [`ERROR_RATE_MIN_FINISHED`] finished requests on).
     pub max_error_rate: Option<f64>,
+    /// The live counters of the running phase, also read by a progress display.
+    pub live: LiveView,
 }
 
 /// Finished requests a phase needs before `max_error_rate` is checked, so one early
@@ -176,6 +178,33 @@ impl Live {
     }
 }
 
+/// A handle on the live counters of the running phase, for a progress display: cloned
+/// into [`EngineConfig`] before the run and read while it goes on.
+#[derive(Clone)]
+pub struct LiveView(Arc<Mutex<Live>>);
+
+impl LiveView {
+    pub fn new() -> LiveView {
+        LiveView(Arc::new(Mutex::new(Live {
+            snapshot: Snapshot::default(),
+            phase_start: Instant::now(),
+            ttft: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
+            e2el: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
+        })))
+    }
+
+    /// The counters of the running phase now (the same snapshot a `stop` function sees).
+    pub fn snapshot(&self) -> Snapshot {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).current()
+    }
+}
+
+impl Default for LiveView {
+    fn default() -> Self {
+        LiveView::new()
+    }
+}
+
 enum Collect {
     Record(Box<RequestRecord>, Option<Box<Outcome>>),
     EndPhase {
@@ -229,12 +258,7 @@ pub async fn run(
         None => None,
     };
     let wants_responses = scenario.wants_responses();
-    let live = Arc::new(Mutex::new(Live {
-        snapshot: Snapshot::default(),
-        phase_start: Instant::now(),
-        ttft: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
-        e2el: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
-    }));
+    let live = config.live.0.clone();
 
     // Scenario thread.
     let (req_tx, mut req_rx) = mpsc::channel::<FromScenario>(config.lookahead.max(1));

@@ -17,7 +17,7 @@ use super::manifest::{Manifest, MANIFEST};
 /// The member holding the digest.
 pub const DIGEST_MEMBER: &str = "package.sha256";
 /// Refuse archives whose content would unpack to more than this (a zip bomb).
-const MAX_UNPACKED_BYTES: u64 = 2 << 30;
+pub const MAX_UNPACKED_BYTES: u64 = 1 << 30;
 
 /// A package's files by relative path (with `/` separators).
 pub type Files = BTreeMap<String, Vec<u8>>;
@@ -127,14 +127,21 @@ pub fn read(archive: &Path) -> Result<(Files, String), String> {
         .map_err(|e| format!("{name} is not a scenario archive: {e}"))?;
     for entry in entries {
         let mut entry = entry.map_err(|e| format!("{name} is not a scenario archive: {e}"))?;
-        if !entry.header().entry_type().is_file() {
+        let path = String::from_utf8_lossy(&entry.path_bytes()).replace('\\', "/");
+        let kind = entry.header().entry_type();
+        if kind.is_dir() {
             continue;
         }
-        let path = entry
-            .path()
-            .map_err(|e| format!("{name}: bad member name: {e}"))?
-            .to_string_lossy()
-            .replace('\\', "/");
+        if !kind.is_file() {
+            return Err(format!(
+                "{name}: member `{path}` is a {}; a package holds regular files only",
+                if kind.is_symlink() || kind.is_hard_link() {
+                    "link"
+                } else {
+                    "special file"
+                }
+            ));
+        }
         let safe = Path::new(&path)
             .components()
             .all(|c| matches!(c, std::path::Component::Normal(_)));
@@ -143,10 +150,10 @@ pub fn read(archive: &Path) -> Result<(Files, String), String> {
                 "{name}: member `{path}` would unpack outside the package"
             ));
         }
-        total += entry.header().size().unwrap_or(0);
+        total = total.saturating_add(entry.header().size().unwrap_or(u64::MAX));
         if total > MAX_UNPACKED_BYTES {
             return Err(format!(
-                "{name}: unpacks to more than {} MiB",
+                "{name}: member `{path}` takes the content past {} MiB; refusing to unpack it",
                 MAX_UNPACKED_BYTES >> 20
             ));
         }

@@ -54,6 +54,17 @@ impl Package {
         } else {
             let (files, digest) = archive::read(path)?;
             let manifest = manifest_of(&files, path)?;
+            for listed in std::iter::once(&manifest.entry).chain(&manifest.data) {
+                let listed = listed.trim_end_matches('/');
+                let present = files.contains_key(listed)
+                    || files.keys().any(|f| f.starts_with(&format!("{listed}/")));
+                if !present {
+                    return Err(format!(
+                        "{}: {MANIFEST} lists `{listed}`, which the archive does not hold",
+                        path.display()
+                    ));
+                }
+            }
             let dir = tempfile::Builder::new()
                 .prefix("runner-scenario-")
                 .tempdir()

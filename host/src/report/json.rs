@@ -139,6 +139,10 @@ fn runner_object(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Value 
         "api": h.api,
         "request_digest": h.request_digest,
         "runner_version": h.runner_version,
+        "package": h.package.as_ref().map(|(name, version)| json!({ "name": name, "version": version })),
+        "scenario_digest": h.scenario_digest,
+        "workload_id": h.workload_id(),
+        "wit_version": h.wit_version,
         "phase": s.name,
         "percentiles": percentiles,
         "goodput_slo": s.slo.map(|slo| slo.to_string()),
@@ -180,6 +184,9 @@ mod tests {
             tokenizer: "facebook/opt-6.7b".into(),
             request_digest: Some("beef".into()),
             runner_version: "0.1.0".into(),
+            package: None,
+            scenario_digest: "cafe".into(),
+            wit_version: "0.1.0".into(),
         }
     }
 

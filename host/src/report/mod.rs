@@ -1,7 +1,15 @@
 //! Reports: the text block of `vllm bench serve` (byte-compatible) followed by our extras,
-//! a closing table over phases, and the `--save-result` JSON object.
+//! a closing table over phases, the `--save-result` JSON object, and with `--output` a
+//! self-contained HTML page with charts, a markdown copy and per-request CSV; plus the
+//! comparison of saved results (`runner compare`).
 
+pub mod charts;
+pub mod compare;
+pub mod export;
+pub mod html;
 pub mod json;
+pub mod output;
+pub mod series;
 pub mod table;
 pub mod text;
 
@@ -28,4 +36,29 @@ pub struct RunHeader {
     /// sha256 hex of the request stream, known at the end of the run.
     pub request_digest: Option<String>,
     pub runner_version: String,
+    /// The package the scenario came from (name, version); none for a single file.
+    pub package: Option<(String, String)>,
+    /// sha256 of the package's content, or of the single scenario file.
+    pub scenario_digest: String,
+    /// The `bench:scenario` WIT package version this runner implements.
+    pub wit_version: String,
+}
+
+impl RunHeader {
+    /// What makes two runs the same workload: the scenario's code (package or file
+    /// digest), every parameter value, the seed and the tokenizer (it shapes the prompts).
+    /// Two results with equal ids sent the same kind of requests by construction.
+    pub fn workload_id(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(self.scenario_digest.as_bytes());
+        h.update(format!(
+            "\nseed={}\ntokenizer={}\n",
+            self.seed, self.tokenizer
+        ));
+        for (name, value) in &self.params {
+            h.update(format!("{name}={value}\n"));
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
 }

@@ -3,7 +3,7 @@
 use crate::metrics::PhaseSummary;
 
 /// Column title and value of each phase, in order.
-fn columns(s: &PhaseSummary) -> [(&'static str, String); 12] {
+pub(crate) fn columns(s: &PhaseSummary) -> [(&'static str, String); 12] {
     let p99 = |d: &crate::metrics::Distribution| d.percentile(99.0).unwrap_or(0.0);
     [
         ("phase", s.name.clone()),
@@ -56,7 +56,7 @@ pub fn render_phase_table_csv(phases: &[PhaseSummary]) -> String {
 }
 
 /// RFC 4180 quoting for fields with commas, quotes or line breaks.
-fn csv_field(s: &str) -> String {
+pub(crate) fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

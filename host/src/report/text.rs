@@ -94,6 +94,10 @@ pub fn render_header(h: &RunHeader) -> String {
             .join(", ")
     };
     line("Parameters", &params);
+    if let Some((name, version)) = &h.package {
+        line("Package", &format!("{name} {version}"));
+    }
+    line("Scenario digest", &format!("sha256:{}", h.scenario_digest));
     line("Seed", &h.seed.to_string());
     line("Target", &h.target);
     line("Model", &h.model);
@@ -250,6 +254,32 @@ fn token_accounting(out: &mut String, s: &PhaseSummary) {
             }
         }
     }
+}
+
+/// The thresholds with their values and verdicts, in the 40/10 style under their own
+/// ruler; `per_phase` names the phase of each line. Empty when there are none.
+pub fn render_thresholds(verdicts: &[crate::thresholds::Verdict], per_phase: bool) -> String {
+    let mut out = String::new();
+    if verdicts.is_empty() {
+        return out;
+    }
+    section(&mut out, "Thresholds");
+    for v in verdicts {
+        let label = if per_phase {
+            format!("{} [{}]", v.threshold, v.phase)
+        } else {
+            v.threshold.clone()
+        };
+        let _ = writeln!(
+            out,
+            "{label:<40} {:<10} {}",
+            v.value_text(),
+            if v.pass { "pass" } else { "FAIL" }
+        );
+    }
+    footer(&mut out, '=');
+    out.push('\n');
+    out
 }
 
 /// A closing table over phases (e.g. a sweep), aligned columns: names left, numbers right.
@@ -584,6 +614,9 @@ WARNING: the client could not keep its schedule (P99 send lateness 12.35 ms > 10
             tokenizer: "cl100k_base".into(),
             request_digest: Some("ab12".into()),
             runner_version: "0.1.0".into(),
+            package: Some(("team-a/chat-mix".into(), "1.2.0".into())),
+            scenario_digest: "cafe".into(),
+            wit_version: "0.1.0".into(),
         };
         assert_eq!(
             render_header(&h),
@@ -591,6 +624,8 @@ WARNING: the client could not keep its schedule (P99 send lateness 12.35 ms > 10
 Scenario:        chat-poisson
 Description:     Poisson arrivals
 Parameters:      rate=4, duration=20m
+Package:         team-a/chat-mix 1.2.0
+Scenario digest: sha256:cafe
 Seed:            7
 Target:          built-in simulator (profile default)
 Model:           m
@@ -604,11 +639,13 @@ Runner version:  0.1.0
             description: String::new(),
             params: vec![],
             request_digest: None,
+            package: None,
             ..h
         };
         let text = render_header(&h);
         assert!(text.contains("Parameters:      (none)\n"));
-        assert!(!text.contains("Description") && !text.contains("digest"));
+        assert!(!text.contains("Description") && !text.contains("Request digest"));
+        assert!(!text.contains("Package"));
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub struct Description {
     pub name: String,
     pub description: String,
     pub params: Vec<ParamSpec>,
+    /// Pass/fail thresholds the scenario declares (`p99_ttft_ms<500`), checked at the end
+    /// of the run like `--threshold`.
+    pub thresholds: Vec<String>,
 }
 
 /// An error raised by scenario code or by the host while validating what it returned.

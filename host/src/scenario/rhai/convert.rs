@@ -71,10 +71,25 @@ impl RhaiScenario {
                 help,
             });
         }
+        // Optional CI thresholds: an array of strings like "p99_ttft_ms<500".
+        let thresholds = match map.get("thresholds") {
+            None => vec![],
+            Some(v) if v.is_array() => v
+                .clone()
+                .cast::<Array>()
+                .into_iter()
+                .map(|t| {
+                    t.into_string()
+                        .map_err(|_| self.invalid(f, "each entry of `thresholds` must be a string"))
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(self.invalid(f, "`thresholds` must be an array of strings")),
+        };
         Ok(Description {
             name,
             description: text("description"),
             params,
+            thresholds,
         })
     }
 

@@ -107,6 +107,7 @@ impl RhaiScenario {
                 name: String::new(),
                 description: String::new(),
                 params: vec![],
+                thresholds: vec![],
             },
             has_arrival,
             has_on_response,

@@ -42,6 +42,7 @@ pub fn description(d: wit::Description) -> Result<Description, String> {
         name: d.name,
         description: d.description,
         params,
+        thresholds: d.thresholds,
     })
 }
 

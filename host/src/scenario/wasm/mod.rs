@@ -108,6 +108,7 @@ impl WasmScenario {
                 name: String::new(),
                 description: String::new(),
                 params: vec![],
+                thresholds: vec![],
             },
             hooks: Hooks::empty(),
         };

@@ -1,0 +1,267 @@
+//! Line charts as inline SVG (plotters' SVG backend: text stays text, no fonts are loaded,
+//! nothing is fetched when the page is viewed).
+
+use plotters::prelude::*;
+
+const WIDTH: u32 = 560;
+const HEIGHT: u32 = 330;
+
+/// Line colours, one per series (Tableau 10, then two more).
+const PALETTE: [RGBColor; 12] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+    RGBColor(0, 0, 128),
+    RGBColor(128, 0, 0),
+];
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot draw the chart `{chart}`: {message}")]
+pub struct ChartError {
+    chart: String,
+    message: String,
+}
+
+/// One line of a chart.
+pub struct Line {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// How the x axis reads.
+#[derive(Clone, Copy, PartialEq)]
+pub enum XScale {
+    Linear,
+    /// Values are drawn at log2(x) and labelled with x (a sweep over 1, 2, 4 … prompts).
+    Log2,
+}
+
+/// A chart: title, axis names, lines, and vertical markers (phase boundaries).
+pub struct Chart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub lines: Vec<Line>,
+    pub x_scale: XScale,
+    /// Vertical rules at these x values (phase starts), drawn light.
+    pub markers: Vec<f64>,
+    /// Draw each point as a dot too (few points, as in a sweep).
+    pub dots: bool,
+}
+
+impl Chart {
+    pub fn new(title: &str, x_label: &str, y_label: &str) -> Chart {
+        Chart {
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            lines: Vec::new(),
+            x_scale: XScale::Linear,
+            markers: Vec::new(),
+            dots: false,
+        }
+    }
+
+    pub fn line(mut self, name: &str, points: Vec<(f64, f64)>) -> Chart {
+        self.lines.push(Line {
+            name: name.into(),
+            points,
+        });
+        self
+    }
+
+    /// The chart as an `<svg>` element.
+    pub fn to_svg(&self) -> Result<String, ChartError> {
+        let fail = |e: &dyn std::fmt::Display| ChartError {
+            chart: self.title.clone(),
+            message: e.to_string(),
+        };
+        let tx = |x: f64| match self.x_scale {
+            XScale::Linear => x,
+            XScale::Log2 => x.max(1e-9).log2(),
+        };
+        let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
+        let all: Vec<(f64, f64)> = self
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().filter(finite))
+            .map(|&(x, y)| (tx(x), y))
+            .collect();
+        let (x0, x1) = padded(all.iter().map(|p| p.0), false);
+        let (_, y1) = padded(all.iter().map(|p| p.1), true);
+        let y0 = all.iter().map(|p| p.1).fold(0.0f64, f64::min);
+
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+            root.fill(&WHITE).map_err(|e| fail(&e))?;
+            let mut chart = ChartBuilder::on(&root)
+                .caption(&self.title, ("sans-serif", 17))
+                .margin(12)
+                .x_label_area_size(42)
+                .y_label_area_size(62)
+                .build_cartesian_2d(x0..x1, y0..y1)
+                .map_err(|e| fail(&e))?;
+            let scale = self.x_scale;
+            let (x_span, y_span) = (x1 - x0, y1 - y0);
+            let x_fmt = move |v: &f64| match scale {
+                XScale::Linear => short(*v, x_span),
+                XScale::Log2 => short(v.exp2(), v.exp2()),
+            };
+            let y_fmt = move |v: &f64| short(*v, y_span);
+            chart
+                .configure_mesh()
+                .x_desc(self.x_label.as_str())
+                .y_desc(self.y_label.as_str())
+                .x_labels(8)
+                .y_labels(6)
+                .x_label_formatter(&x_fmt)
+                .y_label_formatter(&y_fmt)
+                .light_line_style(RGBColor(238, 238, 238))
+                .label_style(("sans-serif", 12))
+                .axis_desc_style(("sans-serif", 13))
+                .draw()
+                .map_err(|e| fail(&e))?;
+            for &m in &self.markers {
+                let x = tx(m);
+                if x > x0 && x < x1 {
+                    chart
+                        .draw_series(LineSeries::new(
+                            [(x, y0), (x, y1)],
+                            RGBColor(200, 200, 200).stroke_width(1),
+                        ))
+                        .map_err(|e| fail(&e))?;
+                }
+            }
+            for (i, line) in self.lines.iter().enumerate() {
+                let color = PALETTE[i % PALETTE.len()];
+                let pts: Vec<(f64, f64)> = line
+                    .points
+                    .iter()
+                    .filter(finite)
+                    .map(|&(x, y)| (tx(x), y))
+                    .collect();
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                    .map_err(|e| fail(&e))?
+                    .label(line.name.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                    });
+                if self.dots {
+                    chart
+                        .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                        .map_err(|e| fail(&e))?;
+                }
+            }
+            if self.lines.len() > 1 {
+                chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::LowerRight)
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(RGBColor(180, 180, 180))
+                    .label_font(("sans-serif", 11))
+                    .draw()
+                    .map_err(|e| fail(&e))?;
+            }
+            root.present().map_err(|e| fail(&e))?;
+        }
+        Ok(svg)
+    }
+}
+
+/// A range over `values` with a little room; `from_zero` starts it at 0 for positive data.
+fn padded(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    if !lo.is_finite() || !hi.is_finite() {
+        return (0.0, 1.0);
+    }
+    let lo = if from_zero { lo.min(0.0) } else { lo };
+    let span = hi - lo;
+    if span <= 0.0 {
+        let pad = if hi == 0.0 { 1.0 } else { hi.abs() * 0.1 };
+        return (lo - if from_zero { 0.0 } else { pad }, hi + pad);
+    }
+    let pad = span * 0.05;
+    (if from_zero { lo } else { lo - pad }, hi + pad)
+}
+
+/// A tick label on an axis spanning `span`: as many decimals as ticks a tenth of the span
+/// apart need, no trailing zeros, k/M for large values.
+fn short(v: f64, span: f64) -> String {
+    let a = v.abs().max(span.abs());
+    let (x, unit, suffix) = if a >= 1e6 {
+        (v / 1e6, 1e6, "M")
+    } else if a >= 1e4 {
+        (v / 1e3, 1e3, "k")
+    } else {
+        (v, 1.0, "")
+    };
+    let step = span.abs() / unit / 10.0;
+    let decimals = if step > 0.0 && step.is_finite() {
+        ((-step.log10()).ceil() + 1.0).clamp(0.0, 6.0) as usize
+    } else {
+        3
+    };
+    let text = format!("{x:.decimals$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    };
+    format!("{text}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chart_is_one_svg_with_its_texts() {
+        let svg = Chart::new("TTFT <CDF>", "ms", "fraction")
+            .line("1 prompts", vec![(1.0, 0.0), (2.0, 1.0)])
+            .line("2 prompts", vec![(1.5, 0.0), (3.0, 1.0)])
+            .to_svg()
+            .unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
+        assert_eq!(svg.matches("<svg").count(), 1);
+        assert!(svg.contains("TTFT &lt;CDF&gt;"));
+        assert!(svg.contains("2 prompts"));
+        assert!(svg.contains("<polyline"));
+    }
+
+    #[test]
+    fn empty_and_flat_charts_still_draw() {
+        assert!(Chart::new("empty", "x", "y").to_svg().is_ok());
+        let flat = Chart::new("flat", "x", "y").line("a", vec![(1.0, 5.0)]);
+        assert!(flat.to_svg().is_ok());
+        let mut log =
+            Chart::new("sweep", "prompts", "tok/s").line("a", vec![(1.0, 1.0), (2048.0, 9.0)]);
+        log.x_scale = XScale::Log2;
+        log.dots = true;
+        let svg = log.to_svg().unwrap();
+        assert!(svg.contains("\n1024\n"), "{svg}");
+    }
+
+    #[test]
+    fn tick_labels_are_short() {
+        assert_eq!(short(0.0, 100.0), "0");
+        assert_eq!(short(2.5, 10.0), "2.5");
+        assert_eq!(short(0.126, 1.0), "0.13");
+        assert_eq!(short(12.34, 50.0), "12.3");
+        assert_eq!(short(10.004, 0.03), "10.004");
+        assert_eq!(short(9.99, 0.03), "9.99");
+        assert_eq!(short(25000.0, 60000.0), "25k");
+        assert_eq!(short(2_500_000.0, 1e7), "2.5M");
+        assert_eq!(short(2048.0, 2048.0), "2048");
+    }
+}

@@ -1,0 +1,652 @@
+//! `runner compare A.json B.json [C.json …]`: each result against the first, metric by
+//! metric, and the one-line summary of the GPUStack reference ("B is faster by N tok/s
+//! (P %); Mean TPOT reduced by M ms (Q %)"). Reads result.json as `--output` and
+//! `--save-result` write it, and vLLM's own `--save-result` files.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a result file (JSON with the keys of `vllm bench serve --save-result`): {message}")]
+    Format { path: PathBuf, message: String },
+    #[error("{0} (pass --force to compare anyway)")]
+    Workload(String),
+    #[error("the results have no phase in common: {0}")]
+    NoCommonPhase(String),
+}
+
+/// Which way a metric is better.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Better {
+    Higher,
+    Lower,
+    /// Neither (e.g. peak concurrency): shown, not judged.
+    Neither,
+}
+
+/// One loaded result file.
+pub struct Loaded {
+    pub label: String,
+    pub path: PathBuf,
+    /// (phase name, vLLM-keyed object) in run order.
+    pub phases: Vec<(String, Map<String, Value>)>,
+    /// `runner` section of the first phase, if the file has one.
+    pub runner: Option<Map<String, Value>>,
+}
+
+pub fn load(path: &Path) -> Result<Loaded, CompareError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CompareError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let format = |message: String| CompareError::Format {
+        path: path.to_path_buf(),
+        message,
+    };
+    let value: Value = serde_json::from_str(&text).map_err(|e| format(e.to_string()))?;
+    let Value::Object(top) = value else {
+        return Err(format("not a JSON object".into()));
+    };
+    let objects: Vec<Map<String, Value>> = match top.get("phases") {
+        Some(Value::Array(list)) => list.iter().filter_map(|v| v.as_object().cloned()).collect(),
+        _ => vec![top.clone()],
+    };
+    let mut phases = Vec::new();
+    for (i, o) in objects.into_iter().enumerate() {
+        if !o.contains_key("total_token_throughput") && !o.contains_key("output_throughput") {
+            return Err(format(
+                "no `output_throughput` or `total_token_throughput`".into(),
+            ));
+        }
+        let name = o
+            .get("phase")
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("phase {}", i + 1), str::to_string);
+        phases.push((name, o));
+    }
+    if phases.is_empty() {
+        return Err(format("an empty `phases` array".into()));
+    }
+    let runner = phases[0]
+        .1
+        .get("runner")
+        .and_then(Value::as_object)
+        .cloned();
+    Ok(Loaded {
+        label: String::new(),
+        path: path.to_path_buf(),
+        phases,
+        runner,
+    })
+}
+
+/// Short distinct labels: file stems, else parent directory names, else the paths.
+pub fn label(loaded: &mut [Loaded]) {
+    let pick = |f: &dyn Fn(&Path) -> Option<String>| -> Option<Vec<String>> {
+        let names: Option<Vec<String>> = loaded.iter().map(|l| f(&l.path)).collect();
+        let names = names?;
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        (unique.len() == names.len()).then_some(names)
+    };
+    let stem = |p: &Path| p.file_stem().map(|s| s.to_string_lossy().into_owned());
+    let parent = |p: &Path| {
+        p.parent()
+            .and_then(|d| d.file_name())
+            .map(|s| s.to_string_lossy().into_owned())
+    };
+    let full = |p: &Path| Some(p.display().to_string());
+    let names = pick(&stem)
+        .or_else(|| pick(&parent))
+        .or_else(|| pick(&full))
+        .unwrap_or_else(|| (1..=loaded.len()).map(|i| format!("#{i}")).collect());
+    for (l, n) in loaded.iter_mut().zip(names) {
+        l.label = n;
+    }
+}
+
+/// Differences that make two results different workloads (`Err`), and those worth a
+/// warning only (the returned lines).
+pub fn check_workload(a: &Loaded, b: &Loaded) -> Result<Vec<String>, CompareError> {
+    let (Some(ra), Some(rb)) = (&a.runner, &b.runner) else {
+        let which = if a.runner.is_none() { a } else { b };
+        return Ok(vec![format!(
+            "cannot tell whether {} and {} ran the same workload: {} has no `runner` section (a vLLM result?)",
+            a.label, b.label, which.label
+        )]);
+    };
+    let get = |r: &Map<String, Value>, k: &str| r.get(k).cloned().unwrap_or(Value::Null);
+    let (sa, sb) = (text(&get(ra, "scenario")), text(&get(rb, "scenario")));
+    if sa != sb {
+        return Err(CompareError::Workload(format!(
+            "{} and {} ran different scenarios ({sa} and {sb})",
+            a.label, b.label
+        )));
+    }
+    // The seed is a parameter too, but another seed is the same workload: a warning.
+    let without_seed = |v: Value| match v {
+        Value::Object(mut m) => {
+            m.remove("seed");
+            Value::Object(m)
+        }
+        other => other,
+    };
+    let (pa, pb) = (
+        without_seed(get(ra, "params")),
+        without_seed(get(rb, "params")),
+    );
+    if pa != pb {
+        return Err(CompareError::Workload(format!(
+            "{} and {} ran {sa} with different parameters ({})",
+            a.label,
+            b.label,
+            params_diff(&pa, &pb)
+        )));
+    }
+    let mut warnings = Vec::new();
+    if get(ra, "seed") != get(rb, "seed") {
+        warnings.push(format!(
+            "{} and {} used different seeds ({} and {}): the requests differ",
+            a.label,
+            b.label,
+            get(ra, "seed"),
+            get(rb, "seed")
+        ));
+    } else if get(ra, "request_digest") != get(rb, "request_digest") {
+        warnings.push(format!(
+            "{} and {} sent different request streams (request digests differ): another tokenizer or runner version?",
+            a.label, b.label
+        ));
+    }
+    Ok(warnings)
+}
+
+/// A JSON value as a person reads it: strings unquoted.
+fn text(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+}
+
+/// The parameters whose values differ: `rate=4 vs 8`.
+fn params_diff(a: &Value, b: &Value) -> String {
+    let empty = Map::new();
+    let (ma, mb) = (
+        a.as_object().unwrap_or(&empty),
+        b.as_object().unwrap_or(&empty),
+    );
+    let mut keys: Vec<&String> = ma.keys().chain(mb.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| ma.get(*k) != mb.get(*k))
+        .map(|k| {
+            let side = |m: &Map<String, Value>| m.get(k).map_or_else(|| "(none)".into(), text);
+            format!("{k}={} vs {}", side(ma), side(mb))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The metrics compared, in report order: JSON key, label, better direction.
+fn metrics(a: &Map<String, Value>) -> Vec<(String, String, Better)> {
+    let mut out: Vec<(String, String, Better)> = [
+        ("completed", "Successful requests", Better::Higher),
+        ("failed", "Failed requests", Better::Lower),
+        ("duration", "Benchmark duration (s)", Better::Lower),
+        (
+            "request_throughput",
+            "Request throughput (req/s)",
+            Better::Higher,
+        ),
+        ("request_goodput", "Request goodput (req/s)", Better::Higher),
+        (
+            "output_throughput",
+            "Output token throughput (tok/s)",
+            Better::Higher,
+        ),
+        (
+            "total_token_throughput",
+            "Total token throughput (tok/s)",
+            Better::Higher,
+        ),
+        (
+            "max_output_tokens_per_s",
+            "Peak output token throughput (tok/s)",
+            Better::Higher,
+        ),
+        (
+            "max_concurrent_requests",
+            "Peak concurrent requests",
+            Better::Neither,
+        ),
+    ]
+    .iter()
+    .map(|(k, l, b)| (k.to_string(), l.to_string(), *b))
+    .collect();
+    for (m, short) in [
+        ("ttft", "TTFT"),
+        ("tpot", "TPOT"),
+        ("itl", "ITL"),
+        ("e2el", "E2EL"),
+    ] {
+        out.push((
+            format!("mean_{m}_ms"),
+            format!("Mean {short} (ms)"),
+            Better::Lower,
+        ));
+        out.push((
+            format!("median_{m}_ms"),
+            format!("Median {short} (ms)"),
+            Better::Lower,
+        ));
+        let suffix = format!("_{m}_ms");
+        let mut ps: Vec<(f64, String)> = a
+            .keys()
+            .filter_map(|k| {
+                let p = k.strip_prefix('p')?.strip_suffix(&suffix)?;
+                Some((p.parse::<f64>().ok()?, p.to_string()))
+            })
+            .collect();
+        ps.sort_by(|x, y| x.0.total_cmp(&y.0));
+        for (_, p) in ps {
+            out.push((
+                format!("p{p}{suffix}"),
+                format!("P{p} {short} (ms)"),
+                Better::Lower,
+            ));
+        }
+    }
+    out
+}
+
+/// One metric of one pair.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub key: String,
+    pub label: String,
+    pub a: f64,
+    pub b: f64,
+    pub better: Better,
+}
+
+impl Row {
+    pub fn change(&self) -> f64 {
+        self.b - self.a
+    }
+
+    /// Change relative to A, percent; `None` when A is 0.
+    pub fn percent(&self) -> Option<f64> {
+        (self.a != 0.0).then(|| 100.0 * (self.b - self.a) / self.a)
+    }
+
+    /// Which side is better: Some(true) for B, Some(false) for A, None for a tie or no
+    /// direction.
+    pub fn b_wins(&self) -> Option<bool> {
+        match self.better {
+            _ if self.a == self.b => None,
+            Better::Higher => Some(self.b > self.a),
+            Better::Lower => Some(self.b < self.a),
+            Better::Neither => None,
+        }
+    }
+}
+
+/// The metrics both phases have, as rows.
+pub fn rows(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<Row> {
+    metrics(a)
+        .into_iter()
+        .filter_map(|(key, label, better)| {
+            let (x, y) = (a.get(&key)?.as_f64()?, b.get(&key)?.as_f64()?);
+            Some(Row {
+                key,
+                label,
+                a: x,
+                b: y,
+                better,
+            })
+        })
+        .collect()
+}
+
+fn value(rows: &[Row], key: &str) -> Option<(f64, f64)> {
+    rows.iter().find(|r| r.key == key).map(|r| (r.a, r.b))
+}
+
+/// The GPUStack-style line: total token throughput, then mean TPOT, B against A.
+pub fn summary_line(a: &str, b: &str, rows: &[Row]) -> String {
+    let mut out = String::new();
+    if let Some((x, y)) = value(rows, "total_token_throughput") {
+        let pct = if x != 0.0 {
+            100.0 * (y - x).abs() / x
+        } else {
+            0.0
+        };
+        let verb = if y >= x { "faster" } else { "slower" };
+        let _ = write!(
+            out,
+            "`{b}` Total TPS = {y:.2}, `{a}` Total TPS = {x:.2}. `{b}` is {verb} by {:.2} tok/s ({pct:.2}%)",
+            (y - x).abs()
+        );
+    }
+    if let Some((x, y)) = value(rows, "mean_tpot_ms") {
+        let pct = if x != 0.0 {
+            100.0 * (y - x).abs() / x
+        } else {
+            0.0
+        };
+        out += if out.is_empty() { "" } else { "; " };
+        let _ = write!(out, "Mean TPOT = {y:.2} ms vs {x:.2} ms, ");
+        if y <= x {
+            let _ = write!(out, "reduced by {:.2} ms ({pct:.2}%)", x - y);
+        } else {
+            let _ = write!(out, "increased by {:.2} ms ({pct:.2}% slower)", y - x);
+        }
+    }
+    out.push('.');
+    out
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn signed(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:+.0}")
+    } else {
+        format!("{v:+.2}")
+    }
+}
+
+/// `↑ B`: higher is better, and B is; `↓ A`: lower is better, and A is; `=` a tie.
+fn verdict(r: &Row, a: &str, b: &str) -> String {
+    let arrow = match r.better {
+        Better::Higher => "↑",
+        Better::Lower => "↓",
+        Better::Neither => return String::new(),
+    };
+    match r.b_wins() {
+        Some(true) => format!("{arrow} {b}"),
+        Some(false) => format!("{arrow} {a}"),
+        None => format!("{arrow} ="),
+    }
+}
+
+/// Table cells of one row: metric, A, B, change, change %, better.
+fn cells(r: &Row, a: &str, b: &str) -> [String; 6] {
+    [
+        r.label.clone(),
+        fmt_num(r.a),
+        fmt_num(r.b),
+        signed(r.change()),
+        r.percent()
+            .map_or_else(|| "n/a".to_string(), |p| format!("{p:+.2}%")),
+        verdict(r, a, b),
+    ]
+}
+
+/// An aligned text table.
+pub fn render_text(a: &str, b: &str, rows: &[Row]) -> String {
+    let head = [
+        "metric".to_string(),
+        a.to_string(),
+        b.to_string(),
+        "change".into(),
+        "change %".into(),
+        "better".into(),
+    ];
+    let body: Vec<[String; 6]> = rows.iter().map(|r| cells(r, a, b)).collect();
+    let widths: Vec<usize> = (0..6)
+        .map(|c| {
+            body.iter()
+                .map(|r| r[c].chars().count())
+                .chain([head[c].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in std::iter::once(&head).chain(body.iter()) {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            let pad = widths[c].saturating_sub(cell.chars().count());
+            if c == 0 || c == 5 {
+                let _ = write!(line, "{cell}{}  ", " ".repeat(pad));
+            } else {
+                let _ = write!(line, "{}{cell}  ", " ".repeat(pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A markdown table for pasting into a document.
+pub fn render_markdown(a: &str, b: &str, rows: &[Row]) -> String {
+    let esc = |s: &str| s.replace('|', "\\|");
+    let mut out = format!(
+        "| metric | {} | {} | change | change % | better |\n|---|---:|---:|---:|---:|---|\n",
+        esc(a),
+        esc(b)
+    );
+    for r in rows {
+        let c = cells(r, a, b);
+        let _ = writeln!(
+            out,
+            "| {} |",
+            c.iter().map(|s| esc(s)).collect::<Vec<_>>().join(" | ")
+        );
+    }
+    out
+}
+
+/// Every comparison of a run of `compare`: each file against the first, phase by phase.
+pub struct Report {
+    pub warnings: Vec<String>,
+    pub text: String,
+}
+
+/// Compares `loaded[1..]` with `loaded[0]`; `force` turns workload refusals into warnings.
+pub fn compare(loaded: &[Loaded], markdown: bool, force: bool) -> Result<Report, CompareError> {
+    let mut warnings = Vec::new();
+    let base = &loaded[0];
+    for other in &loaded[1..] {
+        match check_workload(base, other) {
+            Ok(w) => warnings.extend(w),
+            Err(e) if force => warnings.push(
+                e.to_string()
+                    .replace(" (pass --force to compare anyway)", ""),
+            ),
+            Err(e) => return Err(e),
+        }
+    }
+    let mut text = String::new();
+    if markdown {
+        text.push_str("Results compared:\n\n");
+        for l in loaded {
+            let _ = writeln!(text, "- `{}`: {}", l.label, l.path.display());
+        }
+        text.push('\n');
+    } else {
+        for l in loaded {
+            let _ = writeln!(text, "{}: {}", l.label, l.path.display());
+        }
+        text.push('\n');
+    }
+    for other in &loaded[1..] {
+        let (a, b) = (base.label.as_str(), other.label.as_str());
+        let mut common = 0;
+        for (name, pa) in &base.phases {
+            let Some((_, pb)) = other.phases.iter().find(|(n, _)| n == name) else {
+                warnings.push(format!("phase `{name}` of {a} is not in {b}"));
+                continue;
+            };
+            common += 1;
+            let rows = rows(pa, pb);
+            let many = base.phases.len() > 1;
+            if markdown {
+                let _ = writeln!(
+                    text,
+                    "### `{b}` vs `{a}`{}\n",
+                    if many {
+                        format!(", phase {name}")
+                    } else {
+                        String::new()
+                    }
+                );
+                text += &render_markdown(a, b, &rows);
+                let _ = writeln!(text, "\n{}\n", summary_line(a, b, &rows));
+            } else {
+                let _ = writeln!(
+                    text,
+                    "== {b} vs {a}{} ==",
+                    if many {
+                        format!(", phase {name}")
+                    } else {
+                        String::new()
+                    }
+                );
+                text += &render_text(a, b, &rows);
+                let _ = writeln!(text, "Summary: {}\n", summary_line(a, b, &rows));
+            }
+        }
+        if common == 0 {
+            return Err(CompareError::NoCommonPhase(format!("{a} and {b}")));
+        }
+    }
+    Ok(Report { warnings, text })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn the_summary_reads_like_the_gpustack_report() {
+        // Numbers of the reference's "Choosing the Inference Engine" summary.
+        let a = obj(json!({"total_token_throughput": 6499.41, "mean_tpot_ms": 138.86}));
+        let b = obj(json!({"total_token_throughput": 11527.14, "mean_tpot_ms": 15.12}));
+        let r = rows(&a, &b);
+        assert_eq!(
+            summary_line("SGLang", "vLLM", &r),
+            "`vLLM` Total TPS = 11527.14, `SGLang` Total TPS = 6499.41. `vLLM` is faster by 5027.73 tok/s (77.36%); Mean TPOT = 15.12 ms vs 138.86 ms, reduced by 123.74 ms (89.11%)."
+        );
+        let r = rows(&b, &a);
+        let line = summary_line("vLLM", "SGLang", &r);
+        assert!(
+            line.contains("`SGLang` is slower by 5027.73 tok/s (43.62%)"),
+            "{line}"
+        );
+        assert!(
+            line.contains("increased by 123.74 ms (818.39% slower)"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn rows_mark_the_better_side() {
+        let a = obj(
+            json!({"output_throughput": 100.0, "mean_ttft_ms": 50.0, "p99_ttft_ms": 80.0,
+            "p99.9_ttft_ms": 90.0, "max_concurrent_requests": 4.0, "failed": 0}),
+        );
+        let b = obj(
+            json!({"output_throughput": 150.0, "mean_ttft_ms": 60.0, "p99_ttft_ms": 80.0,
+            "p99.9_ttft_ms": 95.0, "max_concurrent_requests": 8.0, "failed": 0}),
+        );
+        let r = rows(&a, &b);
+        let keys: Vec<&str> = r.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "failed",
+                "output_throughput",
+                "max_concurrent_requests",
+                "mean_ttft_ms",
+                "p99_ttft_ms",
+                "p99.9_ttft_ms"
+            ]
+        );
+        let text = render_text("A", "B", &r);
+        // The last four cells of a row: change, change %, direction, winner.
+        let tail = |k: &str| -> String {
+            let line = text.lines().find(|l| l.starts_with(k)).unwrap();
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            cells[cells.len() - 4..].join(" ")
+        };
+        assert_eq!(tail("Output token"), "+50 +50.00% ↑ B", "{text}");
+        assert_eq!(tail("Mean TTFT"), "+10 +20.00% ↓ A", "{text}");
+        assert_eq!(tail("P99 TTFT"), "+0 +0.00% ↓ =", "{text}");
+        assert_eq!(tail("Failed"), "+0 n/a ↓ =", "{text}");
+        let md = render_markdown("A", "B", &r);
+        assert!(
+            md.contains("| Output token throughput (tok/s) | 100 | 150 | +50 | +50.00% | ↑ B |"),
+            "{md}"
+        );
+    }
+
+    fn loaded(label: &str, runner: Value) -> Loaded {
+        Loaded {
+            label: label.into(),
+            path: PathBuf::from(format!("{label}.json")),
+            phases: vec![("main".into(), Map::new())],
+            runner: runner.as_object().cloned(),
+        }
+    }
+
+    #[test]
+    fn different_workloads_are_refused_or_warned_about() {
+        let r = |scenario: &str, rate: &str, seed: u64, digest: &str| json!({"scenario": scenario, "params": {"rate": rate}, "seed": seed, "request_digest": digest});
+        let a = loaded("a", r("throughput", "4", 1, "x"));
+        assert!(
+            check_workload(&a, &loaded("b", r("throughput", "4", 1, "x")))
+                .unwrap()
+                .is_empty()
+        );
+        let e = check_workload(&a, &loaded("b", r("sweep", "4", 1, "x"))).unwrap_err();
+        assert!(e.to_string().contains("different scenarios"), "{e}");
+        let e = check_workload(&a, &loaded("b", r("throughput", "8", 1, "x"))).unwrap_err();
+        assert!(e.to_string().contains("(rate=4 vs 8)"), "{e}");
+        let w = check_workload(&a, &loaded("b", r("throughput", "4", 2, "y"))).unwrap();
+        assert!(w[0].contains("different seeds"), "{w:?}");
+        let w = check_workload(&a, &loaded("b", r("throughput", "4", 1, "y"))).unwrap();
+        assert!(w[0].contains("request digests differ"), "{w:?}");
+        let w = check_workload(&a, &loaded("b", Value::Null)).unwrap();
+        assert!(w[0].contains("no `runner` section"), "{w:?}");
+    }
+
+    #[test]
+    fn labels_are_short_and_distinct() {
+        let mut l = vec![loaded("x", Value::Null), loaded("y", Value::Null)];
+        l[0].path = PathBuf::from("runs/default/result.json");
+        l[1].path = PathBuf::from("runs/fixed/result.json");
+        label(&mut l);
+        assert_eq!(
+            (l[0].label.as_str(), l[1].label.as_str()),
+            ("default", "fixed")
+        );
+        l[1].path = PathBuf::from("other.json");
+        label(&mut l);
+        assert_eq!(
+            (l[0].label.as_str(), l[1].label.as_str()),
+            ("result", "other")
+        );
+    }
+}

@@ -1,0 +1,492 @@
+//! Pass/fail thresholds for CI, in the spirit of k6: `p99_ttft_ms<500`, `error_rate<0.01`.
+//! Each is checked at the end of the run against every measured phase; one that fails in
+//! any phase makes the process exit with [`EXIT_THRESHOLDS_FAILED`] (k6's code).
+//!
+//! Metric names are those of result.json, so what a threshold reads is what the JSON says.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde_json::{json, Value};
+
+use crate::metrics::{Distribution, PhaseSummary};
+use crate::report::text::percentile_word;
+
+/// Exit code of a run whose thresholds failed (k6's `ThresholdsHaveFailed`).
+pub const EXIT_THRESHOLDS_FAILED: i32 = 99;
+
+/// The metric names a threshold accepts, for error messages and the README.
+pub const METRIC_HELP: &str = "`<stat>_<latency>_ms` with stat mean, median, std, min, max or \
+    p<N> (e.g. p99, p99.9) and latency ttft, tpot, itl, e2el, token_latency, itl_per_token or \
+    send_lateness; or error_rate, completed, failed, duration, request_throughput, \
+    output_throughput, total_token_throughput, request_goodput, max_output_tokens_per_s, \
+    max_concurrent_requests, mean_tokens_per_chunk, total_input_tokens, total_output_tokens";
+
+const LATENCIES: [&str; 7] = [
+    "ttft",
+    "tpot",
+    "itl",
+    "e2el",
+    "token_latency",
+    "itl_per_token",
+    "send_lateness",
+];
+
+const SCALARS: [&str; 13] = [
+    "error_rate",
+    "completed",
+    "failed",
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "request_goodput",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "mean_tokens_per_chunk",
+    "total_input_tokens",
+    "total_output_tokens",
+];
+
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum ThresholdError {
+    #[error("threshold `{0}`: expected METRIC OP VALUE such as p99_ttft_ms<500 or error_rate<0.01 (OP is <, <=, >, >=, == or !=)")]
+    Syntax(String),
+    #[error("threshold `{text}`: unknown metric `{metric}`; use {METRIC_HELP}")]
+    Metric { text: String, metric: String },
+    #[error("threshold `{text}`: `{value}` is not a number")]
+    Value { text: String, value: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+impl Op {
+    fn holds(self, value: f64, limit: f64) -> bool {
+        match self {
+            Op::Lt => value < limit,
+            Op::Le => value <= limit,
+            Op::Gt => value > limit,
+            Op::Ge => value >= limit,
+            Op::Eq => value == limit,
+            Op::Ne => value != limit,
+        }
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+            Op::Eq => "==",
+            Op::Ne => "!=",
+        }
+    }
+}
+
+/// What a threshold reads from a phase.
+#[derive(Clone, Debug, PartialEq)]
+enum Metric {
+    /// `stat` of a latency distribution (`p99`, `mean`, …).
+    Latency {
+        stat: Stat,
+        latency: &'static str,
+    },
+    Scalar(&'static str),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Stat {
+    Mean,
+    Median,
+    Std,
+    Min,
+    Max,
+    Percentile(f64),
+}
+
+/// One parsed threshold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Threshold {
+    /// As written, without spaces.
+    pub text: String,
+    pub metric: String,
+    pub op: Op,
+    pub limit: f64,
+    what: Metric,
+}
+
+impl FromStr for Threshold {
+    type Err = ThresholdError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let text: String = s.split_whitespace().collect();
+        let syntax = || ThresholdError::Syntax(s.trim().to_string());
+        let at = text.find(['<', '>', '=', '!']).ok_or_else(syntax)?;
+        let (metric, rest) = text.split_at(at);
+        let (op, value) = [
+            ("<=", Op::Le),
+            (">=", Op::Ge),
+            ("==", Op::Eq),
+            ("!=", Op::Ne),
+            ("<", Op::Lt),
+            (">", Op::Gt),
+        ]
+        .iter()
+        .find_map(|(sym, op)| rest.strip_prefix(sym).map(|v| (*op, v)))
+        .ok_or_else(syntax)?;
+        if metric.is_empty() || value.is_empty() {
+            return Err(syntax());
+        }
+        let what = parse_metric(metric).ok_or_else(|| ThresholdError::Metric {
+            text: text.clone(),
+            metric: metric.to_string(),
+        })?;
+        let bad_value = || ThresholdError::Value {
+            text: text.clone(),
+            value: value.to_string(),
+        };
+        // `error_rate<1%` reads as 0.01.
+        let limit = match value.strip_suffix('%') {
+            Some(p) => p.parse::<f64>().map(|v| v / 100.0),
+            None => value.parse::<f64>(),
+        }
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(bad_value)?;
+        Ok(Threshold {
+            metric: metric.to_string(),
+            text,
+            op,
+            limit,
+            what,
+        })
+    }
+}
+
+fn parse_metric(name: &str) -> Option<Metric> {
+    if let Some(scalar) = SCALARS.iter().find(|m| **m == name) {
+        return Some(Metric::Scalar(scalar));
+    }
+    let body = name.strip_suffix("_ms")?;
+    let (stat, latency) = body.split_once('_')?;
+    let latency = LATENCIES.iter().find(|l| **l == latency)?;
+    let stat = match stat {
+        "mean" => Stat::Mean,
+        "median" => Stat::Median,
+        "std" => Stat::Std,
+        "min" => Stat::Min,
+        "max" => Stat::Max,
+        p => {
+            let v: f64 = p.strip_prefix('p')?.parse().ok()?;
+            if !(v > 0.0 && v <= 100.0) {
+                return None;
+            }
+            Stat::Percentile(v)
+        }
+    };
+    Some(Metric::Latency { stat, latency })
+}
+
+impl Threshold {
+    /// The percentile this threshold needs computed, if any.
+    pub fn percentile(&self) -> Option<f64> {
+        match self.what {
+            Metric::Latency {
+                stat: Stat::Percentile(p),
+                ..
+            } => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The metric's value in a phase; `None` when the phase has no data for it (no
+    /// successful request, or goodput without an SLO), which fails the threshold.
+    pub fn value(&self, s: &PhaseSummary) -> Option<f64> {
+        match &self.what {
+            Metric::Latency { stat, latency } => {
+                let d = distribution(s, latency);
+                if d.count == 0 {
+                    return None;
+                }
+                match stat {
+                    Stat::Mean => Some(d.mean),
+                    Stat::Median => Some(d.median),
+                    Stat::Std => Some(d.std),
+                    Stat::Min => Some(d.min),
+                    Stat::Max => Some(d.max),
+                    Stat::Percentile(p) => d.percentile(*p),
+                }
+            }
+            Metric::Scalar(name) => scalar(s, name),
+        }
+    }
+
+    /// Checks this threshold against one phase.
+    pub fn check(&self, s: &PhaseSummary) -> Verdict {
+        let value = self.value(s);
+        Verdict {
+            threshold: self.text.clone(),
+            phase: s.name.clone(),
+            value,
+            pass: value.is_some_and(|v| self.op.holds(v, self.limit)),
+        }
+    }
+}
+
+impl fmt::Display for Threshold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}{}", self.metric, self.op.symbol(), self.limit)
+    }
+}
+
+fn distribution<'a>(s: &'a PhaseSummary, latency: &str) -> &'a Distribution {
+    match latency {
+        "ttft" => &s.ttft,
+        "tpot" => &s.tpot,
+        "itl" => &s.itl,
+        "e2el" => &s.e2el,
+        "token_latency" => &s.token_latency,
+        "itl_per_token" => &s.itl_per_token,
+        _ => &s.lateness,
+    }
+}
+
+fn scalar(s: &PhaseSummary, name: &str) -> Option<f64> {
+    let finished = s.completed + s.failed;
+    Some(match name {
+        "error_rate" if finished == 0 => return None,
+        "error_rate" => s.failed as f64 / finished as f64,
+        "completed" => s.completed as f64,
+        "failed" => s.failed as f64,
+        "duration" => s.duration_s,
+        "request_throughput" => s.request_throughput,
+        "output_throughput" => s.output_throughput,
+        "total_token_throughput" => s.total_token_throughput,
+        "request_goodput" => return s.goodput,
+        "max_output_tokens_per_s" => s.peak_output_throughput,
+        "max_concurrent_requests" => s.peak_concurrency,
+        "mean_tokens_per_chunk" => s.mean_tokens_per_chunk,
+        "total_input_tokens" => s.total_input_tokens as f64,
+        "total_output_tokens" => s.total_output_tokens as f64,
+        _ => return None,
+    })
+}
+
+/// The outcome of one threshold in one phase.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub threshold: String,
+    pub phase: String,
+    /// `None`: no data (fails).
+    pub value: Option<f64>,
+    pub pass: bool,
+}
+
+impl Verdict {
+    pub fn value_text(&self) -> String {
+        self.value
+            .map_or_else(|| "no data".to_string(), |v| format!("{v:.2}"))
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "threshold": self.threshold,
+            "phase": self.phase,
+            "value": self.value,
+            "pass": self.pass,
+        })
+    }
+}
+
+/// Parses every threshold, the first error ending it.
+pub fn parse_all<S: AsRef<str>>(texts: &[S]) -> Result<Vec<Threshold>, ThresholdError> {
+    texts.iter().map(|t| t.as_ref().parse()).collect()
+}
+
+/// Checks every threshold against every phase, thresholds first.
+pub fn check_all(thresholds: &[Threshold], phases: &[PhaseSummary]) -> Vec<Verdict> {
+    thresholds
+        .iter()
+        .flat_map(|t| phases.iter().map(move |s| t.check(s)))
+        .collect()
+}
+
+/// The percentiles `thresholds` read that `percentiles` lacks, to compute them too.
+pub fn missing_percentiles(thresholds: &[Threshold], percentiles: &[f64]) -> Vec<f64> {
+    let mut out: Vec<f64> = Vec::new();
+    for p in thresholds.iter().filter_map(Threshold::percentile) {
+        let known = |q: &f64| (q - p).abs() < 1e-9;
+        if !percentiles.iter().any(known) && !out.iter().any(known) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// `p99` for the JSON key of percentile 99 (`p99.9` for 99.9), as result.json spells it.
+pub fn percentile_key(p: f64) -> String {
+    format!("p{}", percentile_word(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{
+        Chunk, MetricsOptions, PhaseAccumulator, PhaseInfo, RequestError, RequestRecord,
+    };
+
+    fn phase(ttfts_ms: &[u64], failed: u64) -> PhaseSummary {
+        let mut acc = PhaseAccumulator::new(&MetricsOptions {
+            percentiles: vec![50.0, 99.0],
+            goodput: None,
+        });
+        let ms = 1_000_000;
+        for (i, &t) in ttfts_ms.iter().enumerate() {
+            acc.record(&RequestRecord {
+                phase: 0,
+                index: i as u64,
+                tag: None,
+                scheduled_ns: 0,
+                sent_ns: 0,
+                first_byte_ns: None,
+                chunks: vec![Chunk {
+                    t_ns: t * ms,
+                    tokens: 1,
+                }],
+                end_ns: t * ms,
+                input_tokens: 1,
+                output_tokens: 1,
+                usage_output_tokens: None,
+                text_tokens: 1,
+                warmup: false,
+                http_status: Some(200),
+                error: None,
+            });
+        }
+        for i in 0..failed {
+            acc.record(&RequestRecord {
+                phase: 0,
+                index: 1000 + i,
+                tag: None,
+                scheduled_ns: 0,
+                sent_ns: 0,
+                first_byte_ns: None,
+                chunks: vec![],
+                end_ns: ms,
+                input_tokens: 1,
+                output_tokens: 0,
+                usage_output_tokens: None,
+                text_tokens: 0,
+                warmup: false,
+                http_status: Some(500),
+                error: Some(RequestError {
+                    kind: crate::metrics::ErrorKind::Http5xx,
+                    message: "boom".into(),
+                }),
+            });
+        }
+        acc.summarize(&PhaseInfo {
+            name: "main".into(),
+            duration_ns: 1_000 * ms,
+            max_concurrency: None,
+            request_rate: None,
+            burstiness: None,
+        })
+    }
+
+    #[test]
+    fn parses_k6_style_expressions() {
+        let t: Threshold = " p99_ttft_ms < 500 ".parse().unwrap();
+        assert_eq!(
+            (t.text.as_str(), t.op, t.limit),
+            ("p99_ttft_ms<500", Op::Lt, 500.0)
+        );
+        assert_eq!(t.percentile(), Some(99.0));
+        let t: Threshold = "error_rate<=1%".parse().unwrap();
+        assert_eq!((t.op, t.limit), (Op::Le, 0.01));
+        let t: Threshold = "p99.9_itl_per_token_ms>=0.5".parse().unwrap();
+        assert_eq!(t.percentile(), Some(99.9));
+        for ok in [
+            "mean_tpot_ms!=3",
+            "output_throughput>100",
+            "median_send_lateness_ms==0",
+        ] {
+            assert!(ok.parse::<Threshold>().is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn bad_thresholds_say_what_is_wrong() {
+        assert!(matches!(
+            "p99_ttft_ms".parse::<Threshold>(),
+            Err(ThresholdError::Syntax(_))
+        ));
+        assert!(matches!(
+            "<5".parse::<Threshold>(),
+            Err(ThresholdError::Syntax(_))
+        ));
+        assert!(matches!(
+            "p99_ttft<5".parse::<Threshold>(),
+            Err(ThresholdError::Metric { .. })
+        ));
+        assert!(matches!(
+            "p0_ttft_ms<5".parse::<Threshold>(),
+            Err(ThresholdError::Metric { .. })
+        ));
+        assert!(matches!(
+            "p99_ttft_ms<fast".parse::<Threshold>(),
+            Err(ThresholdError::Value { .. })
+        ));
+        let e = "latency<3".parse::<Threshold>().unwrap_err().to_string();
+        assert!(
+            e.contains("unknown metric `latency`") && e.contains("error_rate"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn verdicts_read_the_summary() {
+        let s = phase(&[100, 200, 300], 1);
+        let v = |t: &str| t.parse::<Threshold>().unwrap().check(&s);
+        assert!(v("p50_ttft_ms<250").pass);
+        assert_eq!(v("p50_ttft_ms<250").value, Some(200.0));
+        assert!(!v("p99_ttft_ms<250").pass);
+        assert!(v("max_ttft_ms<=300").pass);
+        assert!(!v("error_rate<0.2").pass);
+        assert_eq!(v("error_rate<0.2").value, Some(0.25));
+        assert!(v("completed==3").pass);
+        // A percentile that was not computed, or goodput without an SLO: no data, failed.
+        let missing = v("p90_ttft_ms<1000");
+        assert_eq!((missing.value, missing.pass), (None, false));
+        assert_eq!(missing.value_text(), "no data");
+        assert!(!v("request_goodput>0").pass);
+        // No successful request: latency thresholds have no data.
+        let empty = phase(&[], 2);
+        let t: Threshold = "p99_ttft_ms<500".parse().unwrap();
+        assert!(!t.check(&empty).pass);
+    }
+
+    #[test]
+    fn missing_percentiles_are_listed_once() {
+        let ts = parse_all(&[
+            "p95_ttft_ms<1",
+            "p95_e2el_ms<2",
+            "p99_itl_ms<3",
+            "error_rate<0.1",
+        ])
+        .unwrap();
+        assert_eq!(missing_percentiles(&ts, &[99.0]), vec![95.0]);
+        let all = check_all(&ts, &[phase(&[1], 0), phase(&[2], 0)]);
+        assert_eq!(all.len(), 8);
+        assert_eq!(percentile_key(99.9), "p99.9");
+    }
+}
