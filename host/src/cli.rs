@@ -338,7 +338,7 @@ fn load_scenario(
     let search = package::search_path(&arg.scenario_path);
     let (entry, package) = match package::resolve(&arg.scenario, &search).map_err(|e| anyhow!(e))? {
         Resolved::File(path) => (path, None),
-        Resolved::Package(p) => (p.entry(), Some(p)),
+        Resolved::Package(p) => (p.entry(), Some(*p)),
     };
     let mut roots = vec![match &package {
         Some(p) => p.root.clone(),

@@ -33,7 +33,7 @@ pub struct Package {
 pub enum Resolved {
     /// A single .rhai or .wasm file.
     File(PathBuf),
-    Package(Package),
+    Package(Box<Package>),
 }
 
 impl Package {
@@ -145,12 +145,12 @@ pub fn search_path(flags: &[PathBuf]) -> Vec<PathBuf> {
 /// path, the highest version winning.
 pub fn resolve(arg: &Path, search: &[PathBuf]) -> Result<Resolved, String> {
     if arg.is_dir() {
-        return Package::open(arg).map(Resolved::Package);
+        return Package::open(arg).map(|p| Resolved::Package(Box::new(p)));
     }
     if arg.is_file() {
         let name = arg.to_string_lossy();
         return if name.ends_with(ARCHIVE_SUFFIX) {
-            Package::open(arg).map(Resolved::Package)
+            Package::open(arg).map(|p| Resolved::Package(Box::new(p)))
         } else {
             Ok(Resolved::File(arg.to_path_buf()))
         };
@@ -176,7 +176,7 @@ pub fn resolve(arg: &Path, search: &[PathBuf]) -> Result<Resolved, String> {
         }
     }
     match best {
-        Some((_, path)) => Package::open(&path).map(Resolved::Package),
+        Some((_, path)) => Package::open(&path).map(|p| Resolved::Package(Box::new(p))),
         None => Err(format!(
             "no scenario package `{text}` in the scenario path ({}); pass --scenario-path DIR or set {SEARCH_PATH_ENV}",
             search
