@@ -4,8 +4,10 @@
 
 use std::fmt::Write as _;
 
+use hdrhistogram::Histogram;
+
 use super::charts::{Chart, ChartError, XScale};
-use super::series::{cdf, Series};
+use super::series::{cdf, PhaseLatencies, Series};
 use super::table::columns;
 use super::text::{percentile_word, render_extras, render_vllm_block};
 use super::RunHeader;
@@ -265,11 +267,11 @@ fn sweep_charts(phases: &[PhaseSummary]) -> Vec<Chart> {
     vec![throughput, ttft]
 }
 
+/// Picks one latency histogram of a phase.
+type Pick = fn(&PhaseLatencies) -> &Histogram<u64>;
+
 fn cdf_charts(series: &Series) -> Vec<Chart> {
-    let metrics: [(
-        &str,
-        fn(&super::series::PhaseLatencies) -> &hdrhistogram::Histogram<u64>,
-    ); 4] = [
+    let metrics: [(&str, Pick); 4] = [
         ("TTFT", |p| &p.ttft),
         ("TPOT", |p| &p.tpot),
         ("ITL", |p| &p.itl),
