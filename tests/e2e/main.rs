@@ -19,3 +19,4 @@ mod signals;
 mod thresholds;
 mod timing;
 mod wasm;
+mod workloads;

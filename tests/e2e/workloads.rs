@@ -1,0 +1,464 @@
+//! The bundled workloads of issue 11 (multi_turn, shared_prefix, trace_replay, bursty), each
+//! run briefly against the built-in simulator, and, where what matters is what the server
+//! received, against a small recording server of this file.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use crate::support::{exclusive, num, run_ok, runner, scenario, stderr};
+
+/// Runs a scenario with `--output` into a temp dir; returns its stdout, the result and the
+/// records, sorted by index.
+fn run_records(args: &[&str]) -> (String, Value, Vec<Value>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().display().to_string();
+    let mut all = args.to_vec();
+    all.extend(["--output", &out]);
+    let (stdout, result) = run_ok(&all);
+    let text = std::fs::read_to_string(dir.path().join("requests.jsonl")).expect("requests.jsonl");
+    let mut records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("record is JSON"))
+        .collect();
+    records.sort_by_key(|r| r["index"].as_u64().unwrap());
+    (stdout, result, records)
+}
+
+fn tag(r: &Value) -> &str {
+    r["tag"].as_str().unwrap_or("")
+}
+
+fn ns(r: &Value, key: &str) -> f64 {
+    r[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no `{key}` in {r}"))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// An OpenAI-compatible server that records every completion request body and answers
+/// each with one streamed chunk ` answer-N` (N counting from 0), so a test can find what
+/// the runner sent and which answer it carried on with.
+struct Recorder {
+    url: String,
+    /// (request body, the answer given to it), in arrival order.
+    seen: Arc<Mutex<Vec<(Value, String)>>>,
+}
+
+impl Recorder {
+    fn start() -> Recorder {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen2 = seen.clone();
+        // The accept thread ends with the test process.
+        std::thread::spawn(move || {
+            for stream in listener.incoming().map_while(Result::ok) {
+                let seen = seen2.clone();
+                std::thread::spawn(move || serve(stream, seen));
+            }
+        });
+        Recorder { url, seen }
+    }
+
+    /// The recorded bodies other than the runner's pre-run "Hello" request.
+    fn bodies(&self) -> Vec<(Value, String)> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(b, _)| {
+                b.get("prompt").and_then(|p| p.as_str()) != Some("Hello")
+                    && b["messages"][0]["content"].as_str() != Some("Hello")
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+fn serve(stream: TcpStream, seen: Arc<Mutex<Vec<(Value, String)>>>) {
+    let _ = stream.set_nodelay(true);
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    let mut writer = stream;
+    loop {
+        let mut start = String::new();
+        if reader.read_line(&mut start).unwrap_or(0) == 0 {
+            return;
+        }
+        let path = start.split_whitespace().nth(1).unwrap_or("").to_string();
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut body = vec![0u8; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let (kind, payload) = if path.ends_with("/completions") {
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let chat = body.get("messages").is_some();
+            let answer = {
+                let mut s = seen.lock().unwrap();
+                let answer = format!(" answer-{}", s.len());
+                s.push((body, answer.clone()));
+                answer
+            };
+            let chunk = if chat {
+                serde_json::json!({"choices": [{"index": 0, "delta": {"content": answer}}]})
+            } else {
+                serde_json::json!({"choices": [{"index": 0, "text": answer}]})
+            };
+            let usage = r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
+            (
+                "text/event-stream",
+                format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n"),
+            )
+        } else if path.ends_with("/models") {
+            (
+                "application/json",
+                r#"{"object":"list","data":[{"id":"rec","object":"model"}]}"#.to_string(),
+            )
+        } else {
+            ("application/json", "{}".to_string())
+        };
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
+            payload.len()
+        );
+        if writer.write_all(head.as_bytes()).is_err()
+            || writer.write_all(payload.as_bytes()).is_err()
+        {
+            return;
+        }
+    }
+}
+
+#[test]
+fn info_documents_the_parameters_of_each_workload() {
+    for (file, params) in [
+        (
+            "multi_turn.rhai",
+            &["conversations", "turns", "think_time"][..],
+        ),
+        (
+            "shared_prefix.rhai",
+            &["groups", "requests_per_group", "prefix_ratio"][..],
+        ),
+        (
+            "trace_replay.rhai",
+            &["trace", "time_scale", "block_tokens"][..],
+        ),
+        (
+            "bursty.rhai",
+            &["burst_rate", "quiet_rate", "burst_mean_s", "quiet_mean_s"][..],
+        ),
+    ] {
+        let out = runner(&["info", &scenario(file)]);
+        assert!(out.status.success(), "info {file}: {}", stderr(&out));
+        let text = crate::support::stdout(&out);
+        for p in params.iter().chain(&["seed"]) {
+            assert!(text.contains(p), "`runner info {file}` lacks {p}:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn multi_turn_prompts_grow_by_turn_with_think_time() {
+    let (_, result, records) = run_records(&[
+        &scenario("multi_turn.rhai"),
+        "--api",
+        "chat",
+        "-p",
+        "conversations=3",
+        "-p",
+        "turns=3",
+        "-p",
+        "input_tokens=20",
+        "-p",
+        "output_tokens=8",
+        "-p",
+        "think_time=0.2",
+    ]);
+    assert_eq!(num(&result, "completed"), 9.0, "{result}");
+    assert_eq!(records.len(), 9);
+    let mut by_turn: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
+    for r in &records {
+        assert_eq!(r["http_status"], 200, "{r}");
+        by_turn.entry(tag(r).to_string()).or_default().push(r);
+    }
+    assert_eq!(
+        by_turn.keys().cloned().collect::<Vec<_>>(),
+        ["turn-1", "turn-2", "turn-3"]
+    );
+    let mut last = 0.0;
+    for (t, rs) in &by_turn {
+        assert_eq!(rs.len(), 3, "{t}");
+        let mean = rs.iter().map(|r| ns(r, "input_tokens")).sum::<f64>() / 3.0;
+        // Each turn adds a 20-token question and the 8-token answer before it.
+        assert!(mean >= last + 20.0, "{t}: mean prompt {mean} after {last}");
+        last = mean;
+        // Turn k waits k-1 answers (over 50 ms each) and k-1 think times of 200 ms.
+        let k: f64 = t["turn-".len()..].parse().unwrap();
+        for r in rs {
+            let at = ns(r, "scheduled_ns") / 1e9;
+            assert!(at >= 0.25 * (k - 1.0) - 1e-6, "{t} scheduled at {at} s");
+            assert!(at < 0.5 * (k - 1.0) + 0.05, "{t} scheduled at {at} s");
+        }
+    }
+}
+
+#[test]
+fn multi_turn_bodies_carry_the_whole_conversation() {
+    let server = Recorder::start();
+    let (_, result) = run_ok(&[
+        &scenario("multi_turn.rhai"),
+        "--target",
+        &server.url,
+        "--model",
+        "rec",
+        "--api",
+        "chat",
+        "-p",
+        "conversations=2",
+        "-p",
+        "turns=4",
+        "-p",
+        "input_tokens=10",
+        "-p",
+        "output_tokens=2",
+        "-p",
+        "think_time=0",
+    ]);
+    assert_eq!(num(&result, "completed"), 8.0, "{result}");
+    let bodies = server.bodies();
+    assert_eq!(bodies.len(), 8);
+    let mut lengths = Vec::new();
+    for (body, _) in &bodies {
+        let messages = body["messages"].as_array().expect("chat messages");
+        let n = messages.len();
+        lengths.push(n);
+        assert!(n % 2 == 1, "{body}");
+        for (i, m) in messages.iter().enumerate() {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            assert_eq!(m["role"], role, "{body}");
+        }
+        if n == 1 {
+            continue;
+        }
+        // The turn before: a request whose messages are all but the last two of these,
+        // and whose answer is the assistant message here.
+        let before = &messages[..n - 2];
+        let answer = messages[n - 2]["content"].as_str().unwrap();
+        assert!(
+            bodies
+                .iter()
+                .any(|(b, a)| b["messages"].as_array().unwrap()[..] == *before && a == answer),
+            "no earlier turn answered {answer:?} with {before:?}"
+        );
+    }
+    lengths.sort();
+    assert_eq!(lengths, [1, 1, 3, 3, 5, 5, 7, 7]);
+}
+
+#[test]
+fn shared_prefix_groups_share_their_prefix_only() {
+    let (_, result, records) = run_records(&[
+        &scenario("shared_prefix.rhai"),
+        "-p",
+        "groups=3",
+        "-p",
+        "requests_per_group=4",
+        "-p",
+        "input_tokens=200",
+        "-p",
+        "prefix_ratio=0.5",
+        "-p",
+        "output_tokens=4",
+        "-p",
+        "rate=50",
+    ]);
+    assert_eq!(num(&result, "completed"), 12.0, "{result}");
+    let mut groups: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &records {
+        *groups.entry(tag(r)).or_default() += 1;
+        let n = ns(r, "input_tokens");
+        assert!((198.0..=203.0).contains(&n), "input_tokens {n}");
+    }
+    assert_eq!(
+        groups,
+        BTreeMap::from([("group-0", 4), ("group-1", 4), ("group-2", 4)])
+    );
+
+    // What the server got: pairs of prompts of one group share about half their text;
+    // prompts of different groups share next to nothing.
+    for (ratio, shared_pairs) in [("0.5", 3 * 6), ("0.0", 0)] {
+        let server = Recorder::start();
+        let ratio_arg = format!("prefix_ratio={ratio}");
+        run_ok(&[
+            &scenario("shared_prefix.rhai"),
+            "--target",
+            &server.url,
+            "--model",
+            "rec",
+            "-p",
+            "groups=3",
+            "-p",
+            "requests_per_group=4",
+            "-p",
+            "input_tokens=200",
+            "-p",
+            &ratio_arg,
+            "-p",
+            "rate=200",
+        ]);
+        let prompts: Vec<String> = server
+            .bodies()
+            .iter()
+            .map(|(b, _)| b["prompt"].as_str().expect("text prompt").to_string())
+            .collect();
+        assert_eq!(prompts.len(), 12);
+        let mut pairs = 0;
+        for i in 0..prompts.len() {
+            for j in i + 1..prompts.len() {
+                let (a, b) = (prompts[i].as_bytes(), prompts[j].as_bytes());
+                let common = a.iter().zip(b).take_while(|(x, y)| x == y).count() as f64;
+                let share = common / a.len().min(b.len()) as f64;
+                if share > 0.35 {
+                    assert!(share < 0.65, "ratio {ratio}: a pair shares {share}");
+                    pairs += 1;
+                } else {
+                    assert!(share < 0.1, "ratio {ratio}: a pair shares {share}");
+                }
+            }
+        }
+        assert_eq!(pairs, shared_pairs, "ratio {ratio}");
+    }
+}
+
+#[test]
+fn trace_replay_sends_at_the_scaled_trace_times() {
+    let _one = exclusive();
+    let scale = 0.05;
+    let (_, result, records) = run_records(&[
+        &scenario("trace_replay.rhai"),
+        "-p",
+        "requests=40",
+        "-p",
+        &format!("time_scale={scale}"),
+        "-p",
+        "output_tokens=4",
+    ]);
+    assert_eq!(num(&result, "completed"), 40.0, "{result}");
+    let trace = std::fs::read_to_string(
+        crate::support::repo().join("scenarios/data/mooncake_sample.jsonl"),
+    )
+    .expect("sample trace");
+    let lines: Vec<Value> = trace
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 200);
+    let t0 = lines[0]["timestamp"].as_f64().unwrap();
+    let mut late = Vec::new();
+    for r in &records {
+        let line = &lines[r["index"].as_u64().unwrap() as usize];
+        let want_ms = (line["timestamp"].as_f64().unwrap() - t0) * scale;
+        let got_ms = ns(r, "scheduled_ns") / 1e6;
+        assert!(
+            (got_ms - want_ms).abs() < 1.0,
+            "scheduled {got_ms} ms, trace {want_ms} ms"
+        );
+        late.push((ns(r, "sent_ns") - ns(r, "scheduled_ns")) / 1e6);
+        let want = line["input_length"].as_f64().unwrap();
+        let n = ns(r, "input_tokens");
+        assert!((n - want).abs() <= 4.0, "input_tokens {n}, trace {want}");
+        let blocks = line["hash_ids"].as_array().unwrap().len();
+        assert_eq!(tag(r), format!("blocks-{blocks}"));
+    }
+    // Loose: a debug build on a shared machine; the report's p99 lateness is the figure.
+    let worst = late.iter().cloned().fold(0.0, f64::max);
+    assert!(
+        median(late) < 10.0 && worst < 100.0,
+        "send lateness up to {worst} ms"
+    );
+}
+
+#[test]
+fn bursty_alternates_dense_bursts_and_quiet_spells_reproducibly() {
+    let _one = exclusive();
+    let args = [
+        &scenario("bursty.rhai")[..],
+        "-p",
+        "requests=200",
+        "-p",
+        "burst_rate=300",
+        "-p",
+        "quiet_rate=10",
+        "-p",
+        "burst_mean_s=0.2",
+        "-p",
+        "quiet_mean_s=0.5",
+        "-p",
+        "input_tokens=16",
+        "-p",
+        "output_tokens=2",
+    ];
+    let (first, result, records) = run_records(&args);
+    assert_eq!(num(&result, "completed"), 200.0, "{result}");
+    let mut gaps: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for w in records.windows(2) {
+        let gap = (ns(&w[1], "scheduled_ns") - ns(&w[0], "scheduled_ns")) / 1e6;
+        gaps.entry(tag(&w[1])).or_default().push(gap);
+    }
+    let burst = gaps.get("burst").expect("burst requests").clone();
+    let quiet = gaps.get("quiet").expect("quiet requests").clone();
+    assert!(
+        burst.len() > 100 && quiet.len() > 5,
+        "{} {}",
+        burst.len(),
+        quiet.len()
+    );
+    let all: Vec<f64> = burst.iter().chain(&quiet).cloned().collect();
+    let mean = all.iter().sum::<f64>() / all.len() as f64;
+    let sd = (all.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / all.len() as f64).sqrt();
+    let (mb, mq) = (median(burst), median(quiet));
+    // Burst gaps are exponential of mean 3.3 ms (median 2.3); quiet ones of 100 ms.
+    assert!(
+        mb < 5.0 && mq > 10.0 * mb,
+        "median gaps: burst {mb} ms, quiet {mq} ms"
+    );
+    assert!(
+        sd / mean > 1.5,
+        "coefficient of variation {} (Poisson: 1)",
+        sd / mean
+    );
+
+    // The same seed gives the same request stream.
+    let digest = |out: &str| {
+        out.lines()
+            .find(|l| l.starts_with("Request stream digest"))
+            .map(str::to_string)
+            .expect("digest line")
+    };
+    let (again, _) = run_ok(&args);
+    assert_eq!(digest(&first), digest(&again));
+}
