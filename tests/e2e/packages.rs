@@ -254,8 +254,11 @@ fn a_wasm_package_is_the_same_workload_as_its_rhai_twin() {
     );
 }
 
-/// Writes a gzip tar whose members are given raw: (name, kind, bytes, declared size).
-fn raw_archive(path: &Path, members: &[(&str, tar::EntryType, &[u8], Option<u64>)]) {
+/// An archive member given raw: name, kind, bytes, and the size its header declares.
+type Member<'a> = (&'a str, tar::EntryType, &'a [u8], Option<u64>);
+
+/// Writes a gzip tar of raw members.
+fn raw_archive(path: &Path, members: &[Member]) {
     let mut out = tar::Builder::new(flate2::write::GzEncoder::new(
         std::fs::File::create(path).unwrap(),
         flate2::Compression::default(),
@@ -290,7 +293,7 @@ fn malicious_archives_are_refused_and_nothing_is_written() {
     let file = tar::EntryType::Regular;
     let evil_dir = tmp.path().join("evil");
     std::fs::create_dir(&evil_dir).unwrap();
-    let cases: Vec<(&str, Vec<(&str, tar::EntryType, &[u8], Option<u64>)>, &str)> = vec![
+    let cases: Vec<(&str, Vec<Member>, &str)> = vec![
         (
             "escape",
             vec![
