@@ -40,17 +40,7 @@ impl Package {
     /// Opens a package directory (with a scenario.toml) or a `.scenario.tar.gz` archive.
     pub fn open(path: &Path) -> Result<Package, String> {
         if path.is_dir() {
-            let text = std::fs::read_to_string(path.join(MANIFEST))
-                .map_err(|e| format!("{}: cannot read {MANIFEST}: {e}", path.display()))?;
-            let manifest = Manifest::parse(&text, &path.join(MANIFEST).display().to_string())?;
-            let files = archive::collect(path, &manifest)?;
-            Ok(Package {
-                manifest,
-                root: path.to_path_buf(),
-                digest: archive::digest(&files),
-                source: path.to_path_buf(),
-                _unpacked: None,
-            })
+            Package::open_dir(path).map(|(package, _)| package)
         } else {
             let (files, digest) = archive::read(path)?;
             let manifest = manifest_of(&files, path)?;
@@ -78,6 +68,21 @@ impl Package {
                 _unpacked: Some(dir),
             })
         }
+    }
+
+    /// A package directory, with the files its manifest lists (read once, for the digest
+    /// and, when packing, for the archive).
+    fn open_dir(path: &Path) -> Result<(Package, Files), String> {
+        let manifest = read_manifest(path)?;
+        let files = archive::collect(path, &manifest)?;
+        let package = Package {
+            manifest,
+            root: path.to_path_buf(),
+            digest: archive::digest(&files),
+            source: path.to_path_buf(),
+            _unpacked: None,
+        };
+        Ok((package, files))
     }
 
     /// The scenario file to load.
@@ -113,6 +118,13 @@ impl Package {
     }
 }
 
+fn read_manifest(dir: &Path) -> Result<Manifest, String> {
+    let file = dir.join(MANIFEST);
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| format!("{}: cannot read {MANIFEST}: {e}", dir.display()))?;
+    Manifest::parse(&text, &file.display().to_string())
+}
+
 fn manifest_of(files: &Files, archive: &Path) -> Result<Manifest, String> {
     let text = files
         .get(MANIFEST)
@@ -124,8 +136,7 @@ fn manifest_of(files: &Files, archive: &Path) -> Result<Manifest, String> {
 
 /// Packs a package directory into `out_dir`; returns the archive's path and digest.
 pub fn pack(dir: &Path, out_dir: &Path) -> Result<(PathBuf, Package), String> {
-    let package = Package::open(dir)?;
-    let files = archive::collect(dir, &package.manifest)?;
+    let (package, files) = Package::open_dir(dir)?;
     let out = out_dir.join(package.manifest.archive_name());
     archive::write(&out, &files, &package.digest)?;
     Ok((out, package))
@@ -194,8 +205,9 @@ fn candidates(dir: &Path, name: &str) -> Vec<(semver::Version, PathBuf)> {
     let mut out = vec![];
     let as_dir = dir.join(name);
     if as_dir.join(MANIFEST).is_file() {
-        if let Ok(p) = Package::open(&as_dir) {
-            if let Ok(v) = semver::Version::parse(&p.manifest.version) {
+        // Only the manifest: its version decides, the files are read if it is chosen.
+        if let Ok(m) = read_manifest(&as_dir) {
+            if let Ok(v) = semver::Version::parse(&m.version) {
                 out.push((v, as_dir));
             }
         }
