@@ -503,6 +503,8 @@ fn compare_command(a: CompareArgs) -> Result<i32> {
 }
 
 fn sim_command(a: SimCommand) -> Result<()> {
+    // 10,000 open streams need as many sockets: lift the soft limit to the hard one.
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
     let tokenizer = load_tokenizer(&a.tokenizer)?;
     let mut config = a.sim.to_config()?;
     let counter = tokenizer.clone();

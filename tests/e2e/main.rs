@@ -13,6 +13,7 @@ mod html;
 mod metrics;
 mod outage;
 mod packages;
+mod precision;
 mod progress;
 mod report;
 mod signals;

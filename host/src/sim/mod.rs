@@ -9,7 +9,8 @@
 //! - [`server`]: routes, handlers, and the server thread.
 //! - `openai`: request parsing and the JSON / SSE wire format.
 //! - `engine`: a request's timed event stream; `batch`: the continuous-batching scheduler;
-//!   `clock`: a sub-millisecond timer thread for both.
+//!   `clock`: a sub-millisecond timer thread for both (and for the client's dispatcher).
+//! - `send_log`: `--sim-send-log`, the actual send time of every chunk.
 //! - `words`: the output text, one OpenAI token per word.
 
 mod batch;
@@ -18,12 +19,15 @@ mod engine;
 mod error;
 mod openai;
 pub mod profile;
+mod send_log;
 pub mod server;
 mod words;
 
 #[cfg(test)]
 mod tests;
 
+// The precise timer serves the client's dispatcher too.
+pub use clock::{Clock, ClockHandle};
 pub use error::SimError;
 pub use profile::{
     BatchParams, SimArgs, SimConfig, SlowRequests, Timing, TokenCounter, DEFAULT_MODEL, PROFILES,

@@ -1,6 +1,7 @@
 //! Profiles of the simulated server: the `--sim-*` flags, their defaults and validation.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -94,6 +95,11 @@ pub struct SimArgs {
     /// Delay added before the first token of every --sim-slow-every-th request, in ms; needs --sim-slow-every
     #[arg(long = "sim-slow-ms", value_name = "MS")]
     pub slow_ms: Option<f64>,
+    /// Write one JSON line per finished stream to FILE: `{"id", "chunk_ms": [...]}`, the
+    /// time each content chunk was actually sent after the request arrived (to check a
+    /// client's TTFT and E2EL against what the server really did)
+    #[arg(long = "sim-send-log", value_name = "FILE")]
+    pub send_log: Option<PathBuf>,
 }
 
 impl Default for SimArgs {
@@ -115,6 +121,7 @@ impl Default for SimArgs {
             reasoning_tokens: None,
             slow_every: None,
             slow_ms: None,
+            send_log: None,
         }
     }
 }
@@ -203,6 +210,8 @@ pub struct SimConfig {
     pub slow: Option<SlowRequests>,
     /// Prompt token counter; when `None`, the estimate is ceil(bytes / 4).
     pub prompt_token_counter: Option<TokenCounter>,
+    /// Where to log each stream's actual chunk send times (`--sim-send-log`).
+    pub send_log: Option<PathBuf>,
 }
 
 impl Default for SimConfig {
@@ -216,6 +225,7 @@ impl Default for SimConfig {
             reasoning_tokens: 0,
             slow: None,
             prompt_token_counter: None,
+            send_log: None,
         }
     }
 }
@@ -231,6 +241,7 @@ impl fmt::Debug for SimConfig {
             .field("reasoning_tokens", &self.reasoning_tokens)
             .field("slow", &self.slow)
             .field("prompt_token_counter", &self.prompt_token_counter.is_some())
+            .field("send_log", &self.send_log)
             .finish()
     }
 }
@@ -306,6 +317,7 @@ impl SimArgs {
             reasoning_tokens: self.reasoning_tokens.unwrap_or(0),
             slow: self.slow()?,
             prompt_token_counter: None,
+            send_log: self.send_log.clone(),
         })
     }
 

@@ -25,6 +25,7 @@ use super::engine::{Engine, Event, Events};
 use super::error::SimError;
 use super::openai::{self, ApiError, Endpoint, Writer};
 use super::profile::SimConfig;
+use super::send_log::{SendLog, SentTimes};
 
 /// Largest request body read (a 32k-token prompt as token ids is ~200 KB).
 const MAX_BODY: usize = 64 << 20;
@@ -40,6 +41,7 @@ struct AppState {
     next_id: AtomicU64,
     /// Generation requests received so far (for `--sim-slow-every`).
     received: AtomicU64,
+    send_log: Option<Arc<SendLog>>,
 }
 
 /// A simulated server on loopback, in its own OS thread with its own tokio runtime.
@@ -168,7 +170,17 @@ async fn serve_until(
     // Dropping `_scheduler` on return stops the batching engine.
     let (engine, _scheduler) = Engine::start(&config);
     let model_json = serde_json::to_string(&config.model).unwrap_or_else(|_| "\"\"".to_string());
+    let send_log = match &config.send_log {
+        Some(path) => Some(Arc::new(SendLog::create(path).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot create the send log {}: {e}", path.display()),
+            )
+        })?)),
+        None => None,
+    };
     let state = Arc::new(AppState {
+        send_log,
         config,
         engine,
         model_json,
@@ -259,7 +271,11 @@ async fn generate(state: Arc<AppState>, endpoint: Endpoint, request: Request) ->
     let id = state.next_id.fetch_add(1, Ordering::Relaxed);
     let writer = Writer::new(endpoint, &job, id, unix_now(), &state.model_json);
     if job.stream {
-        sse_response(events, writer, job.include_usage)
+        let sent = state
+            .send_log
+            .clone()
+            .map(|log| (log, SentTimes::new(id, arrived)));
+        sse_response(events, writer, job.include_usage, sent)
     } else {
         full_response(events, writer).await
     }
@@ -287,6 +303,8 @@ struct Sse {
     writer: Writer,
     include_usage: bool,
     stage: Stage,
+    /// With `--sim-send-log`: the log and this stream's send times so far.
+    sent: Option<(Arc<SendLog>, SentTimes)>,
 }
 
 impl Sse {
@@ -300,7 +318,12 @@ impl Sse {
                             return Some(role);
                         }
                     }
-                    Some(Event::Tokens(n)) => return Some(self.writer.content_chunk(n)),
+                    Some(Event::Tokens(n)) => {
+                        if let Some((_, times)) = &mut self.sent {
+                            times.chunk_sent();
+                        }
+                        return Some(self.writer.content_chunk(n));
+                    }
                     None => {
                         self.stage = if self.include_usage {
                             Stage::Usage
@@ -315,6 +338,9 @@ impl Sse {
                 }
                 Stage::Done => {
                     self.stage = Stage::End;
+                    if let Some((log, times)) = self.sent.take() {
+                        times.finish(&log);
+                    }
                     return Some(Bytes::from_static(openai::DONE));
                 }
                 Stage::End => return None,
@@ -326,12 +352,18 @@ impl Sse {
 /// Each event is its own body frame; hyper flushes whenever the next one is not ready yet.
 /// When the client goes away hyper drops this body, which drops `events` and frees the
 /// sequence in the engine.
-fn sse_response(events: Events, writer: Writer, include_usage: bool) -> Response {
+fn sse_response(
+    events: Events,
+    writer: Writer,
+    include_usage: bool,
+    sent: Option<(Arc<SendLog>, SentTimes)>,
+) -> Response {
     let sse = Sse {
         events,
         writer,
         include_usage,
         stage: Stage::Events,
+        sent,
     };
     let body = stream::unfold(sse, |mut sse| async move {
         let event = sse.next_event().await?;

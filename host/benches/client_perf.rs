@@ -1,0 +1,351 @@
+//! Whole-run cost of the client: the real `runner` binary against `runner sim` in a
+//! separate process, so the client's CPU time and memory are its own. Run it with
+//!
+//!     cargo bench -p runner --bench client_perf [-- --quick]
+//!
+//! It prints, and appends to bench-results/client_perf.md with the machine and the date:
+//! - streamed tokens/s, requests/s and client CPU-seconds (user + system, from `wait4`'s
+//!   rusage of the client process) per million streamed tokens, 256 single-token chunks per
+//!   request against the `zero` profile, at 64 / 512 / 4096 concurrent streams;
+//! - send lateness p50 / p99 / max for Poisson arrivals at 500, 2000, 10000 req/s;
+//! - the client's resident memory per stream with 10,000 streams held open (the `fixed`
+//!   profile with a first token far in the future), over a 10-stream baseline;
+//! - mean TTFT and p99 E2EL against the server's own logged send times
+//!   (`--sim-send-log`), `fixed` profile, TTFT 50 ms, 10 ms gaps, 64 tokens, 64 streams.
+//!
+//! Name sections to run only those: `... --bench client_perf -- streaming truth`
+//! (streaming, lateness, truth, memory).
+//!
+//! The scenario layer's cost and the 100 × 32,000-token prompts are measured by the
+//! `scenario_cost` bench.
+
+use std::fmt::Write as _;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The binary under test: this build's, or another one given in `RUNNER_BIN` (to compare
+/// a change against a saved build).
+fn runner_bin() -> String {
+    std::env::var("RUNNER_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_runner").to_string())
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// A `runner sim` process on a free loopback port; killed when dropped.
+struct Sim {
+    child: Child,
+    url: String,
+}
+
+impl Sim {
+    fn start(args: &[&str]) -> Sim {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(runner_bin())
+            .args(["sim", "--port", &port.to_string()])
+            .args(args)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("runner sim starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "runner sim did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Sim {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What the client process used, from the kernel's accounting of it.
+struct Usage {
+    cpu_s: f64,
+    max_rss_kib: u64,
+    wall_s: f64,
+}
+
+/// One client run: `runner throughput.rhai` against `sim` with `-p` overrides; returns
+/// result.json and the client's resource usage.
+fn run_client(sim: &Sim, params: &[(&str, String)], extra: &[&str]) -> (Value, Usage) {
+    let out = tempfile::tempdir().expect("temp dir");
+    let mut cmd = Command::new(runner_bin());
+    cmd.arg(repo().join("scenarios/throughput.rhai"))
+        .args(["--target", &sim.url, "--output"])
+        .arg(out.path())
+        .args(extra)
+        .stdout(Stdio::null());
+    for (k, v) in params {
+        cmd.arg("-p").arg(format!("{k}={v}"));
+    }
+    let started = Instant::now();
+    let child = cmd.spawn().expect("runner starts");
+    let usage = wait_with_usage(child, started);
+    let path = out.path().join("result.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    (serde_json::from_str(&text).expect("result.json"), usage)
+}
+
+fn wait_with_usage(child: Child, started: Instant) -> Usage {
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value; wait4 fills it for our own child.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pid is our child, not yet reaped (Child::wait was never called).
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the client failed (status {status})"
+    );
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Usage {
+        cpu_s: secs(ru.ru_utime) + secs(ru.ru_stime),
+        max_rss_kib: ru.ru_maxrss as u64,
+        wall_s: started.elapsed().as_secs_f64(),
+    }
+}
+
+fn f(v: &Value, path: &[&str]) -> f64 {
+    path.iter()
+        .fold(v, |v, k| &v[*k])
+        .as_f64()
+        .unwrap_or(f64::NAN)
+}
+
+fn streaming(report: &mut String, quick: bool) {
+    let sim = Sim::start(&["--sim-profile", "zero"]);
+    writeln!(report, "### Streaming throughput (zero profile, 256 single-token chunks per request)\n\n| streams | requests | tokens/s | requests/s | client CPU s | CPU s per 1M tokens | client wall s |\n|---|---|---|---|---|---|---|").unwrap();
+    for streams in [64usize, 512, 4096] {
+        let requests = if quick { streams.max(500) } else { (streams * 4).max(4000) };
+        let (r, u) = run_client(
+            &sim,
+            &[
+                ("requests", requests.to_string()),
+                ("input_tokens", "16".into()),
+                ("output_tokens", "256".into()),
+                ("rate", "1e9".into()),
+                ("max_concurrency", streams.to_string()),
+            ],
+            &[],
+        );
+        let tokens = f(&r, &["total_output_tokens"]);
+        let row = format!(
+            "| {streams} | {requests} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            f(&r, &["output_throughput"]),
+            f(&r, &["request_throughput"]),
+            u.cpu_s,
+            u.cpu_s / tokens * 1e6,
+            u.wall_s
+        );
+        println!("{row}");
+        writeln!(report, "{row}").unwrap();
+    }
+}
+
+fn lateness(report: &mut String, quick: bool) {
+    let sim = Sim::start(&["--sim-profile", "zero"]);
+    writeln!(report, "\n### Send lateness, Poisson arrivals (zero profile, 16 output tokens)\n\n| rate req/s | requests | p50 ms | p99 ms | max ms | client CPU s |\n|---|---|---|---|---|---|").unwrap();
+    for rate in [500u64, 2000, 10000] {
+        let seconds = if quick { 1 } else { 4 };
+        let (r, u) = run_client(
+            &sim,
+            &[
+                ("requests", (rate * seconds).to_string()),
+                ("input_tokens", "16".into()),
+                ("output_tokens", "16".into()),
+                ("rate", rate.to_string()),
+                ("max_concurrency", "100000".into()),
+            ],
+            &[],
+        );
+        let l = ["runner", "send_lateness"];
+        let at = |k: &str| f(&r, &[l[0], l[1], k]);
+        let row = format!(
+            "| {rate} | {} | {:.3} | {:.3} | {:.3} | {:.2} |",
+            rate * seconds,
+            at("median_ms"),
+            at("p99_ms"),
+            at("max_ms"),
+            u.cpu_s
+        );
+        println!("{row}");
+        writeln!(report, "{row}").unwrap();
+    }
+}
+
+fn memory(report: &mut String) {
+    // The only token comes 15 s after each request arrives: every stream stays open
+    // that long, so all of them are open at once.
+    let sim = Sim::start(&["--sim-profile", "fixed", "--sim-ttft-ms", "15000"]);
+    writeln!(report, "\n### Memory with streams held open (fixed profile, one token after 15 s)\n\n| streams | client max RSS MiB | peak concurrency |\n|---|---|---|").unwrap();
+    let mut rss = Vec::new();
+    for streams in [10usize, 10_000] {
+        let (r, u) = run_client(
+            &sim,
+            &[
+                ("requests", streams.to_string()),
+                ("input_tokens", "16".into()),
+                ("output_tokens", "1".into()),
+                ("rate", "1e9".into()),
+                ("max_concurrency", streams.to_string()),
+            ],
+            &[],
+        );
+        let row = format!(
+            "| {streams} | {:.1} | {} |",
+            u.max_rss_kib as f64 / 1024.0,
+            r["max_concurrent_requests"]
+        );
+        println!("{row}");
+        writeln!(report, "{row}").unwrap();
+        rss.push((streams, u.max_rss_kib));
+    }
+    let per_stream = (rss[1].1 - rss[0].1) as f64 / (rss[1].0 - rss[0].0) as f64;
+    let line = format!("\nClient memory per open stream: {per_stream:.1} KiB");
+    println!("{line}");
+    writeln!(report, "{line}").unwrap();
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn truth(report: &mut String) {
+    // Issue 4's case: TTFT 50 ms, 10 ms gaps, 64 tokens, so a nominal E2EL of 680 ms.
+    let log_dir = tempfile::tempdir().expect("temp dir");
+    let log = log_dir.path().join("sent.jsonl");
+    let log_arg = log.to_string_lossy().into_owned();
+    let sim = Sim::start(&["--sim-profile", "fixed", "--sim-send-log", &log_arg]);
+    let (r, _) = run_client(
+        &sim,
+        &[
+            ("requests", "640".into()),
+            ("input_tokens", "16".into()),
+            ("output_tokens", "64".into()),
+            ("rate", "1e9".into()),
+            ("max_concurrency", "64".into()),
+        ],
+        &["--percentiles", "50,99"],
+    );
+    drop(sim);
+    let lines = std::fs::read_to_string(&log).expect("send log");
+    let (mut ttft, mut e2el) = (Vec::new(), Vec::new());
+    for line in lines.lines() {
+        let v: Value = serde_json::from_str(line).expect("send log line");
+        let chunks = v["chunk_ms"].as_array().expect("chunk_ms");
+        ttft.push(chunks[0].as_f64().unwrap_or(f64::NAN));
+        e2el.push(chunks[chunks.len() - 1].as_f64().unwrap_or(f64::NAN));
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    e2el.sort_by(f64::total_cmp);
+    ttft.sort_by(f64::total_cmp);
+    writeln!(report, "\n### Against the server's own send times (fixed profile: TTFT 50 ms, 10 ms gaps, 64 tokens; 64 streams, 640 requests)\n\n| figure | client measured | server sent (send log) | nominal |\n|---|---|---|---|").unwrap();
+    for row in [
+        format!(
+            "| mean TTFT ms | {:.3} | {:.3} | 50 |",
+            f(&r, &["mean_ttft_ms"]),
+            mean(&ttft)
+        ),
+        format!(
+            "| p99 TTFT ms | {:.3} | {:.3} | 50 |",
+            f(&r, &["p99_ttft_ms"]),
+            percentile(&ttft, 99.0)
+        ),
+        format!(
+            "| mean E2EL ms | {:.3} | {:.3} | 680 |",
+            f(&r, &["mean_e2el_ms"]),
+            mean(&e2el)
+        ),
+        format!(
+            "| p99 E2EL ms | {:.3} | {:.3} | 680 |",
+            f(&r, &["p99_e2el_ms"]),
+            percentile(&e2el, 99.0)
+        ),
+    ] {
+        println!("{row}");
+        writeln!(report, "{row}").unwrap();
+    }
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+    format!("{cpu}, {cores} cores, Linux {kernel}; load average before the run: {load}")
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let only = |name: &str| {
+        let picked: Vec<&String> = args[1..]
+            .iter()
+            .filter(|a| !a.starts_with('-'))
+            .collect();
+        picked.is_empty() || picked.iter().any(|a| name.contains(a.as_str()))
+    };
+    let mut report = format!(
+        "\n## {} {}\n\n{}\nBinary: {}\n\n",
+        chrono::Local::now().format("%Y-%m-%d %H:%M"),
+        if quick { "(--quick)" } else { "" },
+        machine(),
+        runner_bin()
+    );
+    println!("{report}");
+    if only("streaming") {
+        streaming(&mut report, quick);
+    }
+    if only("lateness") {
+        lateness(&mut report, quick);
+    }
+    if only("truth") {
+        truth(&mut report);
+    }
+    if only("memory") {
+        memory(&mut report);
+    }
+    let path = repo().join("bench-results/client_perf.md");
+    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        "# Client performance: `cargo bench -p runner --bench client_perf`\n\nClient and simulated server are separate processes sharing the machine. CPU is the client process's user + system time (wait4 rusage).\n".into()
+    });
+    text.push_str(&report);
+    std::fs::write(&path, text).expect("bench-results/client_perf.md");
+    println!("\nappended to {}", path.display());
+}
