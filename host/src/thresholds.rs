@@ -370,6 +370,7 @@ mod tests {
                 warmup: false,
                 http_status: Some(200),
                 error: None,
+                server_timings: None,
             });
         }
         for i in 0..failed {
@@ -392,6 +393,7 @@ mod tests {
                     kind: crate::metrics::ErrorKind::Http5xx,
                     message: "boom".into(),
                 }),
+                server_timings: None,
             });
         }
         acc.summarize(&PhaseInfo {

@@ -10,6 +10,7 @@ mod determinism;
 mod fault_server;
 mod faults;
 mod html;
+mod llamacpp;
 mod metrics;
 mod outage;
 mod packages;

@@ -169,6 +169,14 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// The connection closed cleanly before any byte of a response: hyper's "incomplete
+/// message" (a reset or a refused connection is another error).
+fn closed_before_response(e: &reqwest::Error) -> bool {
+    !e.is_connect()
+        && !e.is_timeout()
+        && chain(e).contains("connection closed before message completed")
+}
+
 /// The most of an error body read for its message.
 const ERROR_BODY_BYTES: usize = 4096;
 
@@ -272,15 +280,26 @@ impl Client {
     }
 
     async fn exchange(&self, p: &Prepared, ex: &mut Exchange, answered: &AtomicBool) {
-        let mut req = self
-            .http
-            .post(self.url(p.api))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(p.body.clone());
-        if let Some(key) = &self.api_key {
-            req = req.bearer_auth(key);
+        let request = || {
+            let req = self
+                .http
+                .post(self.url(p.api))
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(p.body.clone());
+            match &self.api_key {
+                Some(key) => req.bearer_auth(key),
+                None => req,
+            }
+        };
+        let mut sent = request().send().await;
+        // llama.cpp's server closes the connection after every streamed response without
+        // saying `Connection: close`, so a request may go out on a pooled connection that
+        // is already closing and fail before the server read it. Such a request is sent
+        // once more (on a fresh connection); the time lost stays in its latency.
+        if sent.as_ref().err().is_some_and(closed_before_response) {
+            sent = request().send().await;
         }
-        let mut resp = match req.send().await {
+        let mut resp = match sent {
             Ok(r) => r,
             Err(e) => {
                 let kind = if e.is_connect() {

@@ -22,6 +22,8 @@ pub struct Exchange {
     pub text: String,
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// A `timings` object the server sent (llama.cpp does, on the final chunk).
+    pub server_timings: Option<serde_json::Value>,
     pub error: Option<RequestError>,
     pub end: Instant,
 }
@@ -41,6 +43,7 @@ impl Exchange {
             text: String::new(),
             prompt_tokens: None,
             completion_tokens: None,
+            server_timings: None,
             error: None,
             end: Instant::now(),
         }
@@ -84,6 +87,9 @@ impl Exchange {
             self.prompt_tokens = u.prompt_tokens.or(self.prompt_tokens);
             self.completion_tokens = u.completion_tokens.or(self.completion_tokens);
         }
+        if msg.timings.is_some() {
+            self.server_timings = msg.timings;
+        }
         let Some(choice) = msg.choices.as_ref().and_then(|c| c.first()) else {
             return;
         };
@@ -122,6 +128,8 @@ struct Message<'a> {
     usage: Option<Usage>,
     #[serde(default)]
     error: Option<serde_json::Value>,
+    #[serde(default)]
+    timings: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]

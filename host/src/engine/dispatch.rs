@@ -240,6 +240,7 @@ fn build_record(
         warmup: planned.warmup,
         http_status: ex.status,
         error: ex.error,
+        server_timings: ex.server_timings,
     };
     let outcome = wants_responses.then(|| Outcome {
         phase,

@@ -147,6 +147,10 @@ pub struct RequestRecord {
     pub http_status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RequestError>,
+    /// The server's own account of the request's timing, as it sent it: llama.cpp's
+    /// `timings` object (`prompt_ms`, `predicted_per_token_ms`, …) on the final chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<serde_json::Value>,
 }
 
 impl RequestRecord {

@@ -465,6 +465,7 @@ mod tests {
             warmup: false,
             http_status: Some(200),
             error: None,
+            server_timings: None,
         }
     }
 
@@ -488,6 +489,7 @@ mod tests {
                 kind,
                 message: format!("boom {index}"),
             }),
+            server_timings: None,
         }
     }
 

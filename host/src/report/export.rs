@@ -130,6 +130,7 @@ mod tests {
             warmup: false,
             http_status: Some(200),
             error: None,
+            server_timings: None,
         };
         let columns = REQUEST_CSV_HEADER.trim_end().split(',').count();
         let row = request_csv_row(&r, "2 prompts");

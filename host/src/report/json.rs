@@ -222,6 +222,7 @@ mod tests {
             warmup: false,
             http_status: Some(200),
             error: None,
+            server_timings: None,
         });
         acc.record(&RequestRecord {
             phase: 0,
@@ -242,6 +243,7 @@ mod tests {
                 kind: ErrorKind::Http5xx,
                 message: "500".into(),
             }),
+            server_timings: None,
         });
         acc.summarize(&PhaseInfo {
             name: "main".into(),

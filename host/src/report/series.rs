@@ -248,6 +248,7 @@ mod tests {
             warmup: false,
             http_status: Some(200),
             error: None,
+            server_timings: None,
         }
     }
 

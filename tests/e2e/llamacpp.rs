@@ -1,0 +1,297 @@
+//! A real inference engine: llama.cpp's `llama-server` on the CPU (see fixture.rs), with
+//! real tokenization, prefill, continuous batching over 4 slots, a KV cache and its own
+//! SSE quirks. Bundled scenarios run against it through both endpoints, and what the
+//! runner measured is checked against the engine's own clock (its `timings` object).
+//! Skipped with a printed reason when Python is missing, unless RUNNER_REQUIRE_LLAMACPP=1.
+
+mod fixture;
+
+use serde_json::Value;
+
+use crate::support::{exclusive, num, run_ok, scenario};
+use fixture::{engine, Engine, Server};
+
+/// Runs a scenario against `server` with the model's own tokenizer (unless `args` names
+/// another) and returns its stdout, its result and its records, by index.
+fn run(server: &Server, engine: &Engine, args: &[&str]) -> (String, Value, Vec<Value>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().display().to_string();
+    let tokenizer = engine.tokenizer.display().to_string();
+    let mut all = args.to_vec();
+    all.extend(["--target", &server.url, "--output", &out]);
+    if !args.contains(&"--tokenizer") {
+        all.extend(["--tokenizer", &tokenizer]);
+    }
+    let (stdout, result) = run_ok(&all);
+    let text = std::fs::read_to_string(dir.path().join("requests.jsonl")).expect("requests.jsonl");
+    let mut records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("record is JSON"))
+        .collect();
+    records.sort_by_key(|r| r["index"].as_u64().unwrap());
+    (stdout, result, records)
+}
+
+fn ms(r: &Value, key: &str) -> f64 {
+    r[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no `{key}` in {r}"))
+        / 1e6
+}
+
+/// Our TTFT of one record, ms.
+fn ttft_ms(r: &Value) -> f64 {
+    ms(&r["chunks"][0], "t_ns") - ms(r, "sent_ns")
+}
+
+/// Our TPOT of one record, ms: first to last content chunk over the tokens after the first.
+fn tpot_ms(r: &Value) -> f64 {
+    let chunks = r["chunks"].as_array().unwrap();
+    let span = ms(chunks.last().unwrap(), "t_ns") - ms(&chunks[0], "t_ns");
+    span / (r["output_tokens"].as_f64().unwrap() - 1.0)
+}
+
+/// A figure of the engine's own `timings` object of one record.
+fn server(r: &Value, key: &str) -> f64 {
+    r["server_timings"][key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no server_timings.{key} in {r}"))
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = v.collect();
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+/// Every request succeeded with exactly `max_tokens` tokens: the server's usage, its own
+/// count and our content chunks agree, and the prompt tokens are the server's.
+fn assert_exact(records: &[Value], requests: usize, max_tokens: u64) {
+    assert_eq!(records.len(), requests);
+    for r in records {
+        assert!(r["error"].is_null(), "failed: {r}");
+        assert_eq!(r["output_tokens"], max_tokens, "{r}");
+        assert_eq!(r["usage_output_tokens"], max_tokens, "{r}");
+        assert_eq!(r["chunks"].as_array().unwrap().len() as u64, max_tokens);
+        assert_eq!(server(r, "predicted_n") as u64, max_tokens, "{r}");
+        let prompt = server(r, "prompt_n") + server(r, "cache_n");
+        assert_eq!(r["input_tokens"].as_f64().unwrap(), prompt, "{r}");
+    }
+}
+
+#[test]
+fn bundled_scenarios_through_both_apis_agree_with_the_engine_clock() {
+    let _quiet = exclusive();
+    let Some(engine) = engine() else { return };
+    let srv = Server::start(&engine);
+    for api in ["completions", "chat"] {
+        let (_, result, records) = run(
+            &srv,
+            &engine,
+            &[
+                &scenario("throughput.rhai"),
+                "--api",
+                api,
+                "-p",
+                "requests=16",
+                "-p",
+                "input_tokens=128",
+                "-p",
+                "output_tokens=32",
+                "-p",
+                "max_concurrency=4",
+            ],
+        );
+        assert_exact(&records, 16, 32);
+        assert_eq!(num(&result, "completed"), 16.0);
+        for r in &records {
+            // The engine's prompt time lies inside our TTFT window.
+            let (ours, prompt) = (ttft_ms(r), server(r, "prompt_ms"));
+            assert!(
+                ours >= prompt,
+                "{api}: TTFT {ours} ms < prompt_ms {prompt}: {r}"
+            );
+            // Its per-token time spans the same decode steps (it divides by n, we by n-1).
+            let (ours, theirs) = (tpot_ms(r), server(r, "predicted_per_token_ms"));
+            assert!(
+                (ours - theirs).abs() <= 0.15 * theirs,
+                "{api}: TPOT {ours:.3} ms vs predicted_per_token_ms {theirs:.3}: {r}"
+            );
+        }
+        // The table of the closing note: ours next to the engine's.
+        eprintln!(
+            "llama.cpp {api}: requests {} | TTFT mean {:.2} p99 {:.2} ms | TPOT mean {:.3} ms | output {:.1} tok/s || engine: prompt_ms mean {:.2} | predicted_per_token_ms mean {:.3} | predicted_per_second mean {:.1} | client share of TPOT {:+.3} ms",
+            num(&result, "completed"),
+            num(&result, "mean_ttft_ms"),
+            num(&result, "p99_ttft_ms"),
+            num(&result, "mean_tpot_ms"),
+            num(&result, "output_throughput"),
+            mean(records.iter().map(|r| server(r, "prompt_ms"))),
+            mean(records.iter().map(|r| server(r, "predicted_per_token_ms"))),
+            mean(records.iter().map(|r| server(r, "predicted_per_second"))),
+            mean(records.iter().map(|r| tpot_ms(r) - server(r, "predicted_per_token_ms"))),
+        );
+    }
+}
+
+#[test]
+fn ttft_grows_with_prompt_length() {
+    let _quiet = exclusive();
+    let Some(engine) = engine() else { return };
+    let srv = Server::start(&engine);
+    let ttfts = |input: &str| {
+        let (_, _, records) = run(
+            &srv,
+            &engine,
+            &[
+                &scenario("throughput.rhai"),
+                "-p",
+                "requests=4",
+                "-p",
+                &format!("input_tokens={input}"),
+                "-p",
+                "output_tokens=4",
+                "-p",
+                "max_concurrency=1",
+            ],
+        );
+        assert_exact(&records, 4, 4);
+        (
+            mean(records.iter().map(ttft_ms)),
+            mean(records.iter().map(|r| server(r, "prompt_ms"))),
+        )
+    };
+    let (short, short_engine) = ttfts("64");
+    let (long, long_engine) = ttfts("1024");
+    eprintln!("TTFT 64 tokens {short:.2} ms (engine {short_engine:.2}), 1024 tokens {long:.2} ms (engine {long_engine:.2})");
+    // 16 times the prefill work: well over twice the time, by our clock and the engine's.
+    assert!(long > 2.0 * short, "TTFT {short:.2} ms -> {long:.2} ms");
+    assert!(long_engine > 2.0 * short_engine);
+}
+
+#[test]
+fn concurrency_above_the_slots_queues_as_ttft() {
+    let _quiet = exclusive();
+    let Some(engine) = engine() else { return };
+    let srv = Server::start(&engine);
+    // Per request: the time before the engine started on its prompt (queueing, by our
+    // clock less the engine's prompt time) and the engine's time serving it.
+    let at = |concurrency: &str| -> Vec<(f64, f64)> {
+        let (_, _, records) = run(
+            &srv,
+            &engine,
+            &[
+                &scenario("throughput.rhai"),
+                "-p",
+                "requests=16",
+                "-p",
+                "input_tokens=64",
+                "-p",
+                "output_tokens=32",
+                "-p",
+                &format!("max_concurrency={concurrency}"),
+            ],
+        );
+        assert_exact(&records, 16, 32);
+        records
+            .iter()
+            .map(|r| {
+                let prompt = server(r, "prompt_ms");
+                (ttft_ms(r) - prompt, prompt + server(r, "predicted_ms"))
+            })
+            .collect()
+    };
+    let within = at("4");
+    let above = at("8");
+    eprintln!("(wait before prefill, engine service) ms at 4 in flight (4 slots): {within:.1?}\nat 8: {above:.1?}");
+    // Within the slots nothing queues: a request waits a small part of its service time.
+    for &(wait, service) in &within {
+        assert!(
+            wait < 0.25 * service,
+            "waited {wait:.1} ms of {service:.1} ms: {within:.1?}"
+        );
+    }
+    // Above them, a request waits for a slot to free: the 4 beyond the slots at the start,
+    // and those after them, wait for a good part of another request's service.
+    let mut services: Vec<f64> = above.iter().map(|&(_, s)| s).collect();
+    services.sort_by(f64::total_cmp);
+    let median = services[services.len() / 2];
+    let queued = above
+        .iter()
+        .filter(|&&(wait, _)| wait > 0.5 * median)
+        .count();
+    assert!(queued >= 4, "{queued} requests queued: {above:.1?}");
+}
+
+#[test]
+fn shared_prefix_hits_the_prefix_cache() {
+    let _quiet = exclusive();
+    let Some(engine) = engine() else { return };
+    let srv = Server::start(&engine);
+    let at = |ratio: &str| {
+        let (_, _, records) = run(
+            &srv,
+            &engine,
+            &[
+                &scenario("shared_prefix.rhai"),
+                "-p",
+                "groups=2",
+                "-p",
+                "requests_per_group=6",
+                "-p",
+                "input_tokens=1024",
+                "-p",
+                "output_tokens=4",
+                "-p",
+                "concurrency=1",
+                "-p",
+                &format!("prefix_ratio={ratio}"),
+            ],
+        );
+        assert_exact(&records, 12, 4);
+        let cached: f64 = records.iter().map(|r| server(r, "cache_n")).sum();
+        (mean(records.iter().map(ttft_ms)), cached)
+    };
+    let (none, none_cached) = at("0.0");
+    let (high, high_cached) = at("0.9");
+    eprintln!("shared_prefix 1024 tokens: TTFT {none:.2} ms with no common prefix ({none_cached} cached tokens), {high:.2} ms with 90 % ({high_cached} cached)");
+    assert!(high_cached > 10.0 * none_cached.max(1.0));
+    assert!(
+        high < none,
+        "TTFT {high:.2} ms at 90 % shared, {none:.2} ms at 0 %"
+    );
+}
+
+#[test]
+fn a_foreign_tokenizer_counts_differently_and_the_server_usage_wins() {
+    let _quiet = exclusive();
+    let Some(engine) = engine() else { return };
+    let srv = Server::start(&engine);
+    let (stdout, result, records) = run(
+        &srv,
+        &engine,
+        &[
+            &scenario("throughput.rhai"),
+            "--tokenizer",
+            "o200k_base",
+            "-p",
+            "requests=4",
+            "-p",
+            "input_tokens=64",
+            "-p",
+            "output_tokens=16",
+        ],
+    );
+    assert_exact(&records, 4, 16);
+    // Input throughput counts the server's prompt tokens, not o200k_base's 4 × 64.
+    let served: f64 = records
+        .iter()
+        .map(|r| server(r, "prompt_n") + server(r, "cache_n"))
+        .sum();
+    assert_eq!(num(&result, "total_input_tokens"), served);
+    assert_ne!(served, 256.0);
+    assert_eq!(num(&result, "total_output_tokens"), 64.0);
+    assert!(
+        stdout.contains("NOTE: the tokenizer count differs from the server's usage"),
+        "{stdout}"
+    );
+}
