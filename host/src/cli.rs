@@ -396,6 +396,11 @@ fn verify_command(a: VerifyArgs) -> Result<()> {
     )?;
     loaded.scenario.configure(&params)?;
     let phases = loaded.scenario.phases()?;
+    let phases = if loaded.scenario.has_next_phase() {
+        format!("{} (then adaptive)", phases.len())
+    } else {
+        phases.len().to_string()
+    };
     match &loaded.package {
         Some(p) => println!(
             "ok: {} {} — digest {} matches its content; interface {}; entry {} loads; {} parameters, {} phases",
@@ -646,11 +651,8 @@ fn run_command(a: RunArgs) -> Result<i32> {
         max_error_rate: a.max_error_rate,
         live: engine::LiveView::new(),
     };
-    let progress = Progress::start(
-        config.live.clone(),
-        phases.clone(),
-        progress::wanted(a.quiet),
-    );
+    let known_phases = (!scenario.has_next_phase()).then_some(phases.len());
+    let progress = Progress::start(config.live.clone(), known_phases, progress::wanted(a.quiet));
     let (interrupt_tx, interrupt_rx) = tokio::sync::watch::channel(false);
     let result = rt.block_on(async {
         // First Ctrl-C or SIGTERM: stop sending and drain briefly; second: exit at once.
@@ -725,6 +727,7 @@ fn run_command(a: RunArgs) -> Result<i32> {
         body.push('\n');
     }
     let verdicts = thresholds::check_all(&checks, &measured);
+    body += &report::text::render_notes(&result.notes);
     body += &report::text::render_thresholds(&verdicts, measured.len() > 1);
     body += &format!("Request stream digest (sha256): {}\n", result.digest);
     print!("{body}");
@@ -849,6 +852,13 @@ fn result_json(header: &RunHeader, result: &RunResult, percentiles: &[f64]) -> s
     };
     if let (false, Some(map)) = (warmups.is_empty(), value.as_object_mut()) {
         map.insert("warmup_phases".into(), serde_json::Value::Array(warmups));
+    }
+    if let (false, Some(map)) = (result.notes.is_empty(), value.as_object_mut()) {
+        let notes = result.notes.iter().map(|(k, v)| (k.clone(), v.to_json()));
+        map.insert(
+            "scenario_result".into(),
+            serde_json::Value::Object(notes.collect()),
+        );
     }
     value
 }

@@ -30,14 +30,15 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Starts drawing when `enabled`; otherwise does nothing at all.
-    pub fn start(live: LiveView, phases: Vec<PhaseSpec>, enabled: bool) -> Progress {
+    /// Starts drawing when `enabled`; otherwise does nothing at all. `phases` is the
+    /// number of phases when known ahead (`None` for an adaptive scenario).
+    pub fn start(live: LiveView, phases: Option<usize>, enabled: bool) -> Progress {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = enabled.then(|| {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("progress".into())
-                .spawn(move || draw(&live, &phases, &stop))
+                .spawn(move || draw(&live, phases, &stop))
                 .ok()
         });
         Progress {
@@ -64,7 +65,7 @@ impl Drop for Progress {
     }
 }
 
-fn draw(live: &LiveView, phases: &[PhaseSpec], stop: &AtomicBool) {
+fn draw(live: &LiveView, phases: Option<usize>, stop: &AtomicBool) {
     // Hidden until the first values are in, so no empty bar flashes.
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
     bar.set_style(
@@ -74,16 +75,13 @@ fn draw(live: &LiveView, phases: &[PhaseSpec], stop: &AtomicBool) {
     );
     while !stop.load(Ordering::Relaxed) {
         let s = live.snapshot();
-        if let Some(spec) = phases.get(s.phase) {
+        if let Some(spec) = live.phase_spec() {
+            let spec = &spec;
+            let total = phases.map_or_else(|| "?".to_string(), |n| n.to_string());
             let (pos, len) = position(spec, &s);
             bar.set_length(len);
             bar.set_position(pos);
-            bar.set_prefix(format!(
-                "phase {}/{} {}",
-                s.phase + 1,
-                phases.len(),
-                spec.name
-            ));
+            bar.set_prefix(format!("phase {}/{total} {}", s.phase + 1, spec.name));
             bar.set_message(status_line(spec, &s));
             if bar.is_hidden() {
                 bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(5));
@@ -223,7 +221,7 @@ mod tests {
 
     #[test]
     fn a_disabled_display_starts_no_thread() {
-        let p = Progress::start(LiveView::new(), vec![spec(Some(1), None)], false);
+        let p = Progress::start(LiveView::new(), Some(1), false);
         assert!(p.thread.is_none());
         p.finish();
     }

@@ -18,6 +18,9 @@ pub fn describe<T: Scenario>() -> Description {
     if T::STOP {
         d.hooks |= Hooks::STOP;
     }
+    if T::NEXT_PHASE {
+        d.hooks |= Hooks::NEXT_PHASE;
+    }
     d
 }
 

@@ -127,3 +127,10 @@ pub fn read_file(path: &str) -> Result<String, String> {
 pub fn log(message: &str) {
     imports::log(message)
 }
+
+/// Reports a result of the run (the rate a search found): the runner shows it in the
+/// report's "Scenario Result" block and stores it in result.json under
+/// `scenario_result`. Reporting a key again replaces its value. An error for an empty key.
+pub fn note(key: &str, value: impl Into<Value>) -> Result<(), String> {
+    imports::note(key, &value.into())
+}

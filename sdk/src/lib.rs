@@ -2,7 +2,7 @@
 //!
 //! A scenario decides what to send and when; the runner owns the HTTP client, the clock,
 //! the scheduler, the statistics and the reports. This crate wraps the bindings of the
-//! `bench:scenario@0.1.0` WIT package (`wit/scenario.wit`, the contract itself) in a
+//! `bench:scenario@0.2.0` WIT package (`wit/scenario.wit`, the contract itself) in a
 //! [`Scenario`] trait, builders for requests and phases, and helpers for arrival
 //! processes and stop conditions.
 //!
@@ -110,29 +110,31 @@ pub mod stops;
 pub mod __export;
 
 pub use bindings::bench::scenario::types::{
-    Arrival, Description, GammaArrival, Hooks, Message, Next, Outcome, ParamSpec, Phase, Prompt,
-    Request, Snapshot, Value,
+    Arrival, Description, GammaArrival, Hooks, Latency, Message, Next, Outcome, ParamSpec, Phase,
+    PhaseSummary, Prompt, Request, Snapshot, Value,
 };
 pub use host::*;
 
 /// The version of the WIT package this SDK implements; the runner refuses components
 /// built against an incompatible one.
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
 
 /// Everything a scenario usually needs: `use bench_scenario_sdk::prelude::*;`.
 pub mod prelude {
     pub use crate::stops::StopWhen;
     pub use crate::{
-        count_tokens, decode, encode, exponential, export_scenario, gamma, gaps, log, normal,
+        count_tokens, decode, encode, exponential, export_scenario, gamma, gaps, log, normal, note,
         param, param_bool, param_f64, param_i64, param_str, param_u32, param_u64, rand_int, random,
-        random_token_text, read_file, synthetic_text, uniform, Arrival, Description, Message, Next,
-        Outcome, Phase, Prompt, Request, Scenario, Snapshot, Value,
+        random_token_text, read_file, synthetic_text, uniform, Arrival, Description, Latency,
+        Message, Next, Outcome, Phase, PhaseSummary, Prompt, Request, Scenario, Snapshot, Value,
     };
 }
 
 /// A benchmark scenario. The runner calls `describe` first (parameters are not known
 /// yet), then `new` once the `-p` overrides are resolved, then `phases`, then for each
-/// phase `next_request(phase, 0)`, `next_request(phase, 1)`, … ahead of send time.
+/// phase `next_request(phase, 0)`, `next_request(phase, 1)`, … ahead of send time. An
+/// adaptive scenario ([`Scenario::NEXT_PHASE`]) then gives each further phase from
+/// [`Scenario::next_phase`].
 ///
 /// Calls come one at a time on one thread; the value `new` returns is your state.
 pub trait Scenario: Sized + 'static {
@@ -143,7 +145,8 @@ pub trait Scenario: Sized + 'static {
     /// Builds the scenario's state; [`param`] and friends return this run's values.
     fn new() -> Result<Self, String>;
 
-    /// The phases of the run, in order.
+    /// The phases of the run, in order. With [`Scenario::NEXT_PHASE`] this may be only the
+    /// first phases, or none.
     fn phases(&mut self) -> Result<Vec<Phase>, String>;
 
     /// Request `index` of `phase` (both from 0): `Ok(request.into())` to send it,
@@ -179,6 +182,17 @@ pub trait Scenario: Sized + 'static {
         let _ = snapshot;
         Ok(false)
     }
+
+    /// Whether the runner should call [`Scenario::next_phase`] once the phases given so
+    /// far are done.
+    const NEXT_PHASE: bool = false;
+
+    /// The next phase, decided from every finished phase's summary (in run order), or
+    /// `Ok(None)` to end the run (only when [`Scenario::NEXT_PHASE`] is true).
+    fn next_phase(&mut self, history: Vec<PhaseSummary>) -> Result<Option<Phase>, String> {
+        let _ = history;
+        Ok(None)
+    }
 }
 
 /// Exports a type implementing [`Scenario`] as the component's `bench:scenario/workload`.
@@ -210,6 +224,11 @@ macro_rules! export_scenario {
             }
             fn stop(snapshot: $crate::Snapshot) -> ::core::result::Result<bool, ::std::string::String> {
                 $crate::__export::with_state::<$ty, _>(|s| s.stop(snapshot))
+            }
+            fn next_phase(
+                history: ::std::vec::Vec<$crate::PhaseSummary>,
+            ) -> ::core::result::Result<::core::option::Option<$crate::Phase>, ::std::string::String> {
+                $crate::__export::with_state::<$ty, _>(|s| s.next_phase(history))
             }
         }
 

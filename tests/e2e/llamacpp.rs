@@ -203,10 +203,11 @@ fn concurrency_above_the_slots_queues_as_ttft() {
     let within = at("4");
     let above = at("8");
     eprintln!("(wait before prefill, engine service) ms at 4 in flight (4 slots): {within:.1?}\nat 8: {above:.1?}");
-    // Within the slots nothing queues: a request waits a small part of its service time.
+    // Within the slots nothing queues: a request waits at most for the engine step under
+    // way when it arrives, a small part of its own service time.
     for &(wait, service) in &within {
         assert!(
-            wait < 0.25 * service,
+            wait < 0.5 * service,
             "waited {wait:.1} ms of {service:.1} ms: {within:.1?}"
         );
     }

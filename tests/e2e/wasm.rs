@@ -114,6 +114,120 @@ fn the_sdk_twin_of_long_context_sends_the_same_requests_as_the_rhai_original() {
     assert_ne!(digest(&b), digest(&c));
 }
 
+/// The request digest of a saved result (one phase: under `runner`, several: top level).
+fn request_digest(v: &serde_json::Value) -> String {
+    v["runner"]["request_digest"]
+        .as_str()
+        .or_else(|| v["request_digest"].as_str())
+        .expect("result.json has the request digest")
+        .to_string()
+}
+
+#[test]
+fn the_sdk_twin_of_multi_turn_sends_the_same_conversation_as_the_rhai_original() {
+    // One conversation: with several, which conversation's turn gets the next index
+    // depends on the order the answers come back, in either language.
+    let args = [
+        "--api",
+        "chat",
+        "-p",
+        "conversations=1",
+        "-p",
+        "turns=4",
+        "-p",
+        "input_tokens=30",
+        "-p",
+        "system_tokens=12",
+        "-p",
+        "output_tokens=6",
+        "-p",
+        "think_time=0",
+        "--seed",
+        "77",
+    ];
+    let rhai = scenario("multi_turn.rhai");
+    let wasm = component("multi_turn");
+    let (_, a) = run_ok(&[&[rhai.as_str()][..], &args].concat());
+    let (_, b) = run_ok(&[&[wasm.as_str()][..], &args].concat());
+    assert_eq!(
+        request_digest(&a),
+        request_digest(&b),
+        "the request streams differ"
+    );
+    assert_eq!(
+        (a["completed"].as_u64(), b["completed"].as_u64()),
+        (Some(4), Some(4))
+    );
+    // The same per-turn table: four turns, each prompt longer than the one before.
+    let turns = |v: &serde_json::Value| -> Vec<(String, f64)> {
+        v["runner"]["tags"]
+            .as_array()
+            .expect("per-turn table")
+            .iter()
+            .map(|t| {
+                let tag = t["tag"].as_str().unwrap().to_string();
+                (tag, t["mean_input_tokens"].as_f64().unwrap())
+            })
+            .collect()
+    };
+    assert_eq!(turns(&a), turns(&b));
+    let names: Vec<String> = turns(&b).into_iter().map(|t| t.0).collect();
+    assert_eq!(names, ["turn-1", "turn-2", "turn-3", "turn-4"]);
+    let prompts: Vec<f64> = turns(&b).into_iter().map(|t| t.1).collect();
+    assert!(
+        prompts.windows(2).all(|w| w[1] > w[0] + 30.0),
+        "{prompts:?}"
+    );
+    let (_, c) = run_ok(&[&[wasm.as_str()][..], &args[..13], &["--seed", "78"]].concat());
+    assert_ne!(request_digest(&b), request_digest(&c));
+}
+
+#[test]
+fn the_sdk_twin_of_slo_search_runs_the_same_search_as_the_rhai_original() {
+    // SLOs nothing misses: the search doubles 50 → 100 → 200 → 400 req/s (max_rate) and
+    // stops, so both twins run the same four phases whatever the timing.
+    let args = [
+        "--sim-profile",
+        "zero",
+        "-p",
+        "ttft_slo_ms=100000",
+        "-p",
+        "tpot_slo_ms=100000",
+        "-p",
+        "start_rate=50",
+        "-p",
+        "max_rate=400",
+        "-p",
+        "phase_duration=0.2",
+        "-p",
+        "input_tokens=30",
+        "-p",
+        "output_tokens=4",
+    ];
+    let rhai = scenario("slo_search.rhai");
+    let wasm = component("slo_search");
+    let (_, a) = run_ok(&[&[rhai.as_str()][..], &args].concat());
+    let (_, b) = run_ok(&[&[wasm.as_str()][..], &args].concat());
+    assert_eq!(
+        request_digest(&a),
+        request_digest(&b),
+        "the request streams differ"
+    );
+    let rates = |v: &serde_json::Value| -> Vec<f64> {
+        v["phases"]
+            .as_array()
+            .expect("one result per phase")
+            .iter()
+            .map(|p| p["request_rate"].as_f64().unwrap())
+            .collect()
+    };
+    assert_eq!(rates(&a), [50.0, 100.0, 200.0, 400.0]);
+    assert_eq!(rates(&b), rates(&a));
+    assert_eq!(a["scenario_result"], b["scenario_result"]);
+    assert_eq!(b["scenario_result"]["max_rate_under_slo"], 400.0);
+    assert_eq!(b["scenario_result"]["bracket_high"], "none");
+}
+
 #[test]
 fn info_lists_a_components_parameters() {
     let out = runner(&["info", &component("long_context")]);
@@ -275,7 +389,7 @@ fn a_component_of_another_major_version_is_refused_naming_both() {
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
-        err.contains("bench:scenario@1.0.0") && err.contains("bench:scenario@0.1.0"),
+        err.contains("bench:scenario@1.0.0") && err.contains("bench:scenario@0.2.0"),
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");

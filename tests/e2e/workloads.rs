@@ -183,7 +183,7 @@ fn info_documents_the_parameters_of_each_workload() {
 
 #[test]
 fn multi_turn_prompts_grow_by_turn_with_think_time() {
-    let (_, result, records) = run_records(&[
+    let (stdout, result, records) = run_records(&[
         &scenario("multi_turn.rhai"),
         "--api",
         "chat",
@@ -209,6 +209,31 @@ fn multi_turn_prompts_grow_by_turn_with_think_time() {
         by_turn.keys().cloned().collect::<Vec<_>>(),
         ["turn-1", "turn-2", "turn-3"]
     );
+    // The per-tag table: one row per turn, the mean prompt growing by turn.
+    let tags = result["runner"]["tags"].as_array().expect("runner.tags");
+    let names: Vec<&str> = tags.iter().map(|t| t["tag"].as_str().unwrap()).collect();
+    assert_eq!(names, ["turn-1", "turn-2", "turn-3"], "{result}");
+    let prompts: Vec<f64> = tags.iter().map(|t| num(t, "mean_input_tokens")).collect();
+    assert!(
+        prompts.windows(2).all(|w| w[1] >= w[0] + 20.0),
+        "{prompts:?}"
+    );
+    for t in tags {
+        assert_eq!((num(t, "completed"), num(t, "failed")), (3.0, 0.0), "{t}");
+        assert!(num(&t["ttft"], "p99_ms") > 0.0, "{t}");
+    }
+    let table = stdout
+        .split("Per-tag Metrics")
+        .nth(1)
+        .expect("per-tag table in the report");
+    let rows: Vec<&str> = table.lines().skip(1).take(4).collect();
+    assert!(
+        rows[0].starts_with("tag ") && rows[0].contains("mean_input_tokens"),
+        "{table}"
+    );
+    for (row, turn) in rows[1..].iter().zip(["turn-1", "turn-2", "turn-3"]) {
+        assert!(row.starts_with(turn), "{table}");
+    }
     let mut last = 0.0;
     for (t, rs) in &by_turn {
         assert_eq!(rs.len(), 3, "{t}");
@@ -461,4 +486,94 @@ fn bursty_alternates_dense_bursts_and_quiet_spells_reproducibly() {
     };
     let (again, _) = run_ok(&args);
     assert_eq!(digest(&first), digest(&again));
+}
+
+/// The `default` simulator profile cut down so its capacity is exact: 2 sequences at once,
+/// every engine step 10 ms whatever it holds (no per-sequence or per-prefill-token cost),
+/// and requests of 10 output tokens. A request holds its slot for 10 steps (the step that
+/// prefills its 20-token prompt also samples its first token, then 9 decode steps), so
+/// each slot serves one request per 100 ms and the server finishes at most
+/// 2 / (10 × 10 ms) = 20 req/s. Offered constant arrivals under 20 req/s never wait for a
+/// slot beyond a step; above it the waiting queue grows by (rate − 20) requests a second,
+/// so TTFT grows over the phase: the queue starts to grow at 20 req/s.
+const KNEE_RATE: f64 = 20.0;
+const KNEE_PROFILE: [&str; 8] = [
+    "--sim-max-seqs",
+    "2",
+    "--sim-decode-step-ms",
+    "10",
+    "--sim-decode-us-per-seq",
+    "0",
+    "--sim-prefill-us-per-token",
+    "0",
+];
+
+#[test]
+fn slo_search_finds_the_rate_where_the_queue_starts_to_grow() {
+    let _quiet = exclusive();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().display().to_string();
+    let mut args = vec![
+        "run",
+        &*scenario("slo_search.rhai"),
+        "-p",
+        "ttft_slo_ms=100",
+        "-p",
+        "tpot_slo_ms=50",
+        "-p",
+        "start_rate=5",
+        "-p",
+        "phase_duration=2",
+        "-p",
+        "input_tokens=20",
+        "-p",
+        "output_tokens=10",
+        "--output",
+        &out,
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .collect::<Vec<_>>();
+    args.extend(KNEE_PROFILE.map(str::to_string));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = runner(&args);
+    let (text, log) = (crate::support::stdout(&output), stderr(&output));
+    assert!(output.status.success(), "{log}\n{text}");
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("result.json")).unwrap())
+            .unwrap();
+
+    let phases = result["phases"].as_array().expect("one result per phase");
+    assert!((2..=8).contains(&phases.len()), "{} phases", phases.len());
+    let found = &result["scenario_result"];
+    let rate = num(found, "max_rate_under_slo");
+    let (low, high) = (num(found, "bracket_low"), num(found, "bracket_high"));
+    assert!(
+        (rate - KNEE_RATE).abs() <= 0.1 * KNEE_RATE,
+        "found {rate} req/s, the knee is at {KNEE_RATE}: {found}"
+    );
+    assert!(low == rate && low < high && high <= 2.0 * low, "{found}");
+    assert_eq!(num(found, "phases") as usize, phases.len(), "{found}");
+    // The search ran phases on both sides of the knee: the bracket's upper end saturated
+    // the server (fewer completions a second than offered: its queue grew).
+    let at_high = phases
+        .iter()
+        .find(|p| num(p, "request_rate") == high)
+        .expect("a phase at the bracket's upper end");
+    assert!(
+        num(at_high, "request_throughput") < 0.98 * high,
+        "{at_high}"
+    );
+    // The answer is logged, and shown in the report.
+    assert!(
+        log.contains("highest rate meeting p99 TTFT <= 100"),
+        "{log}"
+    );
+    let block = text.split("Scenario Result").nth(1).expect("result block");
+    assert!(
+        block.contains("max_rate_under_slo:") && block.contains("bracket_high:"),
+        "{text}"
+    );
+    let md = std::fs::read_to_string(dir.path().join("phases.md")).unwrap();
+    assert_eq!(md.lines().count(), 2 + phases.len(), "{md}");
 }

@@ -80,7 +80,7 @@ pub(super) async fn collect(
                         write_error.get_or_insert(e);
                     }
                 }
-                let _ = reply.send(acc.summarize(&info));
+                let _ = reply.send((acc.summarize(&info), acc.decision_latencies()));
                 acc = PhaseAccumulator::new(&options);
                 if let Some((_, tx)) = &max_error_rate {
                     tx.send_replace(None);

@@ -60,7 +60,8 @@ pub(super) async fn dispatch_phase(
             None => return Err(EngineError::ScenarioThread),
             Some(FromScenario::Failed(e)) => return Err(e.into()),
             Some(FromScenario::Exhausted) => break StopReason::Exhausted,
-            Some(FromScenario::Closed) => break StopReason::Exhausted,
+            // A phase answer comes only between phases; neither follows a phase's requests.
+            Some(FromScenario::Closed | FromScenario::NextPhase(_)) => break StopReason::Exhausted,
             Some(FromScenario::Request(p)) => p,
         };
         let ideal = planned

@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::{EngineConfig, FromScenario, Live, Planned, ToScenario};
 use crate::client::prepare;
-use crate::scenario::{ArrivalSpec, Next, PhaseSpec, Prompt, RequestSpec, Scenario, ScenarioError};
+use crate::scenario::{ArrivalSpec, Next, Prompt, RequestSpec, Scenario, ScenarioError};
 use crate::schedule::Schedule;
 use crate::tokenizer::Tokenizer;
 
@@ -65,7 +65,7 @@ fn apply(cmd: ToScenario, scenario: &mut dyn Scenario) -> Result<bool, ScenarioE
     match cmd {
         ToScenario::Outcome(o) => scenario.on_response(&o).map(|_| false),
         ToScenario::EndPhase => Ok(true),
-        ToScenario::Start(_) => Ok(false),
+        ToScenario::Start(..) | ToScenario::NextPhase(_) => Ok(false),
     }
 }
 
@@ -104,7 +104,6 @@ fn plan(
 pub(super) struct ThreadContext {
     /// Set when the scenario's `stop` function ends the current phase.
     pub(super) stop: watch::Sender<bool>,
-    pub(super) phases: Vec<PhaseSpec>,
     pub(super) config: EngineConfig,
     pub(super) tokenizer: Arc<Tokenizer>,
     pub(super) live: Arc<Mutex<Live>>,
@@ -122,7 +121,6 @@ pub(super) fn scenario_loop(
 ) {
     let ThreadContext {
         stop,
-        phases,
         config,
         tokenizer,
         live,
@@ -137,8 +135,19 @@ pub(super) fn scenario_loop(
     };
     let name = scenario.describe().name.clone();
     while let Ok(cmd) = cmd_rx.recv() {
-        let p = match cmd {
-            ToScenario::Start(p) => p,
+        let (p, spec) = match cmd {
+            ToScenario::Start(p, spec) => (p, spec),
+            // Between phases: an adaptive scenario picks the next one.
+            ToScenario::NextPhase(history) => {
+                let answer = match scenario.next_phase(&history) {
+                    Ok(spec) => FromScenario::NextPhase(spec.map(Box::new)),
+                    Err(e) => FromScenario::Failed(e),
+                };
+                if req_tx.blocking_send(answer).is_err() {
+                    return;
+                }
+                continue;
+            }
             other => match apply(other, scenario) {
                 Ok(true) => {
                     closed();
@@ -149,7 +158,7 @@ pub(super) fn scenario_loop(
             },
         };
         stop.send_replace(false);
-        let spec = &phases[p];
+        let spec = &*spec;
         let mut schedule = Schedule::new(&spec.arrival, config.seed, p);
         let custom = matches!(spec.arrival, ArrivalSpec::Custom);
         let mut index = 0u64;

@@ -3,11 +3,16 @@
 //! concurrency slot frees); each request runs in its own task and hands its record to a
 //! collector task that keeps the statistics, writes the JSONL records and feeds outcomes
 //! back to the scenario. Guest code never runs on the I/O path.
+//!
+//! Phases come from the scenario's `phases` list, then, for an adaptive scenario, one at
+//! a time from its `next_phase`, given a report of every finished phase (asked on the
+//! scenario thread like every other call).
 
 mod collect;
 mod dispatch;
 mod generator;
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
@@ -18,8 +23,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::client::{Api, Client, Prepared, UsageRequest};
 use crate::metrics::record::RequestRecord;
-use crate::metrics::{MetricsOptions, PhaseInfo, PhaseSummary};
-use crate::scenario::{Outcome, PhaseSpec, Scenario, ScenarioError, Snapshot};
+use crate::metrics::{DecisionLatencies, Distribution, MetricsOptions, PhaseInfo, PhaseSummary};
+use crate::scenario::{
+    LatencySummary, NoteValue, Outcome, PhaseReport, PhaseSpec, Scenario, ScenarioError, Snapshot,
+};
 use crate::tokenizer::Tokenizer;
 
 use collect::collect;
@@ -128,6 +135,8 @@ pub struct RunResult {
     /// sha256 over every request sent: phase, index, scheduled offset and body.
     pub digest: String,
     pub interrupted: bool,
+    /// Results the scenario reported with `note` (an SLO search's answer).
+    pub notes: Vec<(String, NoteValue)>,
 }
 
 struct Planned {
@@ -148,18 +157,25 @@ enum FromScenario {
     Exhausted,
     /// Acknowledges `ToScenario::EndPhase`: nothing more of this phase follows.
     Closed,
+    /// The answer to `ToScenario::NextPhase`: the next phase, or `None` to end the run.
+    NextPhase(Option<Box<PhaseSpec>>),
     Failed(ScenarioError),
 }
 
 enum ToScenario {
-    Start(usize),
+    /// Generate the requests of this phase (its position in the run, and its spec).
+    Start(usize, Box<PhaseSpec>),
     Outcome(Outcome),
     EndPhase,
+    /// Between phases: ask an adaptive scenario for its next phase.
+    NextPhase(Vec<PhaseReport>),
 }
 
 /// Live counters shared with the scenario thread for its `stop` function.
 struct Live {
     snapshot: Snapshot,
+    /// The running phase, for a progress display (adaptive phases are not known ahead).
+    spec: Option<PhaseSpec>,
     phase_start: Instant,
     ttft: hdrhistogram::Histogram<u64>,
     e2el: hdrhistogram::Histogram<u64>,
@@ -187,6 +203,7 @@ impl LiveView {
     pub fn new() -> LiveView {
         LiveView(Arc::new(Mutex::new(Live {
             snapshot: Snapshot::default(),
+            spec: None,
             phase_start: Instant::now(),
             ttft: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
             e2el: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
@@ -196,6 +213,15 @@ impl LiveView {
     /// The counters of the running phase now (the same snapshot a `stop` function sees).
     pub fn snapshot(&self) -> Snapshot {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).current()
+    }
+
+    /// The running phase's spec, once one has started.
+    pub fn phase_spec(&self) -> Option<PhaseSpec> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .spec
+            .clone()
     }
 }
 
@@ -209,7 +235,7 @@ enum Collect {
     Record(Box<RequestRecord>, Option<Box<Outcome>>),
     EndPhase {
         info: PhaseInfo,
-        reply: oneshot::Sender<PhaseSummary>,
+        reply: oneshot::Sender<(PhaseSummary, DecisionLatencies)>,
     },
 }
 
@@ -238,8 +264,9 @@ impl Signals {
     }
 }
 
-/// Runs every phase of a configured scenario. `interrupt` turning true stops sending,
-/// drains briefly and ends the run with what finished.
+/// Runs every phase of a configured scenario: `phases` (what its `phases` returned), then
+/// for an adaptive scenario each phase its `next_phase` gives. `interrupt` turning true
+/// stops sending, drains briefly and ends the run with what finished.
 pub async fn run(
     mut scenario: Box<dyn Scenario>,
     phases: Vec<PhaseSpec>,
@@ -258,6 +285,7 @@ pub async fn run(
         None => None,
     };
     let wants_responses = scenario.wants_responses();
+    let adaptive = scenario.has_next_phase();
     let live = config.live.0.clone();
 
     // Scenario thread.
@@ -275,7 +303,6 @@ pub async fn run(
     };
     let context = ThreadContext {
         stop: stop_tx,
-        phases: phases.clone(),
         config: config.clone(),
         tokenizer: tokenizer.clone(),
         live: live.clone(),
@@ -283,7 +310,10 @@ pub async fn run(
     };
     let scenario_thread = std::thread::Builder::new()
         .name("scenario".into())
-        .spawn(move || scenario_loop(&mut *scenario, &context, cmd_rx, req_tx))
+        .spawn(move || {
+            scenario_loop(&mut *scenario, &context, cmd_rx, req_tx);
+            scenario.notes()
+        })
         .map_err(|_| EngineError::ScenarioThread)?;
 
     // Collector task.
@@ -306,8 +336,26 @@ pub async fn run(
     let mut results = Vec::new();
     let mut interrupted = false;
     let mut failure = None;
-    for (p, spec) in phases.iter().enumerate() {
-        if cmd_tx.send(ToScenario::Start(p)).is_err() {
+    let mut queued: VecDeque<PhaseSpec> = phases.into();
+    let mut history: Vec<PhaseReport> = Vec::new();
+    for p in 0.. {
+        let spec = match queued.pop_front() {
+            Some(spec) => spec,
+            None if adaptive => match ask_next_phase(&cmd_tx, &mut req_rx, &history).await {
+                Ok(Some(spec)) => spec,
+                Ok(None) => break,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            },
+            None => break,
+        };
+        let spec = &spec;
+        if cmd_tx
+            .send(ToScenario::Start(p, Box::new(spec.clone())))
+            .is_err()
+        {
             failure = Some(EngineError::ScenarioThread);
             break;
         }
@@ -317,6 +365,7 @@ pub async fn run(
                 phase: p,
                 ..Snapshot::default()
             };
+            l.spec = Some(spec.clone());
             l.phase_start = Instant::now();
             l.ttft.reset();
             l.e2el.reset();
@@ -377,10 +426,11 @@ pub async fn run(
             failure = Some(EngineError::Collector);
             break;
         }
-        let Ok(summary) = summary.await else {
+        let Ok((summary, latencies)) = summary.await else {
             failure = Some(EngineError::Collector);
             break;
         };
+        history.push(phase_report(p, spec, &summary, &latencies));
         let was_interrupted = stop == StopReason::Interrupted;
         let ends_run = stop.ends_run();
         results.push(PhaseResult {
@@ -401,7 +451,7 @@ pub async fn run(
     drop(req_rx);
     drop(rec_tx);
     let written = collector.await.unwrap_or(Ok(()));
-    let _ = scenario_thread.join();
+    let notes = scenario_thread.join().unwrap_or_default();
     if let Some(e) = failure {
         return Err(e);
     }
@@ -410,7 +460,60 @@ pub async fn run(
         phases: results,
         digest: hex(&digest.finalize()),
         interrupted,
+        notes,
     })
+}
+
+/// Asks the scenario thread for an adaptive scenario's next phase.
+async fn ask_next_phase(
+    cmd_tx: &std_mpsc::Sender<ToScenario>,
+    req_rx: &mut mpsc::Receiver<FromScenario>,
+    history: &[PhaseReport],
+) -> Result<Option<PhaseSpec>, EngineError> {
+    cmd_tx
+        .send(ToScenario::NextPhase(history.to_vec()))
+        .map_err(|_| EngineError::ScenarioThread)?;
+    // Requests of the last phase were discarded up to its `Closed`; the answer is next.
+    loop {
+        match req_rx.recv().await {
+            Some(FromScenario::NextPhase(spec)) => return Ok(spec.map(|s| *s)),
+            Some(FromScenario::Failed(e)) => return Err(e.into()),
+            Some(_) => continue,
+            None => return Err(EngineError::ScenarioThread),
+        }
+    }
+}
+
+/// What `next_phase` learns of a finished phase.
+fn phase_report(
+    index: usize,
+    spec: &PhaseSpec,
+    s: &PhaseSummary,
+    latencies: &DecisionLatencies,
+) -> PhaseReport {
+    let summary = |d: &Distribution| LatencySummary {
+        mean: d.mean,
+        p50: d.percentile(50.0).unwrap_or(d.median),
+        p90: d.percentile(90.0).unwrap_or(0.0),
+        p99: d.percentile(99.0).unwrap_or(0.0),
+    };
+    PhaseReport {
+        index,
+        name: spec.name.clone(),
+        warmup: spec.warmup,
+        request_rate: spec.arrival.rate(),
+        max_concurrency: spec.concurrency_limit(),
+        duration_s: s.duration_s,
+        completed: s.completed,
+        failed: s.failed,
+        request_throughput: s.request_throughput,
+        output_throughput: s.output_throughput,
+        goodput: s.goodput,
+        ttft: summary(&latencies.ttft),
+        tpot: summary(&latencies.tpot),
+        itl: summary(&latencies.itl),
+        e2el: summary(&latencies.e2el),
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {

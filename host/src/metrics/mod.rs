@@ -4,11 +4,13 @@ pub mod options;
 pub mod record;
 pub mod stat;
 pub mod summary;
+pub mod tags;
 
 pub use options::{parse_percentiles, MetricsOptions, ParseError, Slo};
 pub use record::{Chunk, ErrorKind, RequestError, RequestRecord};
 pub use stat::Distribution;
 pub use summary::{
-    FailureCount, PhaseAccumulator, PhaseInfo, PhaseSummary, TokenAccounting,
+    DecisionLatencies, FailureCount, PhaseAccumulator, PhaseInfo, PhaseSummary, TokenAccounting,
     CLIENT_BOUND_LATENESS_MS, ERROR_KINDS,
 };
+pub use tags::TagSummary;

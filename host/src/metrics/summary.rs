@@ -12,6 +12,8 @@ use super::options::{MetricsOptions, Slo};
 use super::record::{ErrorKind, RequestRecord};
 use super::stat::{Distribution, StreamingStat};
 
+use super::tags::{TagStats, TagSummary};
+
 /// P99 send lateness above which the run is flagged as client-bound, in ms.
 pub const CLIENT_BOUND_LATENESS_MS: f64 = 10.0;
 
@@ -133,7 +135,23 @@ pub struct PhaseSummary {
     /// P99 send lateness above [`CLIENT_BOUND_LATENESS_MS`]: the client could not keep its
     /// schedule, so the offered load was lower than configured.
     pub client_bound: bool,
+    /// The main metrics per request tag, in natural tag order; empty without tags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<TagSummary>,
 }
+
+/// The latencies an adaptive scenario decides on, at p50, p90 and p99 whatever
+/// `--percentiles` asked for the report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DecisionLatencies {
+    pub ttft: Distribution,
+    pub tpot: Distribution,
+    pub itl: Distribution,
+    pub e2el: Distribution,
+}
+
+/// The percentiles of [`DecisionLatencies`].
+pub const DECISION_PERCENTILES: [f64; 3] = [50.0, 90.0, 99.0];
 
 impl PhaseSummary {
     /// Failed requests of `kind`.
@@ -199,6 +217,7 @@ pub struct PhaseAccumulator {
     ends: Vec<u64>,
     /// Output tokens of successful requests per second `[k s, k+1 s)` of chunk arrival.
     tokens_per_second: Vec<u64>,
+    tags: TagStats,
 }
 
 /// Inserts into an ascending vector. Records arrive in completion order, so the insertion
@@ -238,6 +257,7 @@ impl PhaseAccumulator {
             starts: Vec::new(),
             ends: Vec::new(),
             tokens_per_second: Vec::new(),
+            tags: TagStats::default(),
         }
     }
 
@@ -254,6 +274,7 @@ impl PhaseAccumulator {
     /// Adds one finished request (called in completion order, but any order is correct).
     pub fn record(&mut self, r: &RequestRecord) {
         self.lateness.record(r.lateness_ns() as f64);
+        self.tags.record(r);
         if r.end_ns > r.sent_ns {
             insert_sorted(&mut self.starts, r.sent_ns);
             insert_sorted(&mut self.ends, r.end_ns);
@@ -424,6 +445,18 @@ impl PhaseAccumulator {
                 self.chunk_tokens as f64 / self.chunks as f64
             },
             client_bound,
+            tags: self.tags.summarize(),
+        }
+    }
+
+    /// TTFT, TPOT, ITL and E2EL at [`DECISION_PERCENTILES`].
+    pub fn decision_latencies(&self) -> DecisionLatencies {
+        let p = &DECISION_PERCENTILES;
+        DecisionLatencies {
+            ttft: self.ttft.distribution(p),
+            tpot: self.tpot.distribution(p),
+            itl: self.itl.distribution(p),
+            e2el: self.e2el.distribution(p),
         }
     }
 

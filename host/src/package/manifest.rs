@@ -6,7 +6,7 @@
 //! description = "Chat traffic of our product, replayed."
 //! authors = ["Ada <ada@example.com>"]
 //! entry = "chat_mix.rhai"             # or a .wasm component
-//! interface = "bench:scenario@0.1.0"  # the WIT package version it needs
+//! interface = "bench:scenario@0.2.0"  # the WIT package version it needs
 //! data = ["data/conversations.json"]  # files (or directories) shipped with it
 //!
 //! [params.requests]                   # defaults and help; the type is the default's
@@ -193,7 +193,7 @@ version = "1.2.0"
 description = "Chat mix."
 authors = ["Ada"]
 entry = "chat_mix.rhai"
-interface = "bench:scenario@0.1.0"
+interface = "bench:scenario@0.2.0"
 data = ["data/convs.json"]
 
 [params.requests]
@@ -264,12 +264,12 @@ server-flags = "--max-num-seqs 256"
 
     #[test]
     fn another_interface_version_is_refused_naming_both() {
-        let text = GOOD.replace("bench:scenario@0.1.0", "bench:scenario@2.0.0");
+        let text = GOOD.replace("bench:scenario@0.2.0", "bench:scenario@2.0.0");
         let e = Manifest::parse(&text, "scenario.toml").unwrap_err();
         assert!(
-            e.contains("bench:scenario@2.0.0") && e.contains("bench:scenario@0.1.0"),
+            e.contains("bench:scenario@2.0.0") && e.contains("bench:scenario@0.2.0"),
             "{e}"
         );
-        assert!(check_interface("bench:scenario@0.1.4").is_ok());
+        assert!(check_interface("bench:scenario@0.2.4").is_ok());
     }
 }

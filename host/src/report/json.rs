@@ -130,7 +130,7 @@ fn runner_object(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Value 
         .iter()
         .map(|f| (f.kind.key().to_string(), json!(f.first_message)))
         .collect();
-    json!({
+    let mut object = json!({
         "scenario": h.scenario,
         "description": h.description,
         "params": params,
@@ -162,7 +162,30 @@ fn runner_object(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Value 
         "itl_per_token": distribution_object(&s.itl_per_token),
         "send_lateness": distribution_object(&s.lateness),
         "client_bound": s.client_bound,
-    })
+    });
+    if let (false, Some(map)) = (s.tags.is_empty(), object.as_object_mut()) {
+        map.insert("tags".into(), tags_array(s));
+    }
+    object
+}
+
+/// The per-tag table: one object per tag, latencies as distribution objects.
+fn tags_array(s: &PhaseSummary) -> Value {
+    s.tags
+        .iter()
+        .map(|t| {
+            json!({
+                "tag": t.tag,
+                "completed": t.completed,
+                "failed": t.failed,
+                "mean_input_tokens": t.mean_input_tokens,
+                "mean_output_tokens": t.mean_output_tokens,
+                "ttft": distribution_object(&t.ttft),
+                "tpot": distribution_object(&t.tpot),
+                "e2el": distribution_object(&t.e2el),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::export::{render_markdown, request_csv_row, REQUEST_CSV_HEADER};
 use super::html::{render_html, HtmlReport};
 use super::series::{PhaseSlot, Series};
+use super::table::render_tag_table_markdown;
 use super::RunHeader;
 use crate::metrics::{PhaseSummary, RequestRecord};
 use crate::thresholds::Verdict;
@@ -106,13 +107,20 @@ pub fn write_reports(dir: &Path, run: &RunOut) -> Result<(), OutputError> {
         .filter(|p| !p.warmup)
         .map(|p| p.summary.clone())
         .collect();
-    let md = render_markdown(
+    let mut md = render_markdown(
         run.header,
         &measured,
         run.percentiles,
         run.goodput,
         run.verdicts,
     );
+    for s in measured.iter().filter(|s| !s.tags.is_empty()) {
+        md += &format!(
+            "\n## Per-tag metrics: {}\n\n{}",
+            s.name,
+            render_tag_table_markdown(&s.tags)
+        );
+    }
     let md_path = dir.join("report.md");
     std::fs::write(&md_path, md).map_err(write_err(&md_path))?;
     let html = render_html(&HtmlReport {

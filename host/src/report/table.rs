@@ -1,6 +1,7 @@
-//! The table over phases as markdown (for documents) and CSV (for spreadsheets and plots).
+//! The table over phases as markdown (for documents) and CSV (for spreadsheets and plots),
+//! and the per-tag table of a phase (text and markdown).
 
-use crate::metrics::PhaseSummary;
+use crate::metrics::{PhaseSummary, TagSummary};
 
 /// Column title and value of each phase, in order.
 pub(crate) fn columns(s: &PhaseSummary) -> [(&'static str, String); 12] {
@@ -62,6 +63,83 @@ pub(crate) fn csv_field(s: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// Column title and value of each tag, in order.
+fn tag_columns(t: &TagSummary) -> [(&'static str, String); 13] {
+    let pct =
+        |d: &crate::metrics::Distribution, p: f64| format!("{:.2}", d.percentile(p).unwrap_or(0.0));
+    [
+        ("tag", t.tag.clone()),
+        ("completed", t.completed.to_string()),
+        ("failed", t.failed.to_string()),
+        ("mean_input_tokens", format!("{:.1}", t.mean_input_tokens)),
+        ("mean_output_tokens", format!("{:.1}", t.mean_output_tokens)),
+        ("mean_ttft_ms", format!("{:.2}", t.ttft.mean)),
+        ("p50_ttft_ms", pct(&t.ttft, 50.0)),
+        ("p99_ttft_ms", pct(&t.ttft, 99.0)),
+        ("mean_tpot_ms", format!("{:.2}", t.tpot.mean)),
+        ("p99_tpot_ms", pct(&t.tpot, 99.0)),
+        ("mean_e2el_ms", format!("{:.2}", t.e2el.mean)),
+        ("p50_e2el_ms", pct(&t.e2el, 50.0)),
+        ("p99_e2el_ms", pct(&t.e2el, 99.0)),
+    ]
+}
+
+/// The per-tag table as aligned text columns (nothing without tags).
+pub fn render_tag_table_text(tags: &[TagSummary]) -> String {
+    let rows: Vec<[(&str, String); 13]> = tags.iter().map(tag_columns).collect();
+    let Some(first) = rows.first() else {
+        return String::new();
+    };
+    let widths: Vec<usize> = (0..first.len())
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].1.chars().count())
+                .chain([first[c].0.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (v, &w))| {
+                if c == 0 {
+                    format!("{v:<w$}")
+                } else {
+                    format!("{v:>w$}")
+                }
+            })
+            .collect();
+        format!("{}\n", padded.join("  ").trim_end())
+    };
+    let mut out = line(first.iter().map(|c| c.0).collect());
+    for r in &rows {
+        out += &line(r.iter().map(|c| c.1.as_str()).collect());
+    }
+    out
+}
+
+/// The per-tag table in markdown (nothing without tags).
+pub fn render_tag_table_markdown(tags: &[TagSummary]) -> String {
+    let mut out = String::new();
+    let Some(first) = tags.first() else {
+        return out;
+    };
+    let titles: Vec<&str> = tag_columns(first).iter().map(|c| c.0).collect();
+    out.push_str(&format!("| {} |\n", titles.join(" | ")));
+    out.push_str(&format!("|{}\n", ["---|"].repeat(titles.len()).concat()));
+    for t in tags {
+        let cells: Vec<String> = tag_columns(t)
+            .into_iter()
+            .map(|c| c.1.replace('|', "\\|"))
+            .collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    out
 }
 
 #[cfg(test)]

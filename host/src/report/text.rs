@@ -226,7 +226,26 @@ pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
             CLIENT_BOUND_LATENESS_MS
         );
     }
+    if !s.tags.is_empty() {
+        section(&mut out, "Per-tag Metrics");
+        out.push_str(&super::table::render_tag_table_text(&s.tags));
+    }
     footer(&mut out, '=');
+    out
+}
+
+/// The results a scenario reported with `note` (nothing when it reported none).
+pub fn render_notes(notes: &[(String, crate::scenario::NoteValue)]) -> String {
+    let mut out = String::new();
+    if notes.is_empty() {
+        return out;
+    }
+    section(&mut out, " Scenario Result ");
+    for (key, value) in notes {
+        let _ = writeln!(out, "{:<40} {value}", format!("{key}:"));
+    }
+    footer(&mut out, '=');
+    out.push('\n');
     out
 }
 
@@ -410,6 +429,7 @@ mod tests {
             lateness: dist(0.1234, 0.1, 0.9),
             mean_tokens_per_chunk: 1.0,
             client_bound: false,
+            tags: vec![],
         }
     }
 

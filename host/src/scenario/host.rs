@@ -9,6 +9,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, Gamma, Normal};
 
+use super::spec::NoteValue;
 use crate::tokenizer::Tokenizer;
 
 /// Upper bound on one data file a scenario may read, so a script cannot exhaust memory.
@@ -21,6 +22,8 @@ pub struct HostContext {
     /// Directories the scenario may read from; the first is its own directory.
     roots: Vec<PathBuf>,
     quiet: bool,
+    /// Results reported with `note`, in the order first reported.
+    notes: Vec<(String, NoteValue)>,
 }
 
 impl HostContext {
@@ -35,6 +38,7 @@ impl HostContext {
             rng: ChaCha8Rng::seed_from_u64(0),
             roots,
             quiet,
+            notes: Vec::new(),
         }
     }
 
@@ -129,6 +133,23 @@ impl HostContext {
             ));
         }
         std::fs::read_to_string(&real).map_err(|e| format!("cannot read `{path}`: {e}"))
+    }
+
+    /// Records a result for the report; a key reported again keeps its place and takes
+    /// the new value (a search refines its answer phase by phase).
+    pub fn note(&mut self, key: &str, value: NoteValue) -> Result<(), String> {
+        if key.trim().is_empty() {
+            return Err("note: the key is empty".into());
+        }
+        match self.notes.iter_mut().find(|(k, _)| k == key) {
+            Some((_, v)) => *v = value,
+            None => self.notes.push((key.to_string(), value)),
+        }
+        Ok(())
+    }
+
+    pub fn notes(&self) -> &[(String, NoteValue)] {
+        &self.notes
     }
 
     pub fn log(&self, message: &str) {

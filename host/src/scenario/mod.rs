@@ -11,7 +11,10 @@ use std::path::Path;
 
 pub use host::HostContext;
 pub use params::{ParamSpec, ParamValue, Params};
-pub use spec::{ArrivalSpec, Next, Outcome, PhaseSpec, Prompt, RequestSpec, Snapshot};
+pub use spec::{
+    ArrivalSpec, LatencySummary, Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Prompt,
+    RequestSpec, Snapshot,
+};
 
 /// What `runner info` shows, and the parameters `-p name=value` may override.
 #[derive(Clone, Debug)]
@@ -70,7 +73,9 @@ fn position_suffix(line: usize, column: usize) -> String {
 
 /// The contract of DESIGN.md. Calls happen on the scenario's own thread, never on the I/O
 /// path; the engine calls `configure` once, then `phases`, then for each phase
-/// `next_request` (and `arrival` for custom processes) ahead of send time.
+/// `next_request` (and `arrival` for custom processes) ahead of send time. An adaptive
+/// scenario (`has_next_phase`) is asked for one more phase by `next_phase` each time the
+/// phases it has given so far are done.
 pub trait Scenario: Send {
     /// Name, description and parameters with defaults.
     fn describe(&self) -> &Description;
@@ -78,8 +83,27 @@ pub trait Scenario: Send {
     /// Receives the resolved parameter values before anything else runs.
     fn configure(&mut self, params: &Params) -> Result<(), ScenarioError>;
 
-    /// The phases of the run, in order (a sweep has one per point).
+    /// The phases of the run, in order (a sweep has one per point). An adaptive scenario
+    /// may return only its first phases, or none.
     fn phases(&mut self) -> Result<Vec<PhaseSpec>, ScenarioError>;
+
+    /// Whether `next_phase` exists.
+    fn has_next_phase(&self) -> bool {
+        false
+    }
+
+    /// Called once the phases given so far are done, with a report of every finished
+    /// phase in order: the next phase to run, or `None` to end the run.
+    fn next_phase(&mut self, history: &[PhaseReport]) -> Result<Option<PhaseSpec>, ScenarioError> {
+        let _ = history;
+        Ok(None)
+    }
+
+    /// Key-value results the scenario reported with the host's `note` function, in the
+    /// order first reported.
+    fn notes(&self) -> Vec<(String, NoteValue)> {
+        Vec::new()
+    }
 
     /// Request `index` of a phase, `Next::Done` when the phase's dataset is exhausted, or
     /// `Next::Wait` to be asked again (same index) after the next `on_response`.

@@ -144,3 +144,72 @@ pub struct Snapshot {
     pub ttft_p99_ms: f64,
     pub e2el_p99_ms: f64,
 }
+
+/// Mean and the percentiles an adaptive scenario decides on, milliseconds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LatencySummary {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+}
+
+/// A finished phase as `next_phase` sees it: what was offered and what came back.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PhaseReport {
+    /// Position in the run, from 0.
+    pub index: usize,
+    pub name: String,
+    pub warmup: bool,
+    /// Configured request rate, req/s (`None`: unbounded or closed loop).
+    pub request_rate: Option<f64>,
+    /// Configured concurrency limit (the closed loop's width or the cap).
+    pub max_concurrency: Option<u64>,
+    pub duration_s: f64,
+    pub completed: u64,
+    pub failed: u64,
+    /// Successful requests per second.
+    pub request_throughput: f64,
+    /// Output tokens per second.
+    pub output_throughput: f64,
+    /// Good requests per second, when `--goodput` was given.
+    pub goodput: Option<f64>,
+    pub ttft: LatencySummary,
+    pub tpot: LatencySummary,
+    pub itl: LatencySummary,
+    pub e2el: LatencySummary,
+}
+
+/// A key-value result a scenario reports (the rate an SLO search found), shown in the
+/// report and stored in result.json.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NoteValue {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Text(String),
+}
+
+impl NoteValue {
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            NoteValue::Int(v) => (*v).into(),
+            NoteValue::Float(v) => serde_json::Number::from_f64(*v)
+                .map(serde_json::Value::Number)
+                .unwrap_or(serde_json::Value::Null),
+            NoteValue::Bool(v) => (*v).into(),
+            NoteValue::Text(v) => v.clone().into(),
+        }
+    }
+}
+
+impl std::fmt::Display for NoteValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoteValue::Int(v) => write!(f, "{v}"),
+            NoteValue::Float(v) => write!(f, "{v}"),
+            NoteValue::Bool(v) => write!(f, "{v}"),
+            NoteValue::Text(v) => f.write_str(v),
+        }
+    }
+}

@@ -12,7 +12,7 @@ use super::{
     lock, RhaiResult, MAX_ARRAY_LEN, MAX_CALL_LEVELS, MAX_MAP_LEN, MAX_OPERATIONS, MAX_STRING_BYTES,
 };
 use crate::scenario::params::{parse_duration_secs, ParamValue, Params};
-use crate::scenario::HostContext;
+use crate::scenario::{HostContext, NoteValue};
 
 /// Accepts an integer or a float where a number is expected.
 pub(super) fn number(d: &Dynamic, what: &str) -> RhaiResult<f64> {
@@ -156,6 +156,19 @@ pub(super) fn register_host(
 
     let h = host.clone();
     engine.register_fn("log", move |msg: &str| lock(&h).log(msg));
+    let h = host.clone();
+    engine.register_fn("note", move |key: &str, value: Dynamic| -> RhaiResult<()> {
+        let value = if let Ok(v) = value.as_int() {
+            NoteValue::Int(v)
+        } else if let Ok(v) = value.as_float() {
+            NoteValue::Float(v)
+        } else if let Ok(v) = value.as_bool() {
+            NoteValue::Bool(v)
+        } else {
+            NoteValue::Text(value.to_string())
+        };
+        lock(&h).note(key, value).map_err(Into::into)
+    });
     let h = host.clone();
     engine.on_print(move |msg| lock(&h).log(msg));
     let h = host.clone();

@@ -1,5 +1,6 @@
 //! Rhai scripts as scenarios. The script defines functions named after the contract
-//! (`describe`, `phases`, `next_request`, optional `arrival`, `on_response`, `stop`); `this`
+//! (`describe`, `phases`, `next_request`, optional `arrival`, `on_response`, `stop`,
+//! `next_phase`); `this`
 //! is a map kept across calls for the script's own state. The engine is sandboxed: no
 //! file, clock or system access beyond the host functions, and limits on operations,
 //! call depth and sizes so a runaway script ends with a clear error.
@@ -15,7 +16,7 @@ use rhai::{
 };
 
 use super::params::Params;
-use super::spec::{Next, Outcome, PhaseSpec, Snapshot};
+use super::spec::{LatencySummary, Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Snapshot};
 use super::{Description, HostContext, Scenario, ScenarioError};
 use api::{number, register_host, sandboxed_engine};
 
@@ -41,6 +42,9 @@ pub struct RhaiScenario {
     has_arrival: bool,
     has_on_response: bool,
     has_stop: bool,
+    has_next_phase: bool,
+    /// Phases given so far, so `next_phase`'s phases are numbered after them.
+    phases_given: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -92,8 +96,12 @@ impl RhaiScenario {
                 });
             }
         }
-        let (has_arrival, has_on_response, has_stop) =
-            (has("arrival", 2), has("on_response", 1), has("stop", 1));
+        let (has_arrival, has_on_response, has_stop, has_next_phase) = (
+            has("arrival", 2),
+            has("on_response", 1),
+            has("stop", 1),
+            has("next_phase", 1),
+        );
 
         let mut scenario = RhaiScenario {
             file,
@@ -112,6 +120,8 @@ impl RhaiScenario {
             has_arrival,
             has_on_response,
             has_stop,
+            has_next_phase,
+            phases_given: 0,
         };
         // Top-level statements run once, so scripts may define constants there.
         let ast = scenario.ast.clone();
@@ -202,13 +212,45 @@ impl Scenario for RhaiScenario {
         } else {
             return Err(self.invalid("phases", "expected an array of phase maps"));
         };
-        if list.is_empty() {
+        if list.is_empty() && !self.has_next_phase {
             return Err(self.invalid("phases", "returned no phases"));
         }
-        list.into_iter()
+        let phases = list
+            .into_iter()
             .enumerate()
             .map(|(i, p)| self.parse_phase(i, p))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        self.phases_given = phases.len();
+        Ok(phases)
+    }
+
+    fn has_next_phase(&self) -> bool {
+        self.has_next_phase
+    }
+
+    fn next_phase(&mut self, history: &[PhaseReport]) -> Result<Option<PhaseSpec>, ScenarioError> {
+        let list: Array = history.iter().map(phase_report_map).collect();
+        let d = self.call("next_phase", (Dynamic::from_array(list),))?;
+        // `()` or "done" ends the run.
+        if d.is_unit() || d.clone().into_string().is_ok_and(|s| s == "done") {
+            return Ok(None);
+        }
+        let phase = self
+            .parse_phase(self.phases_given, d)
+            .map_err(|e| match e {
+                ScenarioError::Invalid { file, message, .. } => ScenarioError::Invalid {
+                    file,
+                    function: "next_phase".into(),
+                    message,
+                },
+                other => other,
+            })?;
+        self.phases_given += 1;
+        Ok(Some(phase))
+    }
+
+    fn notes(&self) -> Vec<(String, NoteValue)> {
+        lock(&self.host).notes().to_vec()
     }
 
     fn next_request(&mut self, phase: usize, index: u64) -> Result<Next, ScenarioError> {
@@ -291,4 +333,50 @@ impl Scenario for RhaiScenario {
         d.as_bool()
             .map_err(|_| self.invalid("stop", format!("expected true or false, got {d}")))
     }
+}
+
+/// A finished phase as the map `next_phase(history)` receives; latencies in ms, with
+/// `ttft`, `tpot`, `itl`, `e2el` each a map of `mean`, `p50`, `p90`, `p99`.
+fn phase_report_map(r: &PhaseReport) -> Dynamic {
+    let optional_float = |v: Option<f64>| v.map(Dynamic::from_float).unwrap_or(Dynamic::UNIT);
+    let latency = |l: &LatencySummary| {
+        let mut m = Map::new();
+        for (k, v) in [
+            ("mean", l.mean),
+            ("p50", l.p50),
+            ("p90", l.p90),
+            ("p99", l.p99),
+        ] {
+            m.insert(k.into(), Dynamic::from_float(v));
+        }
+        Dynamic::from_map(m)
+    };
+    let mut m = Map::new();
+    m.insert("index".into(), Dynamic::from_int(r.index as INT));
+    m.insert("name".into(), Dynamic::from(r.name.clone()));
+    m.insert("warmup".into(), Dynamic::from_bool(r.warmup));
+    m.insert("rate".into(), optional_float(r.request_rate));
+    m.insert(
+        "concurrency".into(),
+        r.max_concurrency
+            .map(|c| Dynamic::from_int(c as INT))
+            .unwrap_or(Dynamic::UNIT),
+    );
+    m.insert("duration".into(), Dynamic::from_float(r.duration_s));
+    m.insert("completed".into(), Dynamic::from_int(r.completed as INT));
+    m.insert("failed".into(), Dynamic::from_int(r.failed as INT));
+    m.insert(
+        "request_throughput".into(),
+        Dynamic::from_float(r.request_throughput),
+    );
+    m.insert(
+        "output_throughput".into(),
+        Dynamic::from_float(r.output_throughput),
+    );
+    m.insert("goodput".into(), optional_float(r.goodput));
+    m.insert("ttft".into(), latency(&r.ttft));
+    m.insert("tpot".into(), latency(&r.tpot));
+    m.insert("itl".into(), latency(&r.itl));
+    m.insert("e2el".into(), latency(&r.e2el));
+    Dynamic::from_map(m)
 }

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use super::bindings::bench::scenario::types as wit;
 use crate::scenario::params::{ParamSpec, ParamValue};
-use crate::scenario::spec::{ArrivalSpec, Outcome, PhaseSpec, Prompt, RequestSpec, Snapshot};
+use crate::scenario::spec::{
+    ArrivalSpec, LatencySummary, Outcome, PhaseReport, PhaseSpec, Prompt, RequestSpec, Snapshot,
+};
 use crate::scenario::Description;
 
 pub fn description(d: wit::Description) -> Result<Description, String> {
@@ -174,5 +176,32 @@ pub fn snapshot(s: &Snapshot) -> wit::Snapshot {
         ttft_p50_ms: s.ttft_p50_ms,
         ttft_p99_ms: s.ttft_p99_ms,
         e2el_p99_ms: s.e2el_p99_ms,
+    }
+}
+
+/// A finished phase for `next-phase`.
+pub fn phase_summary(r: &PhaseReport) -> wit::PhaseSummary {
+    let latency = |l: &LatencySummary| wit::Latency {
+        mean: l.mean,
+        p50: l.p50,
+        p90: l.p90,
+        p99: l.p99,
+    };
+    wit::PhaseSummary {
+        index: u32::try_from(r.index).unwrap_or(u32::MAX),
+        name: r.name.clone(),
+        warmup: r.warmup,
+        request_rate: r.request_rate,
+        max_concurrency: r.max_concurrency,
+        duration: r.duration_s,
+        completed: r.completed,
+        failed: r.failed,
+        request_throughput: r.request_throughput,
+        output_throughput: r.output_throughput,
+        goodput: r.goodput,
+        ttft: latency(&r.ttft),
+        tpot: latency(&r.tpot),
+        itl: latency(&r.itl),
+        e2el: latency(&r.e2el),
     }
 }

@@ -5,6 +5,7 @@
 use super::bindings::bench::scenario::{host, types};
 use super::sandbox::GuestState;
 use crate::scenario::params::ParamValue;
+use crate::scenario::NoteValue;
 
 impl types::Host for GuestState {}
 
@@ -71,5 +72,15 @@ impl host::Host for GuestState {
 
     fn log(&mut self, message: String) {
         self.host.log(&message);
+    }
+
+    fn note(&mut self, key: String, value: types::Value) -> Result<(), String> {
+        let value = match value {
+            types::Value::Integer(v) => NoteValue::Int(v),
+            types::Value::Number(v) => NoteValue::Float(v),
+            types::Value::Boolean(v) => NoteValue::Bool(v),
+            types::Value::Text(v) => NoteValue::Text(v),
+        };
+        self.host.note(&key, value)
     }
 }

@@ -15,7 +15,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Engine, Store, Trap};
 
 use super::params::Params;
-use super::spec::{Next, Outcome, PhaseSpec, Snapshot};
+use super::spec::{Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Snapshot};
 use super::{Description, HostContext, Scenario, ScenarioError};
 use bindings::bench::scenario::types::{Hooks, Next as WitNext};
 use bindings::exports::bench::scenario::workload::Guest;
@@ -49,6 +49,8 @@ pub struct WasmScenario {
     live: Option<Live>,
     description: Description,
     hooks: Hooks,
+    /// Phases given so far, so `next-phase`'s phases are numbered after them.
+    phases_given: usize,
 }
 
 impl WasmScenario {
@@ -111,6 +113,7 @@ impl WasmScenario {
                 thresholds: vec![],
             },
             hooks: Hooks::empty(),
+            phases_given: 0,
         };
         scenario.instantiate(host, Params::default())?;
         let described = scenario.call("describe", CALL_LIMIT, |g, s| g.call_describe(s))?;
@@ -272,13 +275,41 @@ impl Scenario for WasmScenario {
 
     fn phases(&mut self) -> Result<Vec<PhaseSpec>, ScenarioError> {
         let list = self.call_checked("phases", SETUP_LIMIT, |g, s| g.call_phases(s))?;
-        if list.is_empty() {
+        if list.is_empty() && !self.has_next_phase() {
             return Err(self.invalid("phases", "returned no phases".into()));
         }
-        list.into_iter()
+        let phases = list
+            .into_iter()
             .enumerate()
             .map(|(i, p)| convert::phase(i, p).map_err(|m| self.invalid("phases", m)))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        self.phases_given = phases.len();
+        Ok(phases)
+    }
+
+    fn has_next_phase(&self) -> bool {
+        self.hooks.contains(Hooks::NEXT_PHASE)
+    }
+
+    fn next_phase(&mut self, history: &[PhaseReport]) -> Result<Option<PhaseSpec>, ScenarioError> {
+        let history: Vec<_> = history.iter().map(convert::phase_summary).collect();
+        let next = self.call_checked("next-phase", CALL_LIMIT, |g, s| {
+            g.call_next_phase(s, &history)
+        })?;
+        let Some(phase) = next else {
+            return Ok(None);
+        };
+        let spec =
+            convert::phase(self.phases_given, phase).map_err(|m| self.invalid("next-phase", m))?;
+        self.phases_given += 1;
+        Ok(Some(spec))
+    }
+
+    fn notes(&self) -> Vec<(String, NoteValue)> {
+        self.live
+            .as_ref()
+            .map(|l| l.store.data().host.notes().to_vec())
+            .unwrap_or_default()
     }
 
     fn next_request(&mut self, phase: usize, index: u64) -> Result<Next, ScenarioError> {

@@ -1,11 +1,11 @@
 //! Which version of the `bench:scenario` WIT package a component was built against, read
-//! from its import and export names (`bench:scenario/workload@0.1.0`), and whether this
+//! from its import and export names (`bench:scenario/workload@0.2.0`), and whether this
 //! runner can run it. Checked before linking, so a mismatch gets a message naming both
 //! versions instead of a linker error about a missing import.
 
 /// The WIT package this runner implements (wit/scenario.wit).
 pub const PACKAGE: &str = "bench:scenario";
-pub const VERSION: &str = "0.1.0";
+pub const VERSION: &str = "0.2.0";
 
 /// `major.minor.patch` of a WIT package version (pre-release tags are ignored).
 fn parse(version: &str) -> Option<(u64, u64, u64)> {
@@ -73,13 +73,13 @@ mod tests {
 
     #[test]
     fn same_package_version_passes() {
-        let imports = ["wasi:cli/environment@0.2.6", "bench:scenario/host@0.1.0"];
-        let exports = ["bench:scenario/workload@0.1.0"];
+        let imports = ["wasi:cli/environment@0.2.6", "bench:scenario/host@0.2.0"];
+        let exports = ["bench:scenario/workload@0.2.0"];
         assert!(check(imports.into_iter(), exports.into_iter()).is_ok());
         // A later patch release of the same minor is compatible.
         assert!(check(
-            ["bench:scenario/host@0.1.3"].into_iter(),
-            ["bench:scenario/workload@0.1.3"].into_iter()
+            ["bench:scenario/host@0.2.3"].into_iter(),
+            ["bench:scenario/workload@0.2.3"].into_iter()
         )
         .is_ok());
     }
@@ -92,16 +92,17 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            e.contains("bench:scenario@1.0.0") && e.contains("bench:scenario@0.1.0"),
+            e.contains("bench:scenario@1.0.0") && e.contains("bench:scenario@0.2.0"),
             "{e}"
         );
-        // For 0.x, a different minor is a different major.
+        // For 0.x, a different minor is a different major: components built against
+        // 0.1 (before `next-phase`) are refused.
         let e = check(
             [].into_iter(),
-            ["bench:scenario/workload@0.2.0"].into_iter(),
+            ["bench:scenario/workload@0.1.0"].into_iter(),
         )
         .unwrap_err();
-        assert!(e.contains("bench:scenario@0.2.0"), "{e}");
+        assert!(e.contains("bench:scenario@0.1.0"), "{e}");
     }
 
     #[test]
