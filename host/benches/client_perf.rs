@@ -87,11 +87,27 @@ struct Usage {
 /// One client run: `runner throughput.rhai` against `sim` with `-p` overrides; returns
 /// result.json and the client's resource usage.
 fn run_client(sim: &Sim, params: &[(&str, String)], extra: &[&str]) -> (Value, Usage) {
+    run_scenario(
+        &repo().join("scenarios/throughput.rhai"),
+        sim,
+        params,
+        extra,
+    )
+}
+
+fn run_scenario(
+    scenario: &Path,
+    sim: &Sim,
+    params: &[(&str, String)],
+    extra: &[&str],
+) -> (Value, Usage) {
+    // --save-result, as `vllm bench serve --save-result`: no per-request record file.
     let out = tempfile::tempdir().expect("temp dir");
+    let path = out.path().join("result.json");
     let mut cmd = Command::new(runner_bin());
-    cmd.arg(repo().join("scenarios/throughput.rhai"))
-        .args(["--target", &sim.url, "--output"])
-        .arg(out.path())
+    cmd.arg(scenario)
+        .args(["--target", &sim.url, "-q", "--save-result"])
+        .arg(&path)
         .args(extra)
         .stdout(Stdio::null());
     for (k, v) in params {
@@ -100,7 +116,6 @@ fn run_client(sim: &Sim, params: &[(&str, String)], extra: &[&str]) -> (Value, U
     let started = Instant::now();
     let child = cmd.spawn().expect("runner starts");
     let usage = wait_with_usage(child, started);
-    let path = out.path().join("result.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     (serde_json::from_str(&text).expect("result.json"), usage)
 }
@@ -134,9 +149,26 @@ fn f(v: &Value, path: &[&str]) -> f64 {
 
 fn streaming(report: &mut String, quick: bool) {
     let sim = Sim::start(&["--sim-profile", "zero"]);
-    writeln!(report, "### Streaming throughput (zero profile, 256 single-token chunks per request)\n\n| streams | requests | tokens/s | requests/s | client CPU s | CPU s per 1M tokens | client wall s |\n|---|---|---|---|---|---|---|").unwrap();
+    // What a run costs before its first request (loading the tokenizer and the scenario,
+    // the preflight): paid once per run, so it is also shown apart from the per-token cost.
+    let (_, idle) = run_client(
+        &sim,
+        &[
+            ("requests", "1".into()),
+            ("input_tokens", "16".into()),
+            ("output_tokens", "256".into()),
+        ],
+        &[],
+    );
+    let line = format!("Fixed cost of a run (1 request): {:.2} CPU s\n", idle.cpu_s);
+    println!("{line}");
+    writeln!(report, "### Streaming throughput (zero profile, 256 single-token chunks per request)\n\n{line}\n| streams | requests | tokens/s | requests/s | client CPU s | CPU s per 1M tokens | same, less the fixed cost | client wall s |\n|---|---|---|---|---|---|---|---|").unwrap();
     for streams in [64usize, 512, 4096] {
-        let requests = if quick { streams.max(500) } else { (streams * 4).max(4000) };
+        let requests = if quick {
+            streams.max(500)
+        } else {
+            (streams * 4).max(4000)
+        };
         let (r, u) = run_client(
             &sim,
             &[
@@ -150,11 +182,12 @@ fn streaming(report: &mut String, quick: bool) {
         );
         let tokens = f(&r, &["total_output_tokens"]);
         let row = format!(
-            "| {streams} | {requests} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            "| {streams} | {requests} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
             f(&r, &["output_throughput"]),
             f(&r, &["request_throughput"]),
             u.cpu_s,
             u.cpu_s / tokens * 1e6,
+            (u.cpu_s - idle.cpu_s) / tokens * 1e6,
             u.wall_s
         );
         println!("{row}");
@@ -241,30 +274,42 @@ fn truth(report: &mut String) {
     let log = log_dir.path().join("sent.jsonl");
     let log_arg = log.to_string_lossy().into_owned();
     let sim = Sim::start(&["--sim-profile", "fixed", "--sim-send-log", &log_arg]);
-    let (r, _) = run_client(
+    // A warm-up phase of 64 requests opens the connections, then 640 are measured, 64 at
+    // a time (closed loop).
+    let (r, _) = run_scenario(
+        &repo().join("tests/fixtures/scenarios/truth.rhai"),
         &sim,
         &[
             ("requests", "640".into()),
-            ("input_tokens", "16".into()),
+            ("concurrency", "64".into()),
             ("output_tokens", "64".into()),
-            ("rate", "1e9".into()),
-            ("max_concurrency", "64".into()),
         ],
         &["--percentiles", "50,99"],
     );
     drop(sim);
     let lines = std::fs::read_to_string(&log).expect("send log");
-    let (mut ttft, mut e2el) = (Vec::new(), Vec::new());
-    for line in lines.lines() {
-        let v: Value = serde_json::from_str(line).expect("send log line");
-        let chunks = v["chunk_ms"].as_array().expect("chunk_ms");
-        ttft.push(chunks[0].as_f64().unwrap_or(f64::NAN));
-        e2el.push(chunks[chunks.len() - 1].as_f64().unwrap_or(f64::NAN));
-    }
+    // By request id: the preflight's short test request (left out: not 64 chunks), the
+    // warm-up, then the measured requests.
+    let mut streams: Vec<(u64, Vec<f64>)> = lines
+        .lines()
+        .map(|line| {
+            let v: Value = serde_json::from_str(line).expect("send log line");
+            let chunks = v["chunk_ms"].as_array().expect("chunk_ms").iter();
+            (
+                v["id"].as_u64().unwrap_or(0),
+                chunks.map(|c| c.as_f64().unwrap_or(f64::NAN)).collect(),
+            )
+        })
+        .filter(|(_, chunks): &(u64, Vec<f64>)| chunks.len() == 64)
+        .collect();
+    streams.sort_by_key(|s| s.0);
+    let measured = &streams[64.min(streams.len())..];
+    let mut ttft: Vec<f64> = measured.iter().map(|s| s.1[0]).collect();
+    let mut e2el: Vec<f64> = measured.iter().map(|s| s.1[63]).collect();
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     e2el.sort_by(f64::total_cmp);
     ttft.sort_by(f64::total_cmp);
-    writeln!(report, "\n### Against the server's own send times (fixed profile: TTFT 50 ms, 10 ms gaps, 64 tokens; 64 streams, 640 requests)\n\n| figure | client measured | server sent (send log) | nominal |\n|---|---|---|---|").unwrap();
+    writeln!(report, "\n### Against the server's own send times (fixed profile: TTFT 50 ms, 10 ms gaps, 64 tokens; 64 streams, 640 requests after a warm-up of 64)\n\n| figure | client measured | server sent (send log) | nominal |\n|---|---|---|---|").unwrap();
     for row in [
         format!(
             "| mean TTFT ms | {:.3} | {:.3} | 50 |",
@@ -307,7 +352,11 @@ fn machine() -> String {
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let load = load.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+    let load = load
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
     format!("{cpu}, {cores} cores, Linux {kernel}; load average before the run: {load}")
 }
 
@@ -315,16 +364,13 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     let only = |name: &str| {
-        let picked: Vec<&String> = args[1..]
-            .iter()
-            .filter(|a| !a.starts_with('-'))
-            .collect();
+        let picked: Vec<&String> = args[1..].iter().filter(|a| !a.starts_with('-')).collect();
         picked.is_empty() || picked.iter().any(|a| name.contains(a.as_str()))
     };
     let mut report = format!(
-        "\n## {} {}\n\n{}\nBinary: {}\n\n",
+        "\n## {}{}\n\n{}\nBinary: {}\n\n",
         chrono::Local::now().format("%Y-%m-%d %H:%M"),
-        if quick { "(--quick)" } else { "" },
+        if quick { " (--quick)" } else { "" },
         machine(),
         runner_bin()
     );
