@@ -296,3 +296,44 @@ fn a_foreign_tokenizer_counts_differently_and_the_server_usage_wins() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_prompt_over_the_slot_context_is_a_counted_http_400() {
+    let _quiet = exclusive();
+    let Some(engine) = engine() else { return };
+    let srv = Server::start(&engine);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tokenizer = engine.tokenizer.display().to_string();
+    // 4 slots share 8192 tokens of context: 2048 each, less than this prompt.
+    let out = crate::support::runner(&[
+        &scenario("throughput.rhai"),
+        "--target",
+        &srv.url,
+        "--tokenizer",
+        &tokenizer,
+        "--output",
+        &dir.path().display().to_string(),
+        "-p",
+        "requests=2",
+        "-p",
+        "input_tokens=3000",
+        "-p",
+        "output_tokens=4",
+    ]);
+    let text = crate::support::stdout(&out);
+    assert_eq!(
+        crate::support::report_row(&text, "Failed (http 4xx):"),
+        Some(2),
+        "{text}\n{}",
+        crate::support::stderr(&out)
+    );
+    let records = std::fs::read_to_string(dir.path().join("requests.jsonl")).unwrap();
+    for line in records.lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(r["error"]["kind"], "http_4xx", "{r}");
+        assert_eq!(r["http_status"], 400, "{r}");
+        // The server's reason travels with the failure.
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(message.len() > "HTTP 400: ".len(), "{r}");
+    }
+}

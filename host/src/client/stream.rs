@@ -305,6 +305,37 @@ mod tests {
     }
 
     #[test]
+    fn llama_cpp_streams_keep_usage_and_the_server_timings() {
+        // Completions: usage and timings ride on the final chunk with finish_reason.
+        let ex = decode(
+            true,
+            b"data: {\"choices\":[{\"text\":\" a\",\"finish_reason\":null}]}\n\n\
+              data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}],\"usage\":{\"completion_tokens\":1,\"prompt_tokens\":9},\"timings\":{\"prompt_ms\":5.9,\"predicted_per_token_ms\":1.4}}\n\n\
+              data: [DONE]\n\n",
+        );
+        assert_eq!((ex.chunks.len(), ex.completion_tokens), (1, Some(1)));
+        let timings = ex.server_timings.expect("timings kept");
+        assert_eq!(timings["prompt_ms"], 5.9);
+        // Chat: a role with null content first, usage and timings in a chunk of no choices.
+        let ex = decode(
+            true,
+            b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":null}}]}\n\n\
+              data: {\"choices\":[{\"delta\":{\"content\":\" b\"}}]}\n\n\
+              data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"length\"}]}\n\n\
+              data: {\"choices\":[],\"usage\":{\"completion_tokens\":1,\"prompt_tokens\":16},\"timings\":{\"prompt_n\":16}}\n\n",
+        );
+        assert_eq!((ex.chunks.len(), ex.text.as_str()), (1, " b"));
+        assert_eq!(
+            (ex.prompt_tokens, ex.completion_tokens),
+            (Some(16), Some(1))
+        );
+        assert_eq!(ex.server_timings.expect("timings kept")["prompt_n"], 16);
+        assert!(decode(true, b"data: {\"choices\":[{\"text\":\"a\"}]}\n\n")
+            .server_timings
+            .is_none());
+    }
+
+    #[test]
     fn a_whole_answer_is_one_chunk() {
         let ex = decode(
             false,
