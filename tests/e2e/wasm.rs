@@ -178,7 +178,7 @@ fn the_sdk_twin_of_multi_turn_sends_the_same_conversation_as_the_rhai_original()
         prompts.windows(2).all(|w| w[1] > w[0] + 30.0),
         "{prompts:?}"
     );
-    let (_, c) = run_ok(&[&[wasm.as_str()][..], &args[..13], &["--seed", "78"]].concat());
+    let (_, c) = run_ok(&[&[wasm.as_str()][..], &args[..14], &["--seed", "78"]].concat());
     assert_ne!(request_digest(&b), request_digest(&c));
 }
 

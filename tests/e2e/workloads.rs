@@ -171,6 +171,16 @@ fn info_documents_the_parameters_of_each_workload() {
             "bursty.rhai",
             &["burst_rate", "quiet_rate", "burst_mean_s", "quiet_mean_s"][..],
         ),
+        (
+            "slo_search.rhai",
+            &[
+                "ttft_slo_ms",
+                "tpot_slo_ms",
+                "start_rate",
+                "tolerance",
+                "max_phases",
+            ][..],
+        ),
     ] {
         let out = runner(&["info", &scenario(file)]);
         assert!(out.status.success(), "info {file}: {}", stderr(&out));
@@ -576,4 +586,65 @@ fn slo_search_finds_the_rate_where_the_queue_starts_to_grow() {
     );
     let md = std::fs::read_to_string(dir.path().join("phases.md")).unwrap();
     assert_eq!(md.lines().count(), 2 + phases.len(), "{md}");
+}
+
+/// A script whose phases all come from `next_phase`: `phases()` returns none, and each
+/// history entry is checked in the script itself (a missing field or a wrong count throws,
+/// which fails the run).
+const ADAPTIVE_PROBE: &str = r#"
+fn describe() { #{ name: "adaptive_probe", description: "next_phase probe", params: [] } }
+fn phases() { [] }
+fn next_request(phase, index) { #{ prompt: "hello there", max_tokens: 4, ignore_eos: true } }
+fn next_phase(history) {
+    let n = history.len();
+    if n > 0 {
+        let last = history[n - 1];
+        for k in ["index", "name", "warmup", "rate", "concurrency", "duration", "completed",
+                  "failed", "request_throughput", "output_throughput", "goodput", "ttft",
+                  "tpot", "itl", "e2el"] {
+            if !(k in last) { throw `history lacks ${k}`; }
+        }
+        if last.index != n - 1 || last.name != `step ${n}` { throw `wrong phase ${last.index}`; }
+        if last.completed != 2 * n || last.failed != 0 { throw `completed ${last.completed}`; }
+        if last.concurrency != 1 || last.rate != () { throw "wrong configuration"; }
+        let t = last.ttft;
+        if !(0.0 < t.p50 && t.p50 <= t.p90 && t.p90 <= t.p99 && t.mean > 0.0) { throw `ttft ${t}`; }
+        if last.tpot.p99 <= 0.0 || last.e2el.p50 <= t.p50 { throw "tpot or e2el"; }
+        note("last_p99_ttft_ms", last.ttft.p99);
+    }
+    if n == 3 { return "done"; }
+    #{ name: `step ${n + 1}`, arrival: #{ process: "closed", concurrency: 1 }, max_requests: 2 * (n + 1) }
+}
+"#;
+
+#[test]
+fn next_phase_decides_each_phase_from_the_finished_ones() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("adaptive_probe.rhai");
+    std::fs::write(&script, ADAPTIVE_PROBE).unwrap();
+    let (text, result) = run_ok(&[&script.display().to_string()]);
+    let phases = result["phases"].as_array().expect("three phases");
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["step 1", "step 2", "step 3"], "{result}");
+    let completed: Vec<f64> = phases.iter().map(|p| num(p, "completed")).collect();
+    assert_eq!(completed, [2.0, 4.0, 6.0]);
+    assert!(
+        num(&result["scenario_result"], "last_p99_ttft_ms") > 0.0,
+        "{result}"
+    );
+    assert!(text.contains("Phase 3/3: step 3"), "{text}");
+
+    // A phase `next_phase` returns is checked like one `phases` returns, naming the function.
+    let bad = ADAPTIVE_PROBE.replace(r#"process: "closed""#, r#"process: "sometimes""#);
+    std::fs::write(&script, bad).unwrap();
+    let out = runner(&[&script.display().to_string()]);
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("next_phase") && err.contains("unknown arrival process `sometimes`"),
+        "{err}"
+    );
 }

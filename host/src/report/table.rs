@@ -181,4 +181,49 @@ mod tests {
             rows[2]
         );
     }
+
+    #[test]
+    fn the_tag_table_has_a_row_per_tag_and_nothing_without_tags() {
+        use crate::metrics::{Distribution, TagSummary};
+        let latency = |mean: f64| Distribution {
+            count: 2,
+            mean,
+            median: mean,
+            percentiles: vec![(50.0, mean), (99.0, mean + 1.0)],
+            ..Distribution::default()
+        };
+        let tag = |name: &str, input: f64| TagSummary {
+            tag: name.into(),
+            completed: 2,
+            failed: 1,
+            ttft: latency(10.0),
+            tpot: latency(2.0),
+            e2el: latency(30.0),
+            mean_input_tokens: input,
+            mean_output_tokens: 8.0,
+        };
+        assert_eq!(render_tag_table_text(&[]), "");
+        assert_eq!(render_tag_table_markdown(&[]), "");
+        let tags = [tag("turn-1", 24.0), tag("turn-10 | x", 1234.5)];
+        let text = render_tag_table_text(&tags);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(
+            lines[0].starts_with("tag          completed  failed  mean_input_tokens"),
+            "{text}"
+        );
+        assert!(
+            lines[1].starts_with("turn-1               2       1               24.0"),
+            "{text}"
+        );
+        assert!(lines[2].ends_with("30.00        31.00"), "{text}");
+        let md = render_tag_table_markdown(&tags);
+        let rows: Vec<&str> = md.lines().collect();
+        assert_eq!(rows.len(), 4);
+        assert_eq!(rows[1].matches("---|").count(), 13);
+        assert!(
+            rows[3].starts_with("| turn-10 \\| x | 2 | 1 | 1234.5 | 8.0 | 10.00 | 10.00 | 11.00 |"),
+            "{md}"
+        );
+    }
 }

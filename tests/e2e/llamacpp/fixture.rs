@@ -134,7 +134,11 @@ pub fn engine() -> Option<Engine> {
             panic!("the llama.cpp fixture is required ({REQUIRE}=1) but cannot be set up: {why}")
         }
         Err(why) => {
-            eprintln!("SKIPPED: the llama.cpp fixture cannot be set up ({why}); set {REQUIRE}=1 to fail instead");
+            // Straight to stderr: the test harness hides what passing tests print.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: the llama.cpp fixture cannot be set up ({why}); set {REQUIRE}=1 to fail instead"
+            );
             None
         }
     }
