@@ -12,12 +12,14 @@ use sha2::Digest;
 
 use crate::client::{Api, Client, Timeouts, UsageRequest};
 use crate::engine::{self, EngineConfig, RunResult, StopReason};
+use crate::merge;
 use crate::metrics::{parse_percentiles, MetricsOptions, PhaseSummary, Slo};
 use crate::package::{self, Package, Resolved};
 use crate::progress::{self, Progress};
 use crate::report::{self, RunHeader};
 use crate::scenario::params::{parse_duration_secs, parse_override};
 use crate::scenario::{self, Description, HostContext, Params, Scenario};
+use crate::shard::{Shard, ShardError, ShardPlan, StartAt};
 use crate::sim::{SimArgs, SimServer};
 use crate::thresholds::{self, Threshold, EXIT_THRESHOLDS_FAILED};
 use crate::tokenizer::Tokenizer;
@@ -51,6 +53,22 @@ enum Command {
     Sim(Box<SimCommand>),
     /// Compare saved results (result.json): each against the first, metric by metric
     Compare(CompareArgs),
+    /// Merge the --output directories of a sharded run (runner run --shard I/N) into one
+    /// report: result.json, report.txt and report.html as a single run writes them
+    Merge(MergeArgs),
+}
+
+#[derive(Args)]
+struct MergeArgs {
+    /// Every shard's --output directory, one per shard 0..N
+    #[arg(required = true, num_args = 1.., value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    /// Where to write the merged result.json, report.txt, report.html and requests.jsonl
+    #[arg(long, value_name = "DIR")]
+    output: Option<PathBuf>,
+    /// Print only the results (no header)
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 #[derive(Args)]
@@ -163,8 +181,29 @@ struct RunArgs {
     /// 'p99_ttft_ms<500' or 'error_rate<0.01'; exit code 99 when one fails in any phase
     #[arg(long = "threshold", value_name = "METRIC<VALUE", value_parser = parse_threshold_arg)]
     thresholds: Vec<Threshold>,
+    /// Run as shard I of N (0-based: 0/4 .. 3/4): send only this shard's stripe of the one
+    /// seeded schedule and write mergeable results to --output, for `runner merge`. Without
+    /// it: JOB_COMPLETION_INDEX (N from --shards or RUNNER_SHARDS), then
+    /// SLURM_ARRAY_TASK_ID − SLURM_ARRAY_TASK_MIN of SLURM_ARRAY_TASK_COUNT
+    #[arg(long, value_name = "I/N", value_parser = parse_shard_arg)]
+    shard: Option<Shard>,
+    /// Number of shards, for a shard index taken from JOB_COMPLETION_INDEX
+    #[arg(long, value_name = "N")]
+    shards: Option<u64>,
+    /// Start sending at this wall-clock instant (RFC 3339, or unix seconds), so that all
+    /// shards begin together; each records how late it actually started
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at_arg)]
+    start_at: Option<StartAt>,
     #[command(flatten)]
     sim: SimArgs,
+}
+
+fn parse_shard_arg(s: &str) -> Result<Shard, String> {
+    s.parse().map_err(|e: ShardError| e.to_string())
+}
+
+fn parse_start_at_arg(s: &str) -> Result<StartAt, String> {
+    s.parse().map_err(|e: ShardError| e.to_string())
 }
 
 #[derive(Args)]
@@ -245,6 +284,7 @@ pub fn main() -> i32 {
             "verify",
             "sim",
             "compare",
+            "merge",
             "help",
             "-h",
             "--help",
@@ -274,6 +314,7 @@ pub fn main() -> i32 {
         Command::Verify(a) => verify_command(a).map(|_| 0),
         Command::Sim(a) => sim_command(*a).map(|_| 0),
         Command::Compare(a) => compare_command(a),
+        Command::Merge(a) => merge_command(a).map(|_| 0),
     };
     match result {
         Ok(code) => code,
@@ -507,6 +548,41 @@ fn compare_command(a: CompareArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// The shard's plan and the phases as it runs them, once the run is known to be shardable.
+fn shard_plan(
+    shard: Shard,
+    scenario: &dyn Scenario,
+    a: &RunArgs,
+    phases: &[scenario::PhaseSpec],
+) -> Result<(ShardPlan, Vec<scenario::PhaseSpec>)> {
+    let name = a.source.scenario.display();
+    if a.output.is_none() {
+        bail!("shard {shard}: --output DIR is required (the shard's mergeable results go there)");
+    }
+    // Phases or requests that depend on responses differ from shard to shard: their
+    // union would not be the single run's stream.
+    if scenario.has_next_phase() || scenario.wants_responses() {
+        bail!(
+            "{name} adapts to responses (next_phase or on_response), so its request stream cannot be split into shards; run it unsharded"
+        );
+    }
+    Ok(ShardPlan::new(shard, phases))
+}
+
+fn merge_command(a: MergeArgs) -> Result<()> {
+    let merged = merge::merge(&a.dirs)?;
+    let body = merged.render_body();
+    if !a.quiet {
+        print!("{}", report::render_header(&merged.header));
+        println!();
+    }
+    print!("{body}");
+    if let Some(out) = &a.output {
+        merged.write(&a.dirs, out, &body)?;
+    }
+    Ok(())
+}
+
 fn sim_command(a: SimCommand) -> Result<()> {
     // 10,000 open streams need as many sockets: lift the soft limit to the hard one.
     let _ = rlimit::increase_nofile_limit(u64::MAX);
@@ -557,6 +633,15 @@ fn run_command(a: RunArgs) -> Result<i32> {
     };
     scenario.configure(&params)?;
     let phases = scenario.phases()?;
+    let declared_phases = phases.clone();
+    let (shard_plan, phases) =
+        match Shard::resolve(a.shard, a.shards, |name| std::env::var(name).ok())? {
+            Some(shard) => {
+                let (plan, phases) = shard_plan(shard, &*scenario, &a, &phases)?;
+                (Some(plan), phases)
+            }
+            None => (None, phases),
+        };
 
     // Thresholds of the command line, then those the scenario declares.
     let mut checks = a.thresholds.clone();
@@ -645,12 +730,24 @@ fn run_command(a: RunArgs) -> Result<i32> {
         drain_timeout: a.drain_timeout,
         interrupt_drain: Duration::from_secs(5),
         lookahead: 256,
-        metrics,
+        metrics: metrics.clone(),
         records: a.output.as_ref().map(|d| d.join("requests.jsonl")),
         seed,
         max_error_rate: a.max_error_rate,
         live: engine::LiveView::new(),
+        shard: shard_plan.clone(),
+        stream_log: shard_plan
+            .as_ref()
+            .and(a.output.as_ref())
+            .map(|d| d.join(merge::shard_file::STREAM_FILE)),
     };
+    let clock_offset_ms = a.start_at.map(|at| {
+        if !a.quiet {
+            eprintln!("waiting to start at {}", at.rfc3339());
+        }
+        at.wait()
+    });
+    let started = std::time::SystemTime::now();
     let known_phases = (!scenario.has_next_phase()).then_some(phases.len());
     let progress = Progress::start(config.live.clone(), known_phases, progress::wanted(a.quiet));
     let (interrupt_tx, interrupt_rx) = tokio::sync::watch::channel(false);
@@ -679,6 +776,20 @@ fn run_command(a: RunArgs) -> Result<i32> {
     let result: RunResult = result?;
     drop(sim);
     header.request_digest = Some(result.digest.clone());
+    if let (Some(plan), Some(dir)) = (&shard_plan, &a.output) {
+        merge::shard_file::ShardFile::from_run(&merge::shard_file::ShardRun {
+            plan,
+            header: &header,
+            result: &result,
+            declared: &declared_phases,
+            metrics: &metrics,
+            start_at: a.start_at,
+            clock_offset_ms,
+            started,
+            dir,
+        })?
+        .write(dir)?;
+    }
 
     let goodput_on = !a.goodput.is_empty();
     let mut body = String::new();

@@ -6,12 +6,14 @@
 pub mod cli;
 pub mod client;
 pub mod engine;
+pub mod merge;
 pub mod metrics;
 pub mod package;
 pub mod progress;
 pub mod report;
 pub mod scenario;
 pub mod schedule;
+pub mod shard;
 pub mod sim;
 pub mod thresholds;
 pub mod tokenizer;

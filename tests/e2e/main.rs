@@ -17,6 +17,7 @@ mod packages;
 mod precision;
 mod progress;
 mod report;
+mod shards;
 mod signals;
 mod thresholds;
 mod timing;

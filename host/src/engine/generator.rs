@@ -13,6 +13,7 @@ use super::{EngineConfig, FromScenario, Live, Planned, ToScenario};
 use crate::client::prepare;
 use crate::scenario::{ArrivalSpec, Next, Prompt, RequestSpec, Scenario, ScenarioError};
 use crate::schedule::Schedule;
+use crate::shard::StreamEntry;
 use crate::tokenizer::Tokenizer;
 
 /// How often a scenario's `stop` function sees a fresh snapshot.
@@ -134,6 +135,13 @@ pub(super) fn scenario_loop(
         let _ = req_tx.blocking_send(FromScenario::Closed);
     };
     let name = scenario.describe().name.clone();
+    // A log that cannot be written leaves the merge without this shard's stream; the run
+    // itself goes on (the CLI created the file, so this is rare).
+    let mut stream_log = config
+        .stream_log
+        .as_ref()
+        .and_then(|path| std::fs::File::create(path).ok())
+        .map(std::io::BufWriter::new);
     while let Ok(cmd) = cmd_rx.recv() {
         let (p, spec) = match cmd {
             ToScenario::Start(p, spec) => (p, spec),
@@ -162,6 +170,9 @@ pub(super) fn scenario_loop(
         let mut schedule = Schedule::new(&spec.arrival, config.seed, p);
         let custom = matches!(spec.arrival, ArrivalSpec::Custom);
         let mut index = 0u64;
+        // Requests of this phase sent to the dispatcher (a shard skips the others' stripes).
+        let mut queued = 0u64;
+        let takes_part = config.shard.as_ref().is_none_or(|s| s.takes_part(p));
         let mut exhausted = false;
         let mut stop_sent = false;
         let mut last_check = Instant::now();
@@ -171,7 +182,7 @@ pub(super) fn scenario_loop(
         let mut waiting = false;
         let mut answered = 0u64;
         loop {
-            if waiting && answered >= index {
+            if waiting && answered >= queued {
                 return fail(ScenarioError::Invalid {
                     file: name.clone(),
                     function: "next_request".into(),
@@ -217,7 +228,11 @@ pub(super) fn scenario_loop(
                     Err(e) => return fail(e),
                 }
             }
-            if !exhausted && !stop_sent && spec.max_requests.is_some_and(|m| index >= m) {
+            // `max_requests` counts global indices: a shard stops where the single run would.
+            if !exhausted
+                && !stop_sent
+                && (!takes_part || spec.max_requests.is_some_and(|m| index >= m))
+            {
                 exhausted = true;
                 let _ = req_tx.blocking_send(FromScenario::Exhausted);
             }
@@ -269,7 +284,16 @@ pub(super) fn scenario_loop(
                 &name,
             ) {
                 Ok(Generated::Planned(mut planned)) => {
+                    if config.shard.as_ref().is_some_and(|s| !s.owns(p, index)) {
+                        // Another shard's request: generated for the same stream, not sent.
+                        index += 1;
+                        continue;
+                    }
+                    if let Some(log) = stream_log.as_mut() {
+                        log_entry(log, p, &planned);
+                    }
                     planned.warmup = spec.warmup;
+                    queued += 1;
                     permit.send(FromScenario::Request(planned))
                 }
                 Ok(Generated::Wait) => {
@@ -289,5 +313,22 @@ pub(super) fn scenario_loop(
             }
             index += 1;
         }
+    }
+}
+
+/// Appends one request's digest entry to the stream log (see [`StreamEntry`]).
+fn log_entry(log: &mut impl std::io::Write, phase: usize, planned: &Planned) {
+    let entry = StreamEntry {
+        phase,
+        index: planned.index,
+        offset_ns: planned
+            .offset
+            .map(|o| (o * 1e9).round() as i64)
+            .unwrap_or(-1),
+        body_sha256: planned.digest.iter().map(|b| format!("{b:02x}")).collect(),
+    };
+    if let Ok(mut line) = serde_json::to_vec(&entry) {
+        line.push(b'\n');
+        let _ = log.write_all(&line);
     }
 }

@@ -57,6 +57,11 @@ pub struct EngineConfig {
     pub max_error_rate: Option<f64>,
     /// The live counters of the running phase, also read by a progress display.
     pub live: LiveView,
+    /// Sharded run: send only this shard's stripe of each phase's requests.
+    pub shard: Option<crate::shard::ShardPlan>,
+    /// Log of every request generated for sending (phase, index, offset, body digest), so
+    /// `runner merge` can compute the digest of the union of shards.
+    pub stream_log: Option<PathBuf>,
 }
 
 /// Finished requests a phase needs before `max_error_rate` is checked, so one early

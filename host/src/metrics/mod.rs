@@ -8,7 +8,8 @@ pub mod tags;
 
 pub use options::{parse_percentiles, MetricsOptions, ParseError, Slo};
 pub use record::{Chunk, ErrorKind, RequestError, RequestRecord};
-pub use stat::Distribution;
+pub use stat::{Distribution, StatStateError};
+pub use summary::PhaseState;
 pub use summary::{
     DecisionLatencies, FailureCount, PhaseAccumulator, PhaseInfo, PhaseSummary, TokenAccounting,
     CLIENT_BOUND_LATENESS_MS, ERROR_KINDS,

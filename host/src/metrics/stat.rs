@@ -13,6 +13,9 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+mod mergeable;
+pub use mergeable::{StatState, StatStateError};
+
 /// Summary of one distribution, in milliseconds. Empty ⇒ every field 0 (like vLLM, never NaN).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Distribution {

@@ -12,7 +12,9 @@ use super::options::{MetricsOptions, Slo};
 use super::record::{ErrorKind, RequestRecord};
 use super::stat::{Distribution, StreamingStat};
 
+mod mergeable;
 use super::tags::{TagStats, TagSummary};
+pub use mergeable::PhaseState;
 
 /// P99 send lateness above which the run is flagged as client-bound, in ms.
 pub const CLIENT_BOUND_LATENESS_MS: f64 = 10.0;

@@ -1,0 +1,486 @@
+//! Sharded runs: four shard processes against one simulated server, merged, compared with
+//! a single process running the same scenario and seed.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::support::{free_port, runner, spawn_runner, stderr, stdout, wait_until};
+
+const SHARDS: usize = 4;
+
+/// Open loop: Poisson arrivals, prompt and output lengths drawn from the seeded generator,
+/// so every request of the stream differs.
+const OPEN_LOOP: &str = r#"
+fn describe() {
+    #{ name: "shards-open", description: "Poisson, varied prompts", params: [
+        #{ name: "requests", value: 160, help: "requests" },
+        #{ name: "rate", value: 160.0, help: "req/s" },
+        #{ name: "seed", value: 7, help: "seed" } ] }
+}
+fn phases() {
+    [#{ name: "poisson", arrival: #{ process: "poisson", rate: param("rate") },
+       max_requests: param("requests") }]
+}
+fn next_request(phase, index) {
+    let n = rand_int(20, 200);
+    #{ prompt: synthetic_text(n), input_tokens: n, max_tokens: rand_int(2, 40), ignore_eos: true }
+}
+"#;
+
+/// Closed loop: 6 in flight (shares 2, 2, 1, 1), then 2 in flight (two shards take part).
+const CLOSED_LOOP: &str = r#"
+fn describe() {
+    #{ name: "shards-closed", description: "closed loop, two widths", params: [
+        #{ name: "seed", value: 11, help: "seed" } ] }
+}
+fn phases() {
+    [#{ name: "six", arrival: #{ process: "closed", concurrency: 6 }, max_requests: 61 },
+     #{ name: "two", arrival: #{ process: "closed", concurrency: 2 }, max_requests: 13 }]
+}
+fn next_request(phase, index) {
+    let n = rand_int(10, 120);
+    #{ prompt: synthetic_text(n), input_tokens: n, max_tokens: rand_int(2, 24), ignore_eos: true }
+}
+"#;
+
+/// A `runner sim` on a free loopback port, killed when dropped.
+struct Sim {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Sim {
+    fn start() -> Sim {
+        let port = free_port();
+        let p = port.to_string();
+        let child = spawn_runner(&["sim", "--port", &p]);
+        wait_until("the simulator to listen", Duration::from_secs(30), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        Sim {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn write_scenario(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write scenario");
+    path.display().to_string()
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_json::from_str(&text).expect("JSON")
+}
+
+fn records(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON record"))
+        .collect()
+}
+
+/// Runs the shards side by side, each with its own command-line tail, starting together.
+fn run_shards(
+    scenario: &str,
+    target: &str,
+    dirs: &[PathBuf],
+    extra: impl Fn(usize) -> (Vec<String>, Vec<(String, String)>),
+) {
+    // Far enough ahead for a debug build to load its tokenizer in every process.
+    let start_at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64()
+        + 4.0;
+    let start_at = format!("{start_at:.3}");
+    let children: Vec<_> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let (args, env) = extra(i);
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_runner"));
+            cmd.args([scenario, "--target", target, "-q", "--start-at", &start_at])
+                .arg("--output")
+                .arg(dir)
+                .args(&args)
+                .env_remove("OPENAI_API_KEY")
+                .env_remove("JOB_COMPLETION_INDEX")
+                .env_remove("SLURM_ARRAY_TASK_ID")
+                .env("RUST_BACKTRACE", "0")
+                .envs(env)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            cmd.spawn().expect("a shard starts")
+        })
+        .collect();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().expect("shard output");
+        assert!(
+            out.status.success(),
+            "shard {i} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn dir_args(dirs: &[PathBuf]) -> Vec<String> {
+    dirs.iter().map(|d| d.display().to_string()).collect()
+}
+
+/// numpy.percentile (linear) over sorted values.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = p / 100.0 * (sorted.len() - 1) as f64;
+    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
+}
+
+/// Per-request TTFT, TPOT and E2EL (ms) and chunk gaps of the successful records.
+fn raw_latencies(records: &[serde_json::Value]) -> [Vec<f64>; 4] {
+    let mut out: [Vec<f64>; 4] = Default::default();
+    for r in records.iter().filter(|r| r.get("error").is_none()) {
+        let ns = |v: &serde_json::Value| v.as_u64().expect("ns") as f64;
+        let sent = ns(&r["sent_ns"]);
+        let chunks: Vec<f64> = r["chunks"]
+            .as_array()
+            .expect("chunks")
+            .iter()
+            .map(|c| ns(&c["t_ns"]))
+            .collect();
+        let (first, last) = (chunks[0], chunks[chunks.len() - 1]);
+        let tokens = r["output_tokens"].as_u64().expect("tokens") as f64;
+        out[0].push((first - sent) / 1e6);
+        if tokens > 1.0 {
+            out[1].push((last - first) / (tokens - 1.0) / 1e6);
+        }
+        out[2].push((last - sent) / 1e6);
+        out[3].extend(chunks.windows(2).map(|w| (w[1] - w[0]) / 1e6));
+    }
+    for v in &mut out {
+        v.sort_by(f64::total_cmp);
+    }
+    out
+}
+
+fn sum_over(results: &[serde_json::Value], key: &str) -> u64 {
+    results
+        .iter()
+        .map(|r| r[key].as_u64().unwrap_or_else(|| panic!("no {key}")))
+        .sum()
+}
+
+#[test]
+fn open_loop_shards_merge_into_the_single_run() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let scenario = write_scenario(tmp.path(), "open.rhai", OPEN_LOOP);
+    let sim = Sim::start();
+    let _quiet = crate::support::exclusive();
+
+    let single = tmp.path().join("single");
+    let single_dir = single.display().to_string();
+    let out = runner(&[
+        &scenario,
+        "--target",
+        &sim.url,
+        "-q",
+        "--output",
+        &single_dir,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let single_result = json(&single.join("result.json"));
+
+    let dirs: Vec<PathBuf> = (0..SHARDS)
+        .map(|i| tmp.path().join(format!("shard{i}")))
+        .collect();
+    run_shards(&scenario, &sim.url, &dirs, |i| {
+        (vec!["--shard".into(), format!("{i}/{SHARDS}")], vec![])
+    });
+
+    let merged = tmp.path().join("merged");
+    let mut args = vec!["merge".to_string()];
+    args.extend(dir_args(&dirs));
+    args.extend(["--output".into(), merged.display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = runner(&args);
+    assert!(out.status.success(), "merge failed: {}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("============ Serving Benchmark Result ============"));
+    let m = json(&merged.join("result.json"));
+
+    // The union of the four streams is the single run's stream.
+    let digest = single_result["runner"]["request_digest"]
+        .as_str()
+        .expect("digest");
+    assert_eq!(m["runner"]["request_digest"].as_str(), Some(digest));
+    assert!(text.contains(&format!("Request stream digest (sha256): {digest}")));
+    // Each shard's own digest is a different part of it.
+    let shards: Vec<serde_json::Value> =
+        dirs.iter().map(|d| json(&d.join("result.json"))).collect();
+    for s in &shards {
+        assert_ne!(s["runner"]["request_digest"].as_str(), Some(digest));
+    }
+
+    // Counts and token totals: exactly the sum of the shards, and the single run's.
+    for key in [
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+    ] {
+        assert_eq!(m[key].as_u64(), Some(sum_over(&shards, key)), "{key}");
+        assert_eq!(m[key], single_result[key], "{key}");
+    }
+    assert_eq!(m["completed"].as_u64(), Some(160));
+    // Every shard sent its stripe: 40 of the 160 requests.
+    for (i, d) in dirs.iter().enumerate() {
+        let recs = records(d);
+        assert_eq!(recs.len(), 40, "shard {i}");
+        assert!(recs
+            .iter()
+            .all(|r| r["index"].as_u64().unwrap() % SHARDS as u64 == i as u64));
+    }
+
+    // Merged percentiles equal those of all shards' raw records, within the histogram's
+    // precision (3 significant digits on µs: 0.1 % plus half a microsecond).
+    let all: Vec<serde_json::Value> = dirs.iter().flat_map(|d| records(d)).collect();
+    let raw = raw_latencies(&all);
+    for (k, name) in ["ttft", "tpot", "e2el", "itl"].iter().enumerate() {
+        let v = &raw[k];
+        assert!(v.len() > 100, "{name}: {} samples", v.len());
+        for (key, exact) in [
+            (format!("median_{name}_ms"), percentile(v, 50.0)),
+            (format!("p99_{name}_ms"), percentile(v, 99.0)),
+        ] {
+            let got = m[&key].as_f64().expect(&key);
+            assert!(
+                (got - exact).abs() <= exact * 1e-3 + 0.0005,
+                "{key}: merged {got} vs raw {exact}"
+            );
+        }
+    }
+
+    // The shards' starts: one offset each against --start-at, and their spread.
+    let shard_info = &m["shards"];
+    assert_eq!(shard_info["count"].as_u64(), Some(SHARDS as u64));
+    let starts: Vec<u64> = shard_info["shards"]
+        .as_array()
+        .expect("shards")
+        .iter()
+        .map(|s| {
+            assert!(s["clock_offset_ms"].as_f64().expect("offset").is_finite());
+            s["started_unix_ns"].as_u64().expect("start")
+        })
+        .collect();
+    let spread = (starts.iter().max().unwrap() - starts.iter().min().unwrap()) as f64 / 1e6;
+    assert!((shard_info["start_spread_ms"].as_f64().unwrap() - spread).abs() < 1e-3);
+    assert!(text.contains("Start spread (ms):"));
+    // The same exports as a single run's --output.
+    for f in [
+        "report.txt",
+        "report.html",
+        "requests.jsonl",
+        "requests.csv",
+    ] {
+        assert!(merged.join(f).is_file(), "{f}");
+    }
+    assert_eq!(records(&merged).len(), 160);
+
+    // A missing shard is refused, naming it.
+    let mut three = vec!["merge".to_string()];
+    three.extend(dir_args(&dirs[..3]));
+    let three: Vec<&str> = three.iter().map(String::as_str).collect();
+    let out = runner(&three);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out).trim(),
+        "error: shard 3/4 is missing (given: 0/4, 1/4, 2/4)"
+    );
+    // So is a shard given twice.
+    let twice = [&three[..], &[three[1]]].concat();
+    let out = runner(&twice);
+    assert!(
+        stderr(&out).contains("shard 0/4 is given twice"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A shard of another workload (another seed) is refused, naming its directory.
+    let foreign = tmp.path().join("foreign3");
+    let foreign_dir = foreign.display().to_string();
+    let out = runner(&[
+        &scenario,
+        "--target",
+        &sim.url,
+        "-q",
+        "--shard",
+        "3/4",
+        "-p",
+        "seed=8",
+        "--output",
+        &foreign_dir,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut mixed = three.clone();
+    mixed.push(&foreign_dir);
+    let out = runner(&mixed);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{foreign_dir} (shard 3/4) is not the same workload"
+        )) && err.contains("the seed differs (8 vs 7)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn closed_loop_shards_split_concurrency_and_budget() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let scenario = write_scenario(tmp.path(), "closed.rhai", CLOSED_LOOP);
+    let sim = Sim::start();
+    let _quiet = crate::support::exclusive();
+
+    let single = tmp.path().join("single");
+    let out = runner(&[
+        &scenario,
+        "--target",
+        &sim.url,
+        "-q",
+        "--output",
+        &single.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let single_result = json(&single.join("result.json"));
+
+    // As a Kubernetes Indexed Job starts them: the index from JOB_COMPLETION_INDEX, the
+    // count from RUNNER_SHARDS.
+    let dirs: Vec<PathBuf> = (0..SHARDS)
+        .map(|i| tmp.path().join(format!("shard{i}")))
+        .collect();
+    run_shards(&scenario, &sim.url, &dirs, |i| {
+        (
+            vec![],
+            vec![
+                ("JOB_COMPLETION_INDEX".into(), i.to_string()),
+                ("RUNNER_SHARDS".into(), SHARDS.to_string()),
+            ],
+        )
+    });
+
+    let mut args = vec!["merge".to_string()];
+    args.extend(dir_args(&dirs));
+    let merged = tmp.path().join("merged");
+    args.extend(["--output".into(), merged.display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = runner(&args);
+    assert!(out.status.success(), "merge failed: {}", stderr(&out));
+    let m = json(&merged.join("result.json"));
+
+    assert_eq!(m["request_digest"], single_result["request_digest"]);
+    assert!(m["request_digest"].as_str().is_some_and(|d| d.len() == 64));
+    let shards: Vec<serde_json::Value> =
+        dirs.iter().map(|d| json(&d.join("result.json"))).collect();
+    let phase = |v: &serde_json::Value, p: usize| v["phases"][p].clone();
+    // Per shard: its share of each phase's concurrency and of its request budget.
+    let expected_width = [[2, 2, 1, 1], [1, 1, 0, 0]];
+    let expected_requests = [[16, 15, 15, 15], [7, 6, 0, 0]];
+    for (p, total) in [(0, 61u64), (1, 13)] {
+        let merged_phase = phase(&m, p);
+        let shard_phases: Vec<serde_json::Value> = shards.iter().map(|s| phase(s, p)).collect();
+        for key in [
+            "completed",
+            "failed",
+            "total_input_tokens",
+            "total_output_tokens",
+        ] {
+            assert_eq!(
+                merged_phase[key].as_u64(),
+                Some(sum_over(&shard_phases, key)),
+                "phase {p} {key}"
+            );
+            assert_eq!(
+                merged_phase[key],
+                phase(&single_result, p)[key],
+                "phase {p} {key}"
+            );
+        }
+        assert_eq!(merged_phase["completed"].as_u64(), Some(total));
+        // The merged phase reports the whole run's concurrency.
+        assert_eq!(
+            merged_phase["max_concurrency"],
+            phase(&single_result, p)["max_concurrency"]
+        );
+        for (i, s) in shard_phases.iter().enumerate() {
+            assert_eq!(
+                s["completed"].as_u64(),
+                Some(expected_requests[p][i]),
+                "phase {p} shard {i}"
+            );
+            let width = s["max_concurrency"].as_u64().unwrap_or(0);
+            assert_eq!(width, expected_width[p][i], "phase {p} shard {i}");
+            // Never more in flight than its share.
+            assert!(s["max_concurrent_requests"].as_f64().unwrap() <= width as f64);
+        }
+    }
+}
+
+#[test]
+fn shard_flags_are_checked_in_one_line() {
+    let scenario = crate::support::scenario("sweep.rhai");
+    for (args, env, expected) in [
+        (
+            vec!["--shard", "4/4"],
+            vec![],
+            "--shard expects I/N with 0 <= I < N",
+        ),
+        (vec!["--shard", "0/2"], vec![], "--output DIR is required"),
+        (
+            vec![],
+            vec![("JOB_COMPLETION_INDEX", "1")],
+            "pass --shards N or set RUNNER_SHARDS",
+        ),
+        (
+            vec!["--start-at", "soon"],
+            vec![],
+            "--start-at expects an RFC 3339 time",
+        ),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_runner"))
+            .args([scenario.as_str(), "-q", "-p", "max_prompts=1"])
+            .args(&args)
+            .envs(env)
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .expect("runs");
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    // An adaptive scenario cannot be split.
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().display().to_string();
+    let out = runner(&[
+        &crate::support::scenario("multi_turn.rhai"),
+        "--shard",
+        "0/2",
+        "--output",
+        &dir,
+    ]);
+    assert!(
+        stderr(&out).contains("cannot be split into shards"),
+        "{}",
+        stderr(&out)
+    );
+}
