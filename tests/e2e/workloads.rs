@@ -594,7 +594,9 @@ fn slo_search_finds_the_rate_where_the_queue_starts_to_grow() {
 const ADAPTIVE_PROBE: &str = r#"
 fn describe() { #{ name: "adaptive_probe", description: "next_phase probe", params: [] } }
 fn phases() { [] }
-fn next_request(phase, index) { #{ prompt: "hello there", max_tokens: 4, ignore_eos: true } }
+fn next_request(phase, index) {
+    #{ prompt: "hello there", max_tokens: 4, ignore_eos: true, tag: `kind-${index % 2}` }
+}
 fn next_phase(history) {
     let n = history.len();
     if n > 0 {
@@ -622,7 +624,8 @@ fn next_phase_decides_each_phase_from_the_finished_ones() {
     let dir = tempfile::tempdir().expect("temp dir");
     let script = dir.path().join("adaptive_probe.rhai");
     std::fs::write(&script, ADAPTIVE_PROBE).unwrap();
-    let (text, result) = run_ok(&[&script.display().to_string()]);
+    let out = dir.path().join("out").display().to_string();
+    let (text, result) = run_ok(&[&script.display().to_string(), "--output", &out]);
     let phases = result["phases"].as_array().expect("three phases");
     let names: Vec<&str> = phases
         .iter()
@@ -636,6 +639,22 @@ fn next_phase_decides_each_phase_from_the_finished_ones() {
         "{result}"
     );
     assert!(text.contains("Phase 3/3: step 3"), "{text}");
+    // Each phase has its per-tag table, in result.json and in report.md.
+    let tags = &phases[2]["runner"]["tags"];
+    assert_eq!(tags[0]["tag"], "kind-0", "{tags}");
+    assert_eq!(
+        (num(&tags[0], "completed"), num(&tags[1], "completed")),
+        (3.0, 3.0)
+    );
+    let md = std::fs::read_to_string(dir.path().join("out/report.md")).unwrap();
+    let section = md
+        .split("## Per-tag metrics: step 3")
+        .nth(1)
+        .expect("per-tag section");
+    assert!(
+        section.contains("| kind-0 | 3 | 0 |") && section.contains("| kind-1 | 3 | 0 |"),
+        "{md}"
+    );
 
     // A phase `next_phase` returns is checked like one `phases` returns, naming the function.
     let bad = ADAPTIVE_PROBE.replace(r#"process: "closed""#, r#"process: "sometimes""#);
