@@ -90,7 +90,7 @@ impl Exchange {
         if msg.timings.is_some() {
             self.server_timings = msg.timings;
         }
-        let Some(choice) = msg.choices.as_ref().and_then(|c| c.first()) else {
+        let Some(choice) = &msg.choice else {
             return;
         };
         let start = self.text.len();
@@ -122,8 +122,9 @@ fn head(data: &[u8]) -> String {
 
 #[derive(Deserialize)]
 struct Message<'a> {
-    #[serde(default, borrow)]
-    choices: Option<Vec<Choice<'a>>>,
+    /// The first of `choices` (the runner asks for one).
+    #[serde(default, borrow, rename = "choices", deserialize_with = "first_choice")]
+    choice: Option<Choice<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
     #[serde(default)]
@@ -153,6 +154,42 @@ struct Delta<'a> {
     reasoning: Option<Cow<'a, str>>,
     #[serde(default)]
     tool_calls: Option<Vec<serde::de::IgnoredAny>>,
+}
+
+/// The first element of a `choices` array (or `null`), the others skipped: no vector is
+/// built for each chunk of a stream.
+fn first_choice<'de: 'a, 'a, D>(d: D) -> Result<Option<Choice<'a>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct First<'a>(Option<Choice<'a>>);
+
+    impl<'de: 'a, 'a> Deserialize<'de> for First<'a> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_seq(FirstVisitor(std::marker::PhantomData))
+        }
+    }
+
+    struct FirstVisitor<'a>(std::marker::PhantomData<Choice<'a>>);
+
+    impl<'de: 'a, 'a> serde::de::Visitor<'de> for FirstVisitor<'a> {
+        type Value = First<'a>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an array of choices")
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<First<'a>, A::Error> {
+            let first = seq.next_element::<Choice<'a>>()?;
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(First(first))
+        }
+    }
+
+    Ok(Option::<First<'a>>::deserialize(d)?.and_then(|f| f.0))
 }
 
 #[derive(Deserialize)]
@@ -292,6 +329,22 @@ mod tests {
         assert_eq!(
             kind(false, br#"{"error":{"message":"no"}}"#),
             Some(ErrorKind::ErrorObject)
+        );
+    }
+
+    #[test]
+    fn only_the_first_choice_counts_and_choices_must_be_an_array() {
+        let ex = decode(
+            true,
+            b"data: {\"choices\":[{\"text\":\"a\"},{\"text\":\"b\"}]}\n\ndata: {\"choices\":null}\n\n",
+        );
+        assert_eq!(
+            (ex.text.as_str(), ex.chunks.len(), ex.error),
+            ("a", 1, None)
+        );
+        assert_eq!(
+            kind(true, b"data: {\"choices\":{\"text\":\"a\"}}\n\n"),
+            Some(ErrorKind::MalformedJson)
         );
     }
 

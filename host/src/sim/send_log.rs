@@ -48,8 +48,13 @@ impl SentTimes {
 
     /// A content chunk leaves now.
     pub fn chunk_sent(&mut self) {
-        self.chunk_us
-            .push(self.arrived.elapsed().as_micros().try_into().unwrap_or(u64::MAX));
+        self.chunk_us.push(
+            self.arrived
+                .elapsed()
+                .as_micros()
+                .try_into()
+                .unwrap_or(u64::MAX),
+        );
     }
 
     /// `{"id":N,"chunk_ms":[...]}`: each content chunk's send time after the request's
@@ -82,6 +87,9 @@ mod tests {
         let chunks = line["chunk_ms"].as_array().expect("chunk_ms");
         assert_eq!(chunks.len(), 2);
         let gap = chunks[1].as_f64().unwrap() - chunks[0].as_f64().unwrap();
-        assert!(gap >= 2.0, "the second chunk left at least 2 ms later: {gap}");
+        assert!(
+            gap >= 2.0,
+            "the second chunk left at least 2 ms later: {gap}"
+        );
     }
 }
