@@ -484,3 +484,166 @@ fn shard_flags_are_checked_in_one_line() {
         stderr(&out)
     );
 }
+
+/// The manifests of deploy/kubernetes with their `${...}` placeholders filled in.
+fn manifest(name: &str) -> String {
+    let path = crate::support::repo().join("deploy/kubernetes").join(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path:?}: {e}"))
+        .replace("${RUNNER_IMAGE}", "registry.example/runner:0.1.0")
+        .replace("${START_AT}", "2026-11-21T18:00:00Z")
+        .replace("${TARGET_URL}", "http://vllm-router:8000")
+}
+
+fn documents(name: &str) -> Vec<yaml_rust2::Yaml> {
+    yaml_rust2::YamlLoader::load_from_str(&manifest(name))
+        .unwrap_or_else(|e| panic!("{name} is not YAML: {e}"))
+}
+
+fn of_kind<'a>(docs: &'a [yaml_rust2::Yaml], kind: &str) -> &'a yaml_rust2::Yaml {
+    docs.iter()
+        .find(|d| d["kind"].as_str() == Some(kind))
+        .unwrap_or_else(|| panic!("no {kind}"))
+}
+
+fn strings(y: &yaml_rust2::Yaml) -> Vec<String> {
+    y.as_vec()
+        .expect("a list")
+        .iter()
+        .map(|v| v.as_str().expect("a string").to_string())
+        .collect()
+}
+
+/// The Indexed Job runs N shards of one scenario into a shared volume, and the merge Job
+/// reads exactly those N directories; the scenario in the ConfigMap is one the runner loads.
+#[test]
+fn kubernetes_manifests_describe_n_shards_and_one_merge() {
+    let docs = documents("runner-shards.yaml");
+    let job = of_kind(&docs, "Job");
+    let spec = &job["spec"];
+    assert_eq!(spec["completionMode"].as_str(), Some("Indexed"));
+    let n = spec["completions"].as_i64().expect("completions");
+    assert_eq!(spec["parallelism"].as_i64(), Some(n));
+    assert_eq!(spec["backoffLimit"].as_i64(), Some(0));
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["restartPolicy"].as_str(), Some("Never"));
+    let container = &pod["containers"][0];
+    let env = container["env"].as_vec().expect("env");
+    let var = |name: &str| {
+        env.iter()
+            .find(|e| e["name"].as_str() == Some(name))
+            .unwrap_or_else(|| panic!("no env {name}"))
+    };
+    assert_eq!(
+        var("RUNNER_SHARDS")["value"].as_str(),
+        Some(&*n.to_string())
+    );
+    assert_eq!(
+        var("SHARD_INDEX")["valueFrom"]["fieldRef"]["fieldPath"].as_str(),
+        Some("metadata.annotations['batch.kubernetes.io/job-completion-index']")
+    );
+    let args = strings(&container["args"]);
+    let after = |flag: &str| {
+        let i = args.iter().position(|a| a == flag).expect(flag);
+        args[i + 1].clone()
+    };
+    assert_eq!(args[0], "run");
+    assert_eq!(after("--start-at"), "$(START_AT)");
+    assert_eq!(after("--output"), "/results/shard-$(SHARD_INDEX)");
+    // The scenario comes from the ConfigMap, read-only; results go to the shared claim.
+    let mounts = container["volumeMounts"].as_vec().expect("mounts");
+    let mount = |name: &str| {
+        mounts
+            .iter()
+            .find(|m| m["name"].as_str() == Some(name))
+            .expect(name)
+    };
+    assert_eq!(mount("scenario")["readOnly"].as_bool(), Some(true));
+    assert!(args[1].starts_with(mount("scenario")["mountPath"].as_str().unwrap()));
+    assert_eq!(mount("results")["mountPath"].as_str(), Some("/results"));
+    let volumes = pod["volumes"].as_vec().expect("volumes");
+    let config_map = of_kind(&docs, "ConfigMap");
+    let map_name = config_map["metadata"]["name"].as_str().unwrap();
+    assert!(volumes
+        .iter()
+        .any(|v| v["configMap"]["name"].as_str() == Some(map_name)));
+    let claim = of_kind(&docs, "PersistentVolumeClaim");
+    let claim_name = claim["metadata"]["name"].as_str().unwrap();
+    assert_eq!(strings(&claim["spec"]["accessModes"]), ["ReadWriteMany"]);
+
+    // The merge Job lists every shard directory once, on the same claim.
+    let merge_docs = documents("runner-merge.yaml");
+    let merge = of_kind(&merge_docs, "Job");
+    let merge_pod = &merge["spec"]["template"]["spec"];
+    let merge_args = strings(&merge_pod["containers"][0]["args"]);
+    assert_eq!(merge_args[0], "merge");
+    let dirs: Vec<String> = (0..n).map(|i| format!("/results/shard-{i}")).collect();
+    assert_eq!(merge_args[1..=n as usize], dirs[..]);
+    assert_eq!(
+        merge_pod["volumes"][0]["persistentVolumeClaim"]["claimName"].as_str(),
+        Some(claim_name)
+    );
+
+    // The bundled scenario loads and plans its phases.
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let script = tmp.path().join("scenario.rhai");
+    std::fs::write(
+        &script,
+        config_map["data"]["scenario.rhai"]
+            .as_str()
+            .expect("scenario"),
+    )
+    .expect("write");
+    let out = runner(&["verify", &script.display().to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// The manifests against the Kubernetes API schema (PyPI's kubernetes-validate, strict:
+/// unknown fields fail), in a venv made once under cargo's test temp dir. Skipped with a
+/// reason when Python cannot make one, unless RUNNER_REQUIRE_KUBE_VALIDATE=1.
+#[test]
+fn kubernetes_manifests_pass_the_api_schema() {
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kubernetes-validate-1.34.1");
+    let tool = work.join("bin/kubernetes-validate");
+    if !tool.is_file() {
+        let made = std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&work)
+            .status()
+            .is_ok_and(|s| s.success())
+            && std::process::Command::new(work.join("bin/python"))
+                .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+                .arg("kubernetes-validate==1.34.1")
+                .status()
+                .is_ok_and(|s| s.success());
+        if !made {
+            let _ = std::fs::remove_dir_all(&work);
+            assert!(
+                std::env::var("RUNNER_REQUIRE_KUBE_VALIDATE").as_deref() != Ok("1"),
+                "kubernetes-validate is required but cannot be installed"
+            );
+            eprintln!("SKIPPED: cannot install kubernetes-validate from PyPI into a venv");
+            return;
+        }
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let validate = |name: &str, text: &str| {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        std::process::Command::new(&tool)
+            .args(["--strict", "-k", "1.34.0"])
+            .arg(&path)
+            .output()
+            .expect("kubernetes-validate runs")
+    };
+    for name in ["runner-shards.yaml", "runner-merge.yaml"] {
+        let out = validate(name, &manifest(name));
+        let text = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(out.status.success(), "{name}: {text}");
+        assert!(text.contains("passed for resource job/"), "{name}: {text}");
+    }
+    // The check can fail: a misspelt field is refused.
+    let bad = manifest("runner-shards.yaml").replace("parallelism:", "paralelism:");
+    let out = validate("bad.yaml", &bad);
+    assert!(!out.status.success(), "{}", stdout(&out));
+}
