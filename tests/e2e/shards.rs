@@ -23,7 +23,9 @@ fn phases() {
 }
 fn next_request(phase, index) {
     let n = rand_int(20, 200);
-    #{ prompt: synthetic_text(n), input_tokens: n, max_tokens: rand_int(2, 40), ignore_eos: true }
+    let tag = if n > 100 { "long" } else { "short" };
+    #{ prompt: synthetic_text(n), input_tokens: n, max_tokens: rand_int(2, 40), ignore_eos: true,
+       tag: tag }
 }
 "#;
 
@@ -241,6 +243,24 @@ fn open_loop_shards_merge_into_the_single_run() {
         assert_eq!(m[key], single_result[key], "{key}");
     }
     assert_eq!(m["completed"].as_u64(), Some(160));
+    // Per-tag counts merge too.
+    let tags = |v: &serde_json::Value| -> Vec<(String, u64, f64)> {
+        v["runner"]["tags"]
+            .as_array()
+            .expect("tags")
+            .iter()
+            .map(|t| {
+                let tag = t["tag"].as_str().expect("tag").to_string();
+                (
+                    tag,
+                    t["completed"].as_u64().unwrap(),
+                    t["mean_input_tokens"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(tags(&m).len(), 2);
+    assert_eq!(tags(&m), tags(&single_result));
     // Every shard sent its stripe: 40 of the 160 requests.
     for (i, d) in dirs.iter().enumerate() {
         let recs = records(d);

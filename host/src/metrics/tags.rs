@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 use super::record::RequestRecord;
 use super::stat::{Distribution, StreamingStat};
 
+mod mergeable;
+pub use mergeable::TagState;
+
 /// Distinct tags with their own row.
 pub const MAX_TAGS: usize = 256;
 /// The row of requests whose tag came after [`MAX_TAGS`] others.

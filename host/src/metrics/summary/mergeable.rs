@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::super::options::MetricsOptions;
 use super::super::stat::{StatState, StatStateError, StreamingStat};
+use super::super::tags::{TagState, TagStats};
 use super::{kind_index, FailureCount, PhaseAccumulator, ERROR_KINDS};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -37,6 +38,9 @@ pub struct PhaseState {
     pub ends_ns: Vec<u64>,
     /// Output tokens per second `[k s, k+1 s)` of the phase.
     pub tokens_per_second: Vec<u64>,
+    /// Per-tag statistics; absent when no request had a tag.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<TagState>,
 }
 
 /// Two sorted vectors as one.
@@ -92,6 +96,7 @@ impl PhaseAccumulator {
             starts_ns: self.starts.clone(),
             ends_ns: self.ends.clone(),
             tokens_per_second: self.tokens_per_second.clone(),
+            tags: self.tags.state(),
         }
     }
 
@@ -126,6 +131,7 @@ impl PhaseAccumulator {
         acc.starts = s.starts_ns.clone();
         acc.ends = s.ends_ns.clone();
         acc.tokens_per_second = s.tokens_per_second.clone();
+        acc.tags = TagStats::from_state(&s.tags)?;
         Ok(acc)
     }
 
@@ -163,7 +169,7 @@ impl PhaseAccumulator {
         for (a, b) in self.tokens_per_second.iter_mut().zip(&o.tokens_per_second) {
             *a += b;
         }
-        Ok(())
+        self.tags.merge(&o.tags)
     }
 }
 
