@@ -190,6 +190,10 @@ struct RunArgs {
     /// Number of shards, for a shard index taken from JOB_COMPLETION_INDEX
     #[arg(long, value_name = "N")]
     shards: Option<u64>,
+    /// Run the whole scenario even inside a Kubernetes Indexed Job or a Slurm array (ignore
+    /// their index variables)
+    #[arg(long, conflicts_with_all = ["shard", "shards"])]
+    no_shard: bool,
     /// Start sending at this wall-clock instant (RFC 3339, or unix seconds), so that all
     /// shards begin together; each records how late it actually started
     #[arg(long, value_name = "TIME", value_parser = parse_start_at_arg)]
@@ -634,14 +638,15 @@ fn run_command(a: RunArgs) -> Result<i32> {
     scenario.configure(&params)?;
     let phases = scenario.phases()?;
     let declared_phases = phases.clone();
-    let (shard_plan, phases) =
-        match Shard::resolve(a.shard, a.shards, |name| std::env::var(name).ok())? {
-            Some(shard) => {
-                let (plan, phases) = shard_plan(shard, &*scenario, &a, &phases)?;
-                (Some(plan), phases)
-            }
-            None => (None, phases),
-        };
+    let (shard_plan, phases) = match Shard::resolve(a.shard, a.shards, |name| {
+        std::env::var(name).ok().filter(|_| !a.no_shard)
+    })? {
+        Some(shard) => {
+            let (plan, phases) = shard_plan(shard, &*scenario, &a, &phases)?;
+            (Some(plan), phases)
+        }
+        None => (None, phases),
+    };
 
     // Thresholds of the command line, then those the scenario declares.
     let mut checks = a.thresholds.clone();

@@ -488,6 +488,27 @@ fn shard_flags_are_checked_in_one_line() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(expected), "{args:?}: {err}");
     }
+    // --no-shard runs the whole scenario inside a job array.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args([
+            scenario.as_str(),
+            "-q",
+            "-p",
+            "min_prompts=2",
+            "-p",
+            "max_prompts=2",
+            "--no-shard",
+        ])
+        .env("SLURM_ARRAY_TASK_ID", "1")
+        .env("SLURM_ARRAY_TASK_COUNT", "2")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        crate::support::report_row(&stdout(&out), "Successful requests:"),
+        Some(2)
+    );
     // An adaptive scenario cannot be split.
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = tmp.path().display().to_string();
