@@ -150,6 +150,9 @@ pub struct Timeouts {
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
+    /// Keeps no idle connection: a request sent again after its pooled connection closed
+    /// under it goes out on a new one.
+    unpooled: reqwest::Client,
     base: String,
     api_key: Option<String>,
     timeouts: Timeouts,
@@ -207,10 +210,17 @@ impl Client {
             .pool_idle_timeout(Duration::from_secs(90))
             .build()
             .map_err(|e| ClientError::Build(chain(&e)))?;
+        let unpooled = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(10))
+            .pool_max_idle_per_host(0)
+            .build()
+            .map_err(|e| ClientError::Build(chain(&e)))?;
         // An empty key is no key: nothing to send, nothing to hide.
         let api_key = api_key.filter(|k| !k.is_empty());
         Ok(Client {
             http,
+            unpooled,
             base,
             api_key,
             timeouts,
@@ -280,9 +290,8 @@ impl Client {
     }
 
     async fn exchange(&self, p: &Prepared, ex: &mut Exchange, answered: &AtomicBool) {
-        let request = || {
-            let req = self
-                .http
+        let request = |http: &reqwest::Client| {
+            let req = http
                 .post(self.url(p.api))
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(p.body.clone());
@@ -291,13 +300,13 @@ impl Client {
                 None => req,
             }
         };
-        let mut sent = request().send().await;
+        let mut sent = request(&self.http).send().await;
         // llama.cpp's server closes the connection after every streamed response without
         // saying `Connection: close`, so a request may go out on a pooled connection that
         // is already closing and fail before the server read it. Such a request is sent
-        // once more (on a fresh connection); the time lost stays in its latency.
+        // once more, on a new connection; the time lost stays in its latency.
         if sent.as_ref().err().is_some_and(closed_before_response) {
-            sent = request().send().await;
+            sent = request(&self.unpooled).send().await;
         }
         let mut resp = match sent {
             Ok(r) => r,
