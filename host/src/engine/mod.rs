@@ -36,6 +36,10 @@ use generator::{scenario_loop, ThreadContext};
 /// Longest wait for the scenario to fill its queue before a phase's clock starts.
 const MAX_PRIMING: Duration = Duration::from_secs(60);
 
+/// Most phases one run may have: an adaptive scenario whose `next_phase` never answers
+/// "done" ends with an error here instead of running until someone notices.
+pub const MAX_PHASES: usize = 10_000;
+
 #[derive(Clone)]
 pub struct EngineConfig {
     pub api: Api,
@@ -291,6 +295,7 @@ pub async fn run(
     };
     let wants_responses = scenario.wants_responses();
     let adaptive = scenario.has_next_phase();
+    let scenario_name = scenario.describe().name.clone();
     let live = config.live.0.clone();
 
     // Scenario thread.
@@ -346,6 +351,16 @@ pub async fn run(
     for p in 0.. {
         let spec = match queued.pop_front() {
             Some(spec) => spec,
+            None if adaptive && p >= MAX_PHASES => {
+                failure = Some(EngineError::Scenario(ScenarioError::Invalid {
+                    file: scenario_name.clone(),
+                    function: "next_phase".into(),
+                    message: format!(
+                        "the run reached {MAX_PHASES} phases; return () (\"done\") to end it"
+                    ),
+                }));
+                break;
+            }
             None if adaptive => match ask_next_phase(&cmd_tx, &mut req_rx, &history).await {
                 Ok(Some(spec)) => spec,
                 Ok(None) => break,
