@@ -886,6 +886,7 @@ fn run_command(a: RunArgs) -> Result<i32> {
                 percentiles: &percentiles,
                 goodput: goodput_on,
                 verdicts: &verdicts,
+                notes: &result.notes,
             },
         )?;
     }

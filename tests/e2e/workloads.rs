@@ -647,6 +647,11 @@ fn next_phase_decides_each_phase_from_the_finished_ones() {
         (3.0, 3.0)
     );
     let md = std::fs::read_to_string(dir.path().join("out/report.md")).unwrap();
+    let noted = md
+        .split("## Scenario result")
+        .nth(1)
+        .expect("a scenario result section in report.md");
+    assert!(noted.contains("| last_p99_ttft_ms | "), "{md}");
     let section = md
         .split("## Per-tag metrics: step 3")
         .nth(1)

@@ -599,6 +599,9 @@ impl Merged {
                 percentiles: &self.percentiles,
                 goodput: self.goodput,
                 verdicts: &[],
+                // A shard's notes speak for its stripe only, and notes have no general
+                // merge: the merged report has none (each shard's report.txt keeps its own).
+                notes: &[],
             },
         )?;
         Ok(())

@@ -12,6 +12,7 @@ use super::series::{PhaseSlot, Series};
 use super::table::render_tag_table_markdown;
 use super::RunHeader;
 use crate::metrics::{PhaseSummary, RequestRecord};
+use crate::scenario::NoteValue;
 use crate::thresholds::Verdict;
 
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +51,8 @@ pub struct RunOut<'a> {
     pub percentiles: &'a [f64],
     pub goodput: bool,
     pub verdicts: &'a [Verdict],
+    /// What the scenario reported with `note` (an SLO search's answer), in order.
+    pub notes: &'a [(String, NoteValue)],
 }
 
 /// Writes requests.csv, report.md and report.html into `dir` (which holds requests.jsonl).
@@ -114,6 +117,7 @@ pub fn write_reports(dir: &Path, run: &RunOut) -> Result<(), OutputError> {
         run.goodput,
         run.verdicts,
     );
+    md += &render_notes_markdown(run.notes);
     for s in measured.iter().filter(|s| !s.tags.is_empty()) {
         md += &format!(
             "\n## Per-tag metrics: {}\n\n{}",
@@ -134,4 +138,17 @@ pub fn write_reports(dir: &Path, run: &RunOut) -> Result<(), OutputError> {
     let html_path = dir.join("report.html");
     std::fs::write(&html_path, html).map_err(write_err(&html_path))?;
     Ok(())
+}
+
+/// The scenario's `note`s as a markdown table (nothing when it reported none).
+fn render_notes_markdown(notes: &[(String, NoteValue)]) -> String {
+    if notes.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n## Scenario result\n\n| key | value |\n|---|---|\n");
+    for (key, value) in notes {
+        let cell = |t: &str| t.replace('|', "\\|");
+        out += &format!("| {} | {} |\n", cell(key), cell(&value.to_string()));
+    }
+    out
 }
