@@ -797,51 +797,24 @@ fn run_command(a: RunArgs) -> Result<i32> {
     }
 
     let goodput_on = !a.goodput.is_empty();
-    let mut body = String::new();
-    let many = result.phases.len() > 1;
-    for (i, phase) in result.phases.iter().enumerate() {
-        if many {
-            body += &format!(
-                "Phase {}/{}: {} ({})\n",
-                i + 1,
-                result.phases.len(),
-                phase.spec.name,
-                phase.spec.arrival.describe()
-            );
-        }
-        if phase.spec.warmup {
-            let s = &phase.summary;
-            body += &format!(
-                "Warm-up: {} requests sent ({} succeeded, {} failed), left out of the statistics.\n\n",
-                s.completed + s.failed,
-                s.completed,
-                s.failed
-            );
-            continue;
-        }
-        body += &report::render_vllm_block(&phase.summary, &percentiles, goodput_on);
-        body += &report::render_extras(&phase.summary, &percentiles);
-        if phase.stop != StopReason::Exhausted {
-            body += &format!("Phase ended: {}.\n", phase.stop.describe());
-        }
-        if phase.cut > 0 {
-            body += &format!(
-                "{} requests were still running at the drain limit and were cut (counted as failed, cancelled)\n",
-                phase.cut
-            );
-        }
-        body.push('\n');
-    }
+    let phases: Vec<report::text::PhaseText> = result
+        .phases
+        .iter()
+        .map(|p| report::text::PhaseText {
+            summary: &p.summary,
+            arrival: p.spec.arrival.describe(),
+            warmup: p.spec.warmup,
+            ended: (p.stop != StopReason::Exhausted).then(|| p.stop.describe()),
+            cut: p.cut,
+        })
+        .collect();
+    let mut body = report::text::render_phases(&phases, &percentiles, goodput_on);
     let measured: Vec<PhaseSummary> = result
         .phases
         .iter()
         .filter(|p| !p.spec.warmup)
         .map(|p| p.summary.clone())
         .collect();
-    if measured.len() > 1 {
-        body += &report::render_phase_table(&measured);
-        body.push('\n');
-    }
     let verdicts = thresholds::check_all(&checks, &measured);
     body += &report::text::render_notes(&result.notes);
     body += &report::text::render_thresholds(&verdicts, measured.len() > 1);

@@ -409,49 +409,18 @@ impl Merged {
 
     /// The text report after the header: what a single run prints, then the shards' starts.
     pub fn render_body(&self) -> String {
-        let mut body = String::new();
-        let many = self.phases.len() > 1;
-        for (i, phase) in self.phases.iter().enumerate() {
-            if many {
-                let _ = writeln!(
-                    body,
-                    "Phase {}/{}: {} ({})",
-                    i + 1,
-                    self.phases.len(),
-                    phase.summary.name,
-                    phase.arrival
-                );
-            }
-            let s = &phase.summary;
-            if phase.warmup {
-                let _ = writeln!(
-                    body,
-                    "Warm-up: {} requests sent ({} succeeded, {} failed), left out of the statistics.\n",
-                    s.completed + s.failed,
-                    s.completed,
-                    s.failed
-                );
-                continue;
-            }
-            body += &report::render_vllm_block(s, &self.percentiles, self.goodput);
-            body += &report::render_extras(s, &self.percentiles);
-            if let Some(stop) = &phase.stop {
-                let _ = writeln!(body, "Phase ended: {stop}.");
-            }
-            if phase.cut > 0 {
-                let _ = writeln!(
-                    body,
-                    "{} requests were still running at the drain limit and were cut (counted as failed, cancelled)",
-                    phase.cut
-                );
-            }
-            body.push('\n');
-        }
-        let measured = self.measured();
-        if measured.len() > 1 {
-            body += &report::render_phase_table(&measured);
-            body.push('\n');
-        }
+        let phases: Vec<report::text::PhaseText> = self
+            .phases
+            .iter()
+            .map(|p| report::text::PhaseText {
+                summary: &p.summary,
+                arrival: p.arrival.clone(),
+                warmup: p.warmup,
+                ended: p.stop.clone(),
+                cut: p.cut,
+            })
+            .collect();
+        let mut body = report::text::render_phases(&phases, &self.percentiles, self.goodput);
         body += &self.render_shards();
         let _ = writeln!(
             body,

@@ -234,6 +234,72 @@ pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
     out
 }
 
+/// One phase of a run as the text report shows it.
+pub struct PhaseText<'a> {
+    pub summary: &'a PhaseSummary,
+    /// The arrival process, described (`poisson 10 req/s`).
+    pub arrival: String,
+    pub warmup: bool,
+    /// Why the phase ended, when it did not simply run out of requests.
+    pub ended: Option<String>,
+    /// Requests still running at the drain limit, cut.
+    pub cut: u64,
+}
+
+/// The phases of a run (a single run's or a merge's): each one's heading when there are
+/// several, then the warm-up line or the vLLM block with our extras and how it ended,
+/// then the table over the measured phases.
+pub fn render_phases(phases: &[PhaseText], percentiles: &[f64], goodput: bool) -> String {
+    let mut out = String::new();
+    let many = phases.len() > 1;
+    for (i, phase) in phases.iter().enumerate() {
+        let s = phase.summary;
+        if many {
+            let _ = writeln!(
+                out,
+                "Phase {}/{}: {} ({})",
+                i + 1,
+                phases.len(),
+                s.name,
+                phase.arrival
+            );
+        }
+        if phase.warmup {
+            let _ = writeln!(
+                out,
+                "Warm-up: {} requests sent ({} succeeded, {} failed), left out of the statistics.\n",
+                s.completed + s.failed,
+                s.completed,
+                s.failed
+            );
+            continue;
+        }
+        out += &render_vllm_block(s, percentiles, goodput);
+        out += &render_extras(s, percentiles);
+        if let Some(ended) = &phase.ended {
+            let _ = writeln!(out, "Phase ended: {ended}.");
+        }
+        if phase.cut > 0 {
+            let _ = writeln!(
+                out,
+                "{} requests were still running at the drain limit and were cut (counted as failed, cancelled)",
+                phase.cut
+            );
+        }
+        out.push('\n');
+    }
+    let measured: Vec<PhaseSummary> = phases
+        .iter()
+        .filter(|p| !p.warmup)
+        .map(|p| p.summary.clone())
+        .collect();
+    if measured.len() > 1 {
+        out += &render_phase_table(&measured);
+        out.push('\n');
+    }
+    out
+}
+
 /// The results a scenario reported with `note` (nothing when it reported none).
 pub fn render_notes(notes: &[(String, crate::scenario::NoteValue)]) -> String {
     let mut out = String::new();
