@@ -8,28 +8,19 @@ mod fixture;
 
 use serde_json::Value;
 
-use crate::support::{exclusive, num, run_ok, scenario};
+use crate::support::{exclusive, num, run_records, scenario};
 use fixture::{engine, Engine, Server};
 
 /// Runs a scenario against `server` with the model's own tokenizer (unless `args` names
 /// another) and returns its stdout, its result and its records, by index.
 fn run(server: &Server, engine: &Engine, args: &[&str]) -> (String, Value, Vec<Value>) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let out = dir.path().display().to_string();
     let tokenizer = engine.tokenizer.display().to_string();
     let mut all = args.to_vec();
-    all.extend(["--target", &server.url, "--output", &out]);
+    all.extend(["--target", &server.url]);
     if !args.contains(&"--tokenizer") {
         all.extend(["--tokenizer", &tokenizer]);
     }
-    let (stdout, result) = run_ok(&all);
-    let text = std::fs::read_to_string(dir.path().join("requests.jsonl")).expect("requests.jsonl");
-    let mut records: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("record is JSON"))
-        .collect();
-    records.sort_by_key(|r| r["index"].as_u64().unwrap());
-    (stdout, result, records)
+    run_records(&all)
 }
 
 fn ms(r: &Value, key: &str) -> f64 {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::support::{free_port, runner, spawn_runner, stderr, stdout, wait_until};
+use crate::support::{free_port, records_in, runner, spawn_runner, stderr, stdout, wait_until};
 
 const SHARDS: usize = 4;
 
@@ -82,14 +82,6 @@ fn write_scenario(dir: &Path, name: &str, text: &str) -> String {
 fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     serde_json::from_str(&text).expect("JSON")
-}
-
-fn records(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("requests.jsonl"))
-        .expect("requests.jsonl")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON record"))
-        .collect()
 }
 
 /// Runs the shards side by side, each with its own command-line tail, starting together.
@@ -263,7 +255,7 @@ fn open_loop_shards_merge_into_the_single_run() {
     assert_eq!(tags(&m), tags(&single_result));
     // Every shard sent its stripe: 40 of the 160 requests.
     for (i, d) in dirs.iter().enumerate() {
-        let recs = records(d);
+        let recs = records_in(d);
         assert_eq!(recs.len(), 40, "shard {i}");
         assert!(recs
             .iter()
@@ -272,7 +264,7 @@ fn open_loop_shards_merge_into_the_single_run() {
 
     // Merged percentiles equal those of all shards' raw records, within the histogram's
     // precision (3 significant digits on µs: 0.1 % plus half a microsecond).
-    let all: Vec<serde_json::Value> = dirs.iter().flat_map(|d| records(d)).collect();
+    let all: Vec<serde_json::Value> = dirs.iter().flat_map(|d| records_in(d)).collect();
     let raw = raw_latencies(&all);
     for (k, name) in ["ttft", "tpot", "e2el", "itl"].iter().enumerate() {
         let v = &raw[k];
@@ -313,7 +305,7 @@ fn open_loop_shards_merge_into_the_single_run() {
     ] {
         assert!(merged.join(f).is_file(), "{f}");
     }
-    assert_eq!(records(&merged).len(), 160);
+    assert_eq!(records_in(&merged).len(), 160);
 
     // A missing shard is refused, naming it.
     let mut three = vec!["merge".to_string()];

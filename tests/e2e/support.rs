@@ -61,6 +61,28 @@ pub fn run_ok(args: &[&str]) -> (String, serde_json::Value) {
     )
 }
 
+/// The records of `requests.jsonl` in `dir`, in the order they were written.
+pub fn records_in(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON record"))
+        .collect()
+}
+
+/// Runs a scenario with `--output` into a temp dir; returns its stdout, the result and the
+/// records, sorted by index.
+pub fn run_records(args: &[&str]) -> (String, serde_json::Value, Vec<serde_json::Value>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().display().to_string();
+    let mut all = args.to_vec();
+    all.extend(["--output", &out]);
+    let (stdout, result) = run_ok(&all);
+    let mut records = records_in(dir.path());
+    records.sort_by_key(|r| r["index"].as_u64().unwrap());
+    (stdout, result, records)
+}
+
 pub fn num(v: &serde_json::Value, key: &str) -> f64 {
     v.get(key)
         .and_then(|x| x.as_f64())

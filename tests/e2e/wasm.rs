@@ -90,17 +90,7 @@ fn the_sdk_twin_of_long_context_sends_the_same_requests_as_the_rhai_original() {
         "--seed",
         "1234",
     ];
-    let rhai = scenario("long_context.rhai");
-    let wasm = component("long_context");
-    let (_, a) = run_ok(&[&[rhai.as_str()][..], &args].concat());
-    let (_, b) = run_ok(&[&[wasm.as_str()][..], &args].concat());
-    let digest = |v: &serde_json::Value| {
-        v["runner"]["request_digest"]
-            .as_str()
-            .expect("result.json has the request digest")
-            .to_string()
-    };
-    assert_eq!(digest(&a), digest(&b), "the request streams differ");
+    let (a, b) = run_twins("long_context", &args);
     assert_eq!(a["completed"], 24);
     assert_eq!(b["completed"], 24);
     assert_eq!(a["total_input_tokens"], b["total_input_tokens"]);
@@ -109,9 +99,10 @@ fn the_sdk_twin_of_long_context_sends_the_same_requests_as_the_rhai_original() {
     assert_eq!(a["runner"]["params"], b["runner"]["params"]);
     assert!(a.get("phases").is_none() && b.get("phases").is_none());
     // Another seed gives another stream, so the digest is not vacuous.
+    let wasm = component("long_context");
     let other = [&[wasm.as_str()][..], &args[..8], &["--seed", "99"]].concat();
     let (_, c) = run_ok(&other);
-    assert_ne!(digest(&b), digest(&c));
+    assert_ne!(request_digest(&b), request_digest(&c));
 }
 
 /// The request digest of a saved result (one phase: under `runner`, several: top level).
@@ -121,6 +112,21 @@ fn request_digest(v: &serde_json::Value) -> String {
         .or_else(|| v["request_digest"].as_str())
         .expect("result.json has the request digest")
         .to_string()
+}
+
+/// Runs the Rhai scenario `name` and its SDK twin with the same arguments, asserts that
+/// they sent the same request stream, and returns both results (Rhai first).
+fn run_twins(name: &str, args: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let rhai = scenario(&format!("{name}.rhai"));
+    let wasm = component(name);
+    let (_, a) = run_ok(&[&[rhai.as_str()][..], args].concat());
+    let (_, b) = run_ok(&[&[wasm.as_str()][..], args].concat());
+    assert_eq!(
+        request_digest(&a),
+        request_digest(&b),
+        "the request streams differ"
+    );
+    (a, b)
 }
 
 #[test]
@@ -145,15 +151,7 @@ fn the_sdk_twin_of_multi_turn_sends_the_same_conversation_as_the_rhai_original()
         "--seed",
         "77",
     ];
-    let rhai = scenario("multi_turn.rhai");
-    let wasm = component("multi_turn");
-    let (_, a) = run_ok(&[&[rhai.as_str()][..], &args].concat());
-    let (_, b) = run_ok(&[&[wasm.as_str()][..], &args].concat());
-    assert_eq!(
-        request_digest(&a),
-        request_digest(&b),
-        "the request streams differ"
-    );
+    let (a, b) = run_twins("multi_turn", &args);
     assert_eq!(
         (a["completed"].as_u64(), b["completed"].as_u64()),
         (Some(4), Some(4))
@@ -178,6 +176,7 @@ fn the_sdk_twin_of_multi_turn_sends_the_same_conversation_as_the_rhai_original()
         prompts.windows(2).all(|w| w[1] > w[0] + 30.0),
         "{prompts:?}"
     );
+    let wasm = component("multi_turn");
     let (_, c) = run_ok(&[&[wasm.as_str()][..], &args[..14], &["--seed", "78"]].concat());
     assert_ne!(request_digest(&b), request_digest(&c));
 }
@@ -204,15 +203,7 @@ fn the_sdk_twin_of_slo_search_runs_the_same_search_as_the_rhai_original() {
         "-p",
         "output_tokens=4",
     ];
-    let rhai = scenario("slo_search.rhai");
-    let wasm = component("slo_search");
-    let (_, a) = run_ok(&[&[rhai.as_str()][..], &args].concat());
-    let (_, b) = run_ok(&[&[wasm.as_str()][..], &args].concat());
-    assert_eq!(
-        request_digest(&a),
-        request_digest(&b),
-        "the request streams differ"
-    );
+    let (a, b) = run_twins("slo_search", &args);
     let rates = |v: &serde_json::Value| -> Vec<f64> {
         v["phases"]
             .as_array()

@@ -9,24 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::support::{exclusive, num, run_ok, runner, scenario, stderr};
-
-/// Runs a scenario with `--output` into a temp dir; returns its stdout, the result and the
-/// records, sorted by index.
-fn run_records(args: &[&str]) -> (String, Value, Vec<Value>) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let out = dir.path().display().to_string();
-    let mut all = args.to_vec();
-    all.extend(["--output", &out]);
-    let (stdout, result) = run_ok(&all);
-    let text = std::fs::read_to_string(dir.path().join("requests.jsonl")).expect("requests.jsonl");
-    let mut records: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("record is JSON"))
-        .collect();
-    records.sort_by_key(|r| r["index"].as_u64().unwrap());
-    (stdout, result, records)
-}
+use crate::support::{exclusive, num, run_ok, run_records, runner, scenario, stderr};
 
 fn tag(r: &Value) -> &str {
     r["tag"].as_str().unwrap_or("")

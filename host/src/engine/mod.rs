@@ -478,7 +478,7 @@ pub async fn run(
     written?;
     Ok(RunResult {
         phases: results,
-        digest: hex(&digest.finalize()),
+        digest: crate::package::archive::hex(&digest.finalize()),
         interrupted,
         notes,
     })
@@ -534,8 +534,4 @@ fn phase_report(
         itl: summary(&latencies.itl),
         e2el: summary(&latencies.e2el),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -335,7 +335,7 @@ pub fn stream_digest(shards: &[Loaded]) -> Result<String, MergeError> {
                 ),
             });
         }
-        let own = report_hex(&c.own.finalize());
+        let own = crate::package::archive::hex(&c.own.finalize());
         if s.file.header.request_digest.as_deref() != Some(own.as_str()) {
             return Err(MergeError::Stream {
                 dir,
@@ -345,11 +345,7 @@ pub fn stream_digest(shards: &[Loaded]) -> Result<String, MergeError> {
             });
         }
     }
-    Ok(report_hex(&all.finalize()))
-}
-
-fn report_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    Ok(crate::package::archive::hex(&all.finalize()))
 }
 
 /// Loads, checks and merges shard directories.

@@ -93,14 +93,7 @@ impl StreamingStat {
         }
 
         let w = weight as f64;
-        let x = ns * w;
-        let t = self.sum + x;
-        if self.sum.abs() >= x.abs() {
-            self.comp += (self.sum - t) + x;
-        } else {
-            self.comp += (x - t) + self.sum;
-        }
-        self.sum = t;
+        self.add_to_sum(ns * w);
 
         self.weight += weight;
         let delta = ns - self.w_mean;
@@ -109,6 +102,18 @@ impl StreamingStat {
 
         self.min_ns = self.min_ns.min(ns);
         self.max_ns = self.max_ns.max(ns);
+    }
+
+    /// Neumaier's compensated sum: `sum + comp` stays exact to a rounding however many
+    /// terms of whatever size are added.
+    fn add_to_sum(&mut self, x: f64) {
+        let t = self.sum + x;
+        if self.sum.abs() >= x.abs() {
+            self.comp += (self.sum - t) + x;
+        } else {
+            self.comp += (x - t) + self.sum;
+        }
+        self.sum = t;
     }
 
     pub(crate) fn count(&self) -> u64 {

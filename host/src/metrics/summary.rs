@@ -234,6 +234,22 @@ fn insert_sorted(v: &mut Vec<u64>, x: u64) {
 }
 
 impl PhaseAccumulator {
+    /// Failed requests by kind, each with its first message; kinds that never failed are
+    /// left out.
+    fn failure_counts(&self) -> Vec<FailureCount> {
+        ERROR_KINDS
+            .iter()
+            .zip(self.failures)
+            .zip(&self.first_messages)
+            .filter(|&((_, n), _)| n > 0)
+            .map(|((&kind, count), message)| FailureCount {
+                kind,
+                count,
+                first_message: message.clone().unwrap_or_default(),
+            })
+            .collect()
+    }
+
     pub fn new(opts: &MetricsOptions) -> Self {
         PhaseAccumulator {
             opts: opts.clone(),
@@ -403,17 +419,7 @@ impl PhaseAccumulator {
             name: info.name.clone(),
             completed: self.completed,
             failed: self.failed,
-            failures_by_kind: ERROR_KINDS
-                .iter()
-                .zip(self.failures)
-                .zip(&self.first_messages)
-                .filter(|&((_, n), _)| n > 0)
-                .map(|((&kind, count), message)| FailureCount {
-                    kind,
-                    count,
-                    first_message: message.clone().unwrap_or_default(),
-                })
-                .collect(),
+            failures_by_kind: self.failure_counts(),
             max_concurrency: info.max_concurrency,
             request_rate: info.request_rate,
             burstiness: info.burstiness,

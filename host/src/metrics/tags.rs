@@ -110,15 +110,19 @@ impl TagStats {
     /// Adds a finished request; untagged requests are not counted here.
     pub(crate) fn record(&mut self, r: &RequestRecord) {
         let Some(tag) = &r.tag else { return };
-        let key = if self.by_tag.contains_key(tag.as_str()) || self.by_tag.len() < MAX_TAGS {
-            tag.as_str()
+        self.slot(tag).record(r);
+    }
+
+    /// The accumulator of `tag`, or of "(other tags)" once [`MAX_TAGS`] others exist.
+    fn slot(&mut self, tag: &str) -> &mut TagAccumulator {
+        let key = if self.by_tag.contains_key(tag) || self.by_tag.len() < MAX_TAGS {
+            tag
         } else {
             OTHER_TAGS
         };
         self.by_tag
             .entry(key.to_string())
             .or_insert_with(TagAccumulator::new)
-            .record(r);
     }
 
     /// One summary per tag, in natural order (`turn-2` before `turn-10`).

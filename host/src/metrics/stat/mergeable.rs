@@ -82,13 +82,7 @@ impl StreamingStat {
         }
         self.hist.add(&other.hist).map_err(StatStateError::Add)?;
         for x in [other.sum, other.comp] {
-            let t = self.sum + x;
-            if self.sum.abs() >= x.abs() {
-                self.comp += (self.sum - t) + x;
-            } else {
-                self.comp += (x - t) + self.sum;
-            }
-            self.sum = t;
+            self.add_to_sum(x);
         }
         let (na, nb) = (self.weight as f64, other.weight as f64);
         let n = na + nb;

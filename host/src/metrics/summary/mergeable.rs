@@ -67,17 +67,7 @@ impl PhaseAccumulator {
         PhaseState {
             completed: self.completed,
             failed: self.failed,
-            failures: ERROR_KINDS
-                .iter()
-                .zip(self.failures)
-                .zip(&self.first_messages)
-                .filter(|&((_, n), _)| n > 0)
-                .map(|((&kind, count), message)| FailureCount {
-                    kind,
-                    count,
-                    first_message: message.clone().unwrap_or_default(),
-                })
-                .collect(),
+            failures: self.failure_counts(),
             input_tokens: self.input_tokens,
             output_tokens: self.output_tokens,
             chunks: self.chunks,

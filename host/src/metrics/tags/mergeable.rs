@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::super::stat::{StatState, StatStateError, StreamingStat};
-use super::{TagAccumulator, TagStats, MAX_TAGS, OTHER_TAGS};
+use super::{TagAccumulator, TagStats};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TagState {
@@ -72,15 +72,7 @@ impl TagStats {
         let mut tags: Vec<&String> = other.by_tag.keys().collect();
         tags.sort();
         for tag in tags {
-            let key = if self.by_tag.contains_key(tag.as_str()) || self.by_tag.len() < MAX_TAGS {
-                tag.as_str()
-            } else {
-                OTHER_TAGS
-            };
-            self.by_tag
-                .entry(key.to_string())
-                .or_insert_with(TagAccumulator::new)
-                .merge(&other.by_tag[tag])?;
+            self.slot(tag).merge(&other.by_tag[tag])?;
         }
         Ok(())
     }
