@@ -643,6 +643,25 @@ fn next_phase_decides_each_phase_from_the_finished_ones() {
         section.contains("| kind-0 | 3 | 0 |") && section.contains("| kind-1 | 3 | 0 |"),
         "{md}"
     );
+    // report.html shows the same two sections.
+    let html = std::fs::read_to_string(dir.path().join("out/report.html")).unwrap();
+    let noted = html
+        .split("<h2>Scenario result</h2>")
+        .nth(1)
+        .expect("a scenario result section in report.html");
+    assert!(
+        noted.contains("<tr><th>last_p99_ttft_ms</th><td>"),
+        "{html}"
+    );
+    let section = html
+        .split("<h2>Per-tag metrics: step 3</h2>")
+        .nth(1)
+        .expect("per-tag section in report.html");
+    assert!(
+        section.contains("<tr><td>kind-0</td><td>3</td><td>0</td>")
+            && section.contains("<tr><td>kind-1</td><td>3</td><td>0</td>"),
+        "{html}"
+    );
 
     // A phase `next_phase` returns is checked like one `phases` returns, naming the function.
     let bad = ADAPTIVE_PROBE.replace(r#"process: "closed""#, r#"process: "sometimes""#);

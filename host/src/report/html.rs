@@ -8,10 +8,11 @@ use hdrhistogram::Histogram;
 
 use super::charts::{Chart, ChartError, XScale};
 use super::series::{cdf, PhaseLatencies, Series};
-use super::table::columns;
+use super::table::{columns, tag_columns};
 use super::text::{percentile_word, render_extras, render_vllm_block};
 use super::RunHeader;
-use crate::metrics::PhaseSummary;
+use crate::metrics::{PhaseSummary, TagSummary};
+use crate::scenario::NoteValue;
 use crate::thresholds::Verdict;
 
 /// Everything the page shows.
@@ -22,6 +23,8 @@ pub struct HtmlReport<'a> {
     pub percentiles: &'a [f64],
     pub goodput: bool,
     pub verdicts: &'a [Verdict],
+    /// What the scenario reported with `note` (an SLO search's answer), in order.
+    pub notes: &'a [(String, NoteValue)],
     pub series: &'a Series,
 }
 
@@ -65,6 +68,7 @@ pub fn render_html(r: &HtmlReport) -> Result<String, ChartError> {
     }
     header_table(&mut out, h);
     thresholds_table(&mut out, r.verdicts);
+    notes_table(&mut out, r.notes);
 
     let many = r.phases.len() > 1;
     if many {
@@ -95,6 +99,10 @@ pub fn render_html(r: &HtmlReport) -> Result<String, ChartError> {
         out.push_str(&chart.to_svg()?);
     }
     out.push_str("</div>\n");
+    for s in r.phases.iter().filter(|s| !s.tags.is_empty()) {
+        let _ = writeln!(out, "<h2>Per-tag metrics: {}</h2>", escape(&s.name));
+        tag_table(&mut out, &s.tags);
+    }
 
     if many {
         out.push_str("<h2>Serving benchmark result of each phase</h2>\n");
@@ -173,6 +181,42 @@ fn thresholds_table(out: &mut String, verdicts: &[Verdict]) {
             if v.pass { "pass" } else { "fail" },
             if v.pass { "pass" } else { "FAIL" }
         );
+    }
+    out.push_str("</table>\n");
+}
+
+/// The scenario's `note`s, under the name report.md gives them.
+fn notes_table(out: &mut String, notes: &[(String, NoteValue)]) {
+    if notes.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Scenario result</h2>\n<table class=\"kv\">\n");
+    for (key, value) in notes {
+        let _ = writeln!(
+            out,
+            "<tr><th>{}</th><td>{}</td></tr>",
+            escape(key),
+            escape(&value.to_string())
+        );
+    }
+    out.push_str("</table>\n");
+}
+
+fn tag_table(out: &mut String, tags: &[TagSummary]) {
+    let Some(first) = tags.first() else {
+        return;
+    };
+    out.push_str("<table><tr>");
+    for (title, _) in tag_columns(first) {
+        let _ = write!(out, "<th>{}</th>", title.replace('_', " "));
+    }
+    out.push_str("</tr>\n");
+    for t in tags {
+        out.push_str("<tr>");
+        for (_, value) in tag_columns(t) {
+            let _ = write!(out, "<td>{}</td>", escape(&value));
+        }
+        out.push_str("</tr>\n");
     }
     out.push_str("</table>\n");
 }

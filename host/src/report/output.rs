@@ -133,6 +133,7 @@ pub fn write_reports(dir: &Path, run: &RunOut) -> Result<(), OutputError> {
         percentiles: run.percentiles,
         goodput: run.goodput,
         verdicts: run.verdicts,
+        notes: run.notes,
         series: &series,
     })?;
     let html_path = dir.join("report.html");

@@ -66,7 +66,7 @@ pub(crate) fn csv_field(s: &str) -> String {
 }
 
 /// Column title and value of each tag, in order.
-fn tag_columns(t: &TagSummary) -> [(&'static str, String); 13] {
+pub fn tag_columns(t: &TagSummary) -> [(&'static str, String); 13] {
     let pct =
         |d: &crate::metrics::Distribution, p: f64| format!("{:.2}", d.percentile(p).unwrap_or(0.0));
     [
