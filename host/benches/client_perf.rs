@@ -19,6 +19,7 @@
 //! The scenario layer's cost and the 100 × 32,000-token prompts are measured by the
 //! `scenario_cost` bench.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -273,6 +274,7 @@ fn truth(report: &mut String) {
     let log_dir = tempfile::tempdir().expect("temp dir");
     let log = log_dir.path().join("sent.jsonl");
     let log_arg = log.to_string_lossy().into_owned();
+    let out_arg = log_dir.path().join("out").to_string_lossy().into_owned();
     let sim = Sim::start(&["--sim-profile", "fixed", "--sim-send-log", &log_arg]);
     // A warm-up phase of 64 requests opens the connections, then 640 are measured, 64 at
     // a time (closed loop).
@@ -284,31 +286,53 @@ fn truth(report: &mut String) {
             ("concurrency", "64".into()),
             ("output_tokens", "64".into()),
         ],
-        &["--percentiles", "50,99"],
+        &["--percentiles", "50,99", "--output", &out_arg],
     );
     drop(sim);
-    let lines = std::fs::read_to_string(&log).expect("send log");
-    // By request id: the preflight's short test request (left out: not 64 chunks), the
-    // warm-up, then the measured requests.
-    let mut streams: Vec<(u64, Vec<f64>)> = lines
+    // The server's send times of each request, by the x-request-id the runner sent.
+    let sent: HashMap<String, Vec<f64>> = std::fs::read_to_string(&log)
+        .expect("send log")
         .lines()
         .map(|line| {
             let v: Value = serde_json::from_str(line).expect("send log line");
             let chunks = v["chunk_ms"].as_array().expect("chunk_ms").iter();
             (
-                v["id"].as_u64().unwrap_or(0),
+                v["request_id"].as_str().unwrap_or_default().to_string(),
                 chunks.map(|c| c.as_f64().unwrap_or(f64::NAN)).collect(),
             )
         })
-        .filter(|(_, chunks): &(u64, Vec<f64>)| chunks.len() == 64)
         .collect();
-    streams.sort_by_key(|s| s.0);
-    let measured = &streams[64.min(streams.len())..];
-    let mut ttft: Vec<f64> = measured.iter().map(|s| s.1[0]).collect();
-    let mut e2el: Vec<f64> = measured.iter().map(|s| s.1[63]).collect();
+    // The measured phase's records (phase 1; phase 0 is the warm-up), each with the
+    // server's account of it.
+    let records =
+        std::fs::read_to_string(log_dir.path().join("out/requests.jsonl")).expect("requests.jsonl");
+    let paired: Vec<(Value, &Vec<f64>)> = records
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("record"))
+        .filter(|rec| rec["phase"] == 1)
+        .filter_map(|rec| {
+            let server = sent.get(rec["request_id"].as_str()?)?;
+            (server.len() == 64).then_some((rec, server))
+        })
+        .collect();
+    let client_ms = |rec: &Value, chunk: usize| {
+        let t = rec["chunks"][chunk]["t_ns"].as_u64().unwrap_or(0);
+        t.saturating_sub(rec["sent_ns"].as_u64().unwrap_or(0)) as f64 / 1e6
+    };
+    let sorted = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let ttft = sorted(paired.iter().map(|p| p.1[0]).collect());
+    let e2el = sorted(paired.iter().map(|p| p.1[63]).collect());
+    let over_ttft = sorted(paired.iter().map(|p| client_ms(&p.0, 0) - p.1[0]).collect());
+    let over_e2el = sorted(
+        paired
+            .iter()
+            .map(|p| client_ms(&p.0, 63) - p.1[63])
+            .collect(),
+    );
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    e2el.sort_by(f64::total_cmp);
-    ttft.sort_by(f64::total_cmp);
     writeln!(report, "\n### Against the server's own send times (fixed profile: TTFT 50 ms, 10 ms gaps, 64 tokens; 64 streams, 640 requests after a warm-up of 64)\n\n| figure | client measured | server sent (send log) | nominal |\n|---|---|---|---|").unwrap();
     for row in [
         format!(
@@ -332,6 +356,17 @@ fn truth(report: &mut String) {
             percentile(&e2el, 99.0)
         ),
     ] {
+        println!("{row}");
+        writeln!(report, "{row}").unwrap();
+    }
+    writeln!(report, "\nRequest by request ({} paired by `x-request-id`), client's figure minus the server's:\n\n| figure | median ms | mean ms | p99 ms |\n|---|---|---|---|", paired.len()).unwrap();
+    for (what, over) in [("TTFT", &over_ttft), ("E2EL", &over_e2el)] {
+        let row = format!(
+            "| {what} excess | {:.3} | {:.3} | {:.3} |",
+            percentile(over, 50.0),
+            mean(over),
+            percentile(over, 99.0)
+        );
         println!("{row}");
         writeln!(report, "{row}").unwrap();
     }

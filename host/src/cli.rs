@@ -159,6 +159,11 @@ struct RunArgs {
     /// as `first_token_timeout`; by default only --request-timeout applies
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout_arg)]
     first_token_timeout: Option<Duration>,
+    /// Each request is sent with the header `x-request-id: <PREFIX><phase>-<index>`, kept
+    /// as `request_id` in requests.jsonl, to find it in the server's logs [default:
+    /// `runner-` and 8 random hex digits and `-`, new for every run]
+    #[arg(long, value_name = "PREFIX")]
+    request_id_prefix: Option<String>,
     /// End the run when more than this fraction of a phase's finished requests failed
     /// (0.1 or 10%), checked once 20 have finished; the report is printed and the exit code
     /// is 1. Failed requests are never retried: a benchmark counts them
@@ -690,7 +695,11 @@ fn run_command(a: RunArgs) -> Result<i32> {
         request: a.request_timeout,
         first_token: a.first_token_timeout,
     };
-    let client = Client::new(&target, a.api_key.clone(), timeouts)?;
+    let request_id_prefix = a
+        .request_id_prefix
+        .clone()
+        .unwrap_or_else(|| format!("runner-{:08x}-", rand::random::<u32>()));
+    let client = Client::new(&target, a.api_key.clone(), timeouts, request_id_prefix)?;
     if let Some(dir) = &a.output {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create output directory {}", dir.display()))?;

@@ -352,6 +352,7 @@ mod tests {
         let ms = 1_000_000;
         for (i, &t) in ttfts_ms.iter().enumerate() {
             acc.record(&RequestRecord {
+                request_id: String::new(),
                 phase: 0,
                 index: i as u64,
                 tag: None,
@@ -375,6 +376,7 @@ mod tests {
         }
         for i in 0..failed {
             acc.record(&RequestRecord {
+                request_id: String::new(),
                 phase: 0,
                 index: 1000 + i,
                 tag: None,

@@ -226,3 +226,52 @@ fn sweep_against_a_standalone_server_with_chat() {
     let ttft: f64 = ttft_row[41..].trim().parse().unwrap();
     assert!(ttft >= 19.5, "{ttft_row}");
 }
+
+#[test]
+fn bad_request_id_prefix() {
+    fails_with(
+        &[
+            &scenario("throughput.rhai"),
+            "--request-id-prefix",
+            "two words",
+            "-q",
+        ],
+        &["--request-id-prefix `two words`", "visible ASCII"],
+    );
+}
+
+#[test]
+fn requests_carry_a_request_id_new_for_every_run() {
+    let ids = || {
+        let (_, _, records) = run_records(&[
+            &fixture("truth.rhai"),
+            "-p",
+            "concurrency=2",
+            "-p",
+            "requests=2",
+            "--sim-profile",
+            "zero",
+            "-q",
+        ]);
+        records
+            .iter()
+            .map(|r| {
+                let id = r["request_id"].as_str().expect("request_id").to_string();
+                let want_end = format!("-{}-{}", r["phase"], r["index"]);
+                assert!(id.ends_with(&want_end), "{id} names {want_end}");
+                id.strip_suffix(&want_end).unwrap().to_string()
+            })
+            .collect::<Vec<String>>()
+    };
+    let first = ids();
+    assert_eq!(first.len(), 4, "warm-up and measured requests");
+    let prefix = &first[0];
+    assert!(
+        prefix.len() == "runner-".len() + 8
+            && prefix.starts_with("runner-")
+            && prefix[7..].chars().all(|c| c.is_ascii_hexdigit()),
+        "default prefix: runner- and 8 hex digits, got {prefix}"
+    );
+    assert!(first.iter().all(|p| p == prefix), "one prefix per run");
+    assert_ne!(&ids()[0], prefix, "a new prefix for the next run");
+}

@@ -135,6 +135,8 @@ pub enum ClientError {
     BadUrl(String),
     #[error("cannot build the HTTP client: {0}")]
     Build(String),
+    #[error("--request-id-prefix `{0}` cannot start an HTTP header value: use visible ASCII characters without spaces")]
+    BadRequestIdPrefix(String),
 }
 
 /// How long one request may take.
@@ -156,6 +158,8 @@ pub struct Client {
     base: String,
     api_key: Option<String>,
     timeouts: Timeouts,
+    /// Starts every request's `x-request-id`.
+    request_id_prefix: String,
 }
 
 fn chain(e: &dyn std::error::Error) -> String {
@@ -183,6 +187,11 @@ fn closed_before_response(e: &reqwest::Error) -> bool {
 /// The most of an error body read for its message.
 const ERROR_BODY_BYTES: usize = 4096;
 
+/// The header that names a request to the server, as `vllm bench serve` sends it: servers
+/// log it (vLLM, SGLang) and the built-in simulator writes it to its send log, so a server's
+/// account of a request can be matched with its line in requests.jsonl.
+pub const REQUEST_ID: &str = "x-request-id";
+
 /// What a server's error body may say, on one line and not too long.
 fn excerpt(body: &str) -> String {
     let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -195,7 +204,13 @@ impl Client {
         target: &str,
         api_key: Option<String>,
         timeouts: Timeouts,
+        request_id_prefix: String,
     ) -> Result<Client, ClientError> {
+        if request_id_prefix.contains(' ')
+            || reqwest::header::HeaderValue::from_str(&request_id_prefix).is_err()
+        {
+            return Err(ClientError::BadRequestIdPrefix(request_id_prefix));
+        }
         let trimmed = target.trim().trim_end_matches('/');
         let base = trimmed.strip_suffix("/v1").unwrap_or(trimmed).to_string();
         let url =
@@ -224,7 +239,13 @@ impl Client {
             base,
             api_key,
             timeouts,
+            request_id_prefix,
         })
+    }
+
+    /// The `x-request-id` a request is sent with: the run's prefix, then `suffix`.
+    pub fn request_id(&self, suffix: impl std::fmt::Display) -> String {
+        format!("{}{suffix}", self.request_id_prefix)
     }
 
     pub fn base_url(&self) -> &str {
@@ -247,8 +268,14 @@ impl Client {
         }
     }
 
-    /// Sends one request and times every content chunk; never fails: errors are data.
-    pub async fn execute(&self, p: &Prepared, cancel: &mut watch::Receiver<bool>) -> Exchange {
+    /// Sends one request, with `request_id` as its `x-request-id` header, and times every
+    /// content chunk; never fails: errors are data.
+    pub async fn execute(
+        &self,
+        p: &Prepared,
+        request_id: &str,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Exchange {
         let mut ex = Exchange::new();
         // Set once content (or an error status) arrived: the first-token clock stops.
         let answered = AtomicBool::new(false);
@@ -264,7 +291,7 @@ impl Client {
             }
         };
         let interrupted = {
-            let run = self.exchange(p, &mut ex, &answered);
+            let run = self.exchange(p, request_id, &mut ex, &answered);
             tokio::pin!(run);
             tokio::select! {
                 _ = &mut run => None,
@@ -289,11 +316,18 @@ impl Client {
         ex
     }
 
-    async fn exchange(&self, p: &Prepared, ex: &mut Exchange, answered: &AtomicBool) {
+    async fn exchange(
+        &self,
+        p: &Prepared,
+        request_id: &str,
+        ex: &mut Exchange,
+        answered: &AtomicBool,
+    ) {
         let request = |http: &reqwest::Client| {
             let req = http
                 .post(self.url(p.api))
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .header(REQUEST_ID, request_id)
                 .body(p.body.clone());
             match &self.api_key {
                 Some(key) => req.bearer_auth(key),
@@ -441,7 +475,9 @@ impl Client {
                 reason,
             })?;
         let (_tx, mut never) = watch::channel(false);
-        let ex = self.execute(&prepared, &mut never).await;
+        let ex = self
+            .execute(&prepared, &self.request_id("preflight"), &mut never)
+            .await;
         if let Some(err) = ex.error {
             return Err(ClientError::TestRequest {
                 url: self.url(api),

@@ -142,12 +142,16 @@ pub(super) async fn dispatch_phase(
         let rec_tx = rec_tx.clone();
         let mut cancel = cancel_rx.clone();
         tasks.spawn(async move {
+            let request_id = client.request_id(format_args!("{phase}-{}", planned.index));
             let sent = Instant::now();
-            let exchange = client.execute(&planned.prepared, &mut cancel).await;
+            let exchange = client
+                .execute(&planned.prepared, &request_id, &mut cancel)
+                .await;
             drop(permit);
             let (record, outcome) = build_record(
                 phase,
                 &planned,
+                request_id,
                 phase_start,
                 scheduled,
                 sent,
@@ -227,6 +231,7 @@ fn chunk_tokens<'a>(
 fn build_record(
     phase: usize,
     planned: &Planned,
+    request_id: String,
     phase_start: Instant,
     scheduled: Instant,
     sent: Instant,
@@ -253,6 +258,7 @@ fn build_record(
         phase,
         index: planned.index,
         tag: planned.tag.clone(),
+        request_id,
         scheduled_ns: ns(scheduled),
         sent_ns: ns(sent),
         first_byte_ns: ex.first_byte.map(ns),

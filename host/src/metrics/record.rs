@@ -118,6 +118,9 @@ pub struct RequestRecord {
     pub index: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
+    /// The `x-request-id` it was sent with, to find it in the server's logs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub request_id: String,
     /// When the schedule wanted the request sent.
     pub scheduled_ns: u64,
     /// When it was actually handed to the HTTP client (after any concurrency wait).

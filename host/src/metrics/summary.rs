@@ -491,6 +491,7 @@ mod tests {
             })
             .collect();
         RequestRecord {
+            request_id: String::new(),
             phase: 0,
             index,
             tag: None,
@@ -512,6 +513,7 @@ mod tests {
 
     fn failed(index: u64, sent_ms: u64, end_ms: u64, kind: ErrorKind) -> RequestRecord {
         RequestRecord {
+            request_id: String::new(),
             phase: 0,
             index,
             tag: None,
@@ -687,6 +689,7 @@ mod tests {
             ok(1, 1500, &[(2500, 3)], 0),
             // failed requests' chunks do not count
             RequestRecord {
+                request_id: String::new(),
                 error: Some(RequestError {
                     kind: ErrorKind::Disconnect,
                     message: String::new(),

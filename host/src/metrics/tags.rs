@@ -175,6 +175,7 @@ mod tests {
     fn record(tag: Option<&str>, ttft_ms: u64, input_tokens: u64, ok: bool) -> RequestRecord {
         let ms = 1_000_000;
         RequestRecord {
+            request_id: String::new(),
             phase: 0,
             index: 0,
             tag: tag.map(str::to_string),

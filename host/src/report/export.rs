@@ -11,7 +11,7 @@ use crate::thresholds::Verdict;
 
 /// Columns of requests.csv; times in ms since the request's phase started.
 pub const REQUEST_CSV_HEADER: &str = "phase,phase_name,index,tag,warmup,outcome,http_status,\
-scheduled_ms,sent_ms,lateness_ms,ttft_ms,tpot_ms,e2el_ms,mean_itl_ms,chunks,input_tokens,output_tokens\n";
+scheduled_ms,sent_ms,lateness_ms,ttft_ms,tpot_ms,e2el_ms,mean_itl_ms,chunks,input_tokens,output_tokens,request_id\n";
 
 fn ms(ns: u64) -> String {
     format!("{:.3}", ns as f64 / 1e6)
@@ -41,6 +41,7 @@ pub fn request_csv_row(r: &RequestRecord, phase_name: &str) -> String {
         r.chunks.len().to_string(),
         r.input_tokens.to_string(),
         r.output_tokens.to_string(),
+        csv_field(&r.request_id),
     ];
     let mut line = cells.join(",");
     line.push('\n');
@@ -102,6 +103,7 @@ mod tests {
     fn a_request_row_has_every_column() {
         let ms = 1_000_000;
         let mut r = RequestRecord {
+            request_id: "runner-0a1b2c3d-1-7".into(),
             phase: 1,
             index: 7,
             tag: Some("a,b".into()),
@@ -136,7 +138,7 @@ mod tests {
         let row = request_csv_row(&r, "2 prompts");
         assert_eq!(
             row,
-            "1,2 prompts,7,\"a,b\",false,ok,200,1.000,3.000,2.000,50.000,15.000,80.000,15.000,3,80,3\n"
+            "1,2 prompts,7,\"a,b\",false,ok,200,1.000,3.000,2.000,50.000,15.000,80.000,15.000,3,80,3,runner-0a1b2c3d-1-7\n"
         );
         r.chunks.clear();
         r.error = Some(RequestError {

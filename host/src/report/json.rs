@@ -221,6 +221,7 @@ mod tests {
         let mut acc = PhaseAccumulator::new(&opts);
         let ms = 1_000_000;
         acc.record(&RequestRecord {
+            request_id: String::new(),
             phase: 0,
             index: 0,
             tag: None,
@@ -248,6 +249,7 @@ mod tests {
             server_timings: None,
         });
         acc.record(&RequestRecord {
+            request_id: String::new(),
             phase: 0,
             index: 1,
             tag: None,

@@ -227,6 +227,7 @@ mod tests {
     fn record(phase: usize, sent_ms: u64, chunks_ms: &[u64]) -> RequestRecord {
         let ms = 1_000_000;
         RequestRecord {
+            request_id: String::new(),
             phase,
             index: 0,
             tag: None,

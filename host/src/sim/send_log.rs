@@ -1,6 +1,7 @@
 //! `--sim-send-log FILE`: one JSON line per finished stream with the moments the server
 //! actually handed each content chunk to the connection, as offsets from the request's
-//! arrival. A client's TTFT and E2EL can then be checked against what the server really
+//! arrival, and the request's `x-request-id` when it came with one (the runner sends one:
+//! its requests.jsonl has the same `request_id`). A client's TTFT and E2EL can then be checked against what the server really
 //! did, not only against its nominal timetable (its own timers can be late too).
 
 use std::fs::File;
@@ -33,14 +34,16 @@ impl SendLog {
 /// The send times of one stream, collected while it runs.
 pub struct SentTimes {
     id: u64,
+    request_id: Option<String>,
     arrived: Instant,
     chunk_us: Vec<u64>,
 }
 
 impl SentTimes {
-    pub fn new(id: u64, arrived: Instant) -> SentTimes {
+    pub fn new(id: u64, request_id: Option<String>, arrived: Instant) -> SentTimes {
         SentTimes {
             id,
+            request_id,
             arrived,
             chunk_us: Vec::new(),
         }
@@ -57,11 +60,15 @@ impl SentTimes {
         );
     }
 
-    /// `{"id":N,"chunk_ms":[...]}`: each content chunk's send time after the request's
-    /// headers arrived, in ms with µs resolution.
+    /// `{"id":N,"request_id":"...","chunk_ms":[...]}`: each content chunk's send time after
+    /// the request's headers arrived, in ms with µs resolution.
     pub fn finish(self, log: &SendLog) {
         let ms: Vec<f64> = self.chunk_us.iter().map(|&us| us as f64 / 1e3).collect();
-        let mut line = serde_json::json!({ "id": self.id, "chunk_ms": ms }).to_string();
+        let mut line = serde_json::json!({ "id": self.id, "chunk_ms": ms });
+        if let Some(request_id) = self.request_id {
+            line["request_id"] = request_id.into();
+        }
+        let mut line = line.to_string();
         line.push('\n');
         log.write(line.as_bytes());
     }
@@ -76,7 +83,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("sent.jsonl");
         let log = SendLog::create(&path).expect("log file");
-        let mut times = SentTimes::new(7, Instant::now());
+        let mut times = SentTimes::new(7, Some("runner-1-0-3".into()), Instant::now());
         times.chunk_sent();
         std::thread::sleep(std::time::Duration::from_millis(2));
         times.chunk_sent();
@@ -84,6 +91,7 @@ mod tests {
         let text = std::fs::read_to_string(&path).expect("log");
         let line: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
         assert_eq!(line["id"], 7);
+        assert_eq!(line["request_id"], "runner-1-0-3");
         let chunks = line["chunk_ms"].as_array().expect("chunk_ms");
         assert_eq!(chunks.len(), 2);
         let gap = chunks[1].as_f64().unwrap() - chunks[0].as_f64().unwrap();

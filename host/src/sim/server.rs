@@ -11,6 +11,8 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderValue, StatusCode};
+
+use crate::client::openai::REQUEST_ID;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
@@ -243,6 +245,11 @@ async fn chat(State(state): State<Arc<AppState>>, request: Request) -> Response 
 async fn generate(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> Response {
     // The request's clock starts when its headers are in, before the body is read.
     let arrived = Instant::now();
+    let request_id = request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let nth = state.received.fetch_add(1, Ordering::Relaxed) + 1;
     let delay = state
         .config
@@ -274,7 +281,7 @@ async fn generate(state: Arc<AppState>, endpoint: Endpoint, request: Request) ->
         let sent = state
             .send_log
             .clone()
-            .map(|log| (log, SentTimes::new(id, arrived)));
+            .map(|log| (log, SentTimes::new(id, request_id, arrived)));
         sse_response(events, writer, job.include_usage, sent)
     } else {
         full_response(events, writer).await
