@@ -69,6 +69,10 @@ struct MergeArgs {
     /// Print only the results (no header)
     #[arg(short, long)]
     quiet: bool,
+    /// Pass/fail threshold checked on the merged run (repeatable), as `runner run
+    /// --threshold`; exit code 99 when one fails in any phase
+    #[arg(long = "threshold", value_name = "METRIC<VALUE", value_parser = parse_threshold_arg)]
+    thresholds: Vec<Threshold>,
 }
 
 #[derive(Args)]
@@ -323,7 +327,7 @@ pub fn main() -> i32 {
         Command::Verify(a) => verify_command(a).map(|_| 0),
         Command::Sim(a) => sim_command(*a).map(|_| 0),
         Command::Compare(a) => compare_command(a),
-        Command::Merge(a) => merge_command(a).map(|_| 0),
+        Command::Merge(a) => merge_command(a),
     };
     match result {
         Ok(code) => code,
@@ -578,8 +582,8 @@ fn shard_plan(
     Ok(ShardPlan::new(shard, phases))
 }
 
-fn merge_command(a: MergeArgs) -> Result<()> {
-    let merged = merge::merge(&a.dirs)?;
+fn merge_command(a: MergeArgs) -> Result<i32> {
+    let merged = merge::merge(&a.dirs, &a.thresholds)?;
     let body = merged.render_body();
     if !a.quiet {
         print!("{}", report::render_header(&merged.header));
@@ -589,7 +593,39 @@ fn merge_command(a: MergeArgs) -> Result<()> {
     if let Some(out) = &a.output {
         merged.write(&a.dirs, out, &body)?;
     }
-    Ok(())
+    let many = merged.phases.iter().filter(|p| !p.warmup).count() > 1;
+    Ok(match failed_thresholds(&merged.verdicts, many) {
+        Some(line) => {
+            eprintln!("error: {line}");
+            EXIT_THRESHOLDS_FAILED
+        }
+        None => 0,
+    })
+}
+
+/// `N of M thresholds failed: ...`, naming each failed one with its value (and its phase
+/// when there are several); `None` when all passed.
+fn failed_thresholds(verdicts: &[thresholds::Verdict], many_phases: bool) -> Option<String> {
+    let failed: Vec<String> = verdicts
+        .iter()
+        .filter(|v| !v.pass)
+        .map(|v| {
+            let phase = if many_phases {
+                format!(" in phase `{}`", v.phase)
+            } else {
+                String::new()
+            };
+            format!("{} ({}{phase})", v.threshold, v.value_text())
+        })
+        .collect();
+    (!failed.is_empty()).then(|| {
+        format!(
+            "{} of {} thresholds failed: {}",
+            failed.len(),
+            verdicts.len(),
+            failed.join(", ")
+        )
+    })
 }
 
 fn sim_command(a: SimCommand) -> Result<()> {
@@ -876,25 +912,8 @@ fn run_command(a: RunArgs) -> Result<i32> {
         return Ok(EXIT_INTERRUPTED);
     }
     // Failed thresholds decide the exit code before the run's own failures: CI reads 99.
-    let failed: Vec<String> = verdicts
-        .iter()
-        .filter(|v| !v.pass)
-        .map(|v| {
-            let phase = if measured.len() > 1 {
-                format!(" in phase `{}`", v.phase)
-            } else {
-                String::new()
-            };
-            format!("{} ({}{phase})", v.threshold, v.value_text())
-        })
-        .collect();
-    if !failed.is_empty() {
-        eprintln!(
-            "error: {} of {} thresholds failed: {}",
-            failed.len(),
-            verdicts.len(),
-            failed.join(", ")
-        );
+    if let Some(line) = failed_thresholds(&verdicts, measured.len() > 1) {
+        eprintln!("error: {line}");
         return Ok(EXIT_THRESHOLDS_FAILED);
     }
     if let Some(p) = result

@@ -307,6 +307,32 @@ fn open_loop_shards_merge_into_the_single_run() {
     }
     assert_eq!(records_in(&merged).len(), 160);
 
+    // Thresholds are checked on the merged run: a count only the union reaches, and a
+    // percentile the shards did not report (they ran with the default 99) computed from
+    // the merged histograms.
+    let checked = |thresholds: &[&str]| {
+        let mut args: Vec<String> = vec!["merge".into(), "-q".into()];
+        args.extend(dir_args(&dirs));
+        for t in thresholds {
+            args.extend(["--threshold".into(), t.to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        runner(&args)
+    };
+    let out = checked(&["completed>=160", "p95_ttft_ms<60000"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("Thresholds") && text.contains("completed>=160") && !text.contains("FAIL"),
+        "{text}"
+    );
+    let out = checked(&["completed>160", "p95_ttft_ms<60000"]);
+    assert_eq!(out.status.code(), Some(99), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).trim(),
+        "error: 1 of 2 thresholds failed: completed>160 (160.00)"
+    );
+
     // A missing shard is refused, naming it.
     let mut three = vec!["merge".to_string()];
     three.extend(dir_args(&dirs[..3]));

@@ -17,6 +17,7 @@ use crate::metrics::{
 };
 use crate::report::{self, RunHeader};
 use crate::shard::StreamEntry;
+use crate::thresholds::{self, Threshold, Verdict};
 use shard_file::{read_jsonl, ShardFile, ShardFileError, RECORDS_FILE, STREAM_FILE};
 
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +82,9 @@ pub struct Merged {
     /// Every shard's index, clock offset (ms, with --start-at) and start (unix ns).
     pub shards: Vec<(u32, Option<f64>, u64)>,
     pub start_at: Option<String>,
+    /// `runner merge --threshold` checked on the merged phases (the shards' own checks saw
+    /// one stripe each).
+    pub verdicts: Vec<Verdict>,
 }
 
 fn shown(dir: &Path) -> String {
@@ -195,11 +199,14 @@ fn check_same_workload(shards: &[Loaded]) -> Result<(), MergeError> {
     Ok(())
 }
 
-/// Each phase's statistics over all shards.
-pub fn merge_phases(shards: &[Loaded]) -> Result<Vec<MergedPhase>, MergeError> {
+/// Each phase's statistics over all shards, with the shards' percentiles and `percentiles`.
+pub fn merge_phases(
+    shards: &[Loaded],
+    percentiles: &[f64],
+) -> Result<Vec<MergedPhase>, MergeError> {
     let first = &shards[0].file;
     let options = MetricsOptions {
-        percentiles: first.percentiles.clone(),
+        percentiles: percentiles.to_vec(),
         goodput: first.goodput,
     };
     let mut out = Vec::new();
@@ -348,10 +355,14 @@ pub fn stream_digest(shards: &[Loaded]) -> Result<String, MergeError> {
     Ok(crate::package::archive::hex(&all.finalize()))
 }
 
-/// Loads, checks and merges shard directories.
-pub fn merge(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
+/// Loads, checks and merges shard directories, then checks `checks` on the merged phases.
+pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<Merged, MergeError> {
     let shards = load(dirs)?;
-    let phases = merge_phases(&shards)?;
+    // A threshold on a percentile the shards did not report gets it computed: the merged
+    // histograms hold every percentile.
+    let mut percentiles = shards[0].file.percentiles.clone();
+    percentiles.extend(thresholds::missing_percentiles(checks, &percentiles));
+    let phases = merge_phases(&shards, &percentiles)?;
     let digest = stream_digest(&shards)?;
     let first = &shards[0].file;
     let mut header = first.header.clone();
@@ -365,10 +376,10 @@ pub fn merge(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         t.sort_unstable();
         header.target = t.join(", ");
     }
-    Ok(Merged {
+    let mut merged = Merged {
         header,
         phases,
-        percentiles: first.percentiles.clone(),
+        percentiles,
         goodput: first.goodput.is_some(),
         shards: shards
             .iter()
@@ -381,7 +392,10 @@ pub fn merge(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
             })
             .collect(),
         start_at: first.start_at.clone(),
-    })
+        verdicts: Vec::new(),
+    };
+    merged.verdicts = thresholds::check_all(checks, &merged.measured());
+    Ok(merged)
 }
 
 impl Merged {
@@ -417,6 +431,8 @@ impl Merged {
             })
             .collect();
         let mut body = report::text::render_phases(&phases, &self.percentiles, self.goodput);
+        let many = self.phases.iter().filter(|p| !p.warmup).count() > 1;
+        body += &report::text::render_thresholds(&self.verdicts, many);
         body += &self.render_shards();
         let _ = writeln!(
             body,
@@ -498,6 +514,10 @@ impl Merged {
                     json!({"index": i, "clock_offset_ms": offset, "started_unix_ns": start})
                 })
                 .collect();
+            if !self.verdicts.is_empty() {
+                let list = self.verdicts.iter().map(Verdict::to_json).collect();
+                map.insert("thresholds".into(), Value::Array(list));
+            }
             map.insert(
                 "shards".into(),
                 json!({
@@ -563,7 +583,7 @@ impl Merged {
                 phases: &phases_out,
                 percentiles: &self.percentiles,
                 goodput: self.goodput,
-                verdicts: &[],
+                verdicts: &self.verdicts,
                 // A shard's notes speak for its stripe only, and notes have no general
                 // merge: the merged report has none (each shard's report.txt keeps its own).
                 notes: &[],
