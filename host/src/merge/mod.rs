@@ -199,7 +199,7 @@ fn check_same_workload(shards: &[Loaded]) -> Result<(), MergeError> {
     Ok(())
 }
 
-/// Each phase's statistics over all shards, with the shards' percentiles and `percentiles`.
+/// Each phase's statistics over all shards, with `percentiles` computed.
 pub fn merge_phases(
     shards: &[Loaded],
     percentiles: &[f64],

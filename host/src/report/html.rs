@@ -203,37 +203,28 @@ fn notes_table(out: &mut String, notes: &[(String, NoteValue)]) {
 }
 
 fn tag_table(out: &mut String, tags: &[TagSummary]) {
-    let Some(first) = tags.first() else {
-        return;
-    };
-    out.push_str("<table><tr>");
-    for (title, _) in tag_columns(first) {
-        let _ = write!(out, "<th>{}</th>", title.replace('_', " "));
-    }
-    out.push_str("</tr>\n");
-    for t in tags {
-        out.push_str("<tr>");
-        for (_, value) in tag_columns(t) {
-            let _ = write!(out, "<td>{}</td>", escape(&value));
-        }
-        out.push_str("</tr>\n");
-    }
-    out.push_str("</table>\n");
+    grid_table(out, tags.iter().map(|t| tag_columns(t).to_vec()));
 }
 
 fn phase_table(out: &mut String, phases: &[PhaseSummary]) {
-    let Some(first) = phases.first() else {
+    grid_table(out, phases.iter().map(|s| columns(s).to_vec()));
+}
+
+/// A table of rows of (column title, value), titled by the first row's column titles.
+fn grid_table(out: &mut String, rows: impl Iterator<Item = Vec<(&'static str, String)>>) {
+    let mut rows = rows.peekable();
+    let Some(first) = rows.peek() else {
         return;
     };
     out.push_str("<table><tr>");
-    for (title, _) in columns(first) {
+    for (title, _) in first {
         // Spaces instead of underscores let the long titles wrap.
         let _ = write!(out, "<th>{}</th>", title.replace('_', " "));
     }
     out.push_str("</tr>\n");
-    for s in phases {
+    for row in rows {
         out.push_str("<tr>");
-        for (_, value) in columns(s) {
+        for (_, value) in row {
             let _ = write!(out, "<td>{}</td>", escape(&value));
         }
         out.push_str("</tr>\n");
