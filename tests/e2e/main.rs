@@ -1,5 +1,7 @@
 //! End-to-end tests: they run the real `runner` binary against the built-in simulated
-//! server (or a deliberately broken one) over real HTTP on loopback.
+//! server (or a deliberately broken one) over real HTTP on loopback. The tests that check
+//! timing to the millisecond are in their own binary (tests/timing), which cargo runs
+//! after this one, so no component compile or browser of these tests runs beside them.
 
 mod support;
 
@@ -11,15 +13,12 @@ mod fault_server;
 mod faults;
 mod html;
 mod llamacpp;
-mod metrics;
 mod outage;
 mod packages;
-mod precision;
 mod progress;
 mod report;
 mod shards;
 mod signals;
 mod thresholds;
-mod timing;
 mod wasm;
 mod workloads;

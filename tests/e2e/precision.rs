@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::support::*;
 
-/// P99 send lateness allowed for a debug build beside other tests. The target (release, a
+/// P99 send lateness allowed for a debug build. The target (release, a
 /// quiet machine) is 1 ms; a debug build spends several times longer between the timer's
 /// wake-up and the send, and this VM stalls a thread for up to ~4 ms now and then (debug,
 /// machine loaded by two compiles: p99 2.26 ms, max 3.38 ms). Before the precise timer
@@ -51,7 +51,7 @@ fn mean_and_p99(mut v: Vec<f64>) -> (f64, f64) {
 }
 
 /// How far the client's figures may sit above the server's logged send times in a debug
-/// build beside other tests: the loopback trip and the client's read of 64 streams are in
+/// build: the loopback trip and the client's read of 64 streams are in
 /// them (release, quiet machine: see bench-results/client_perf.md).
 /// Debug, machine loaded by two compiles: mean TTFT +1.5 ms, mean E2EL +2.2 ms, p99 TTFT
 /// +3.2 ms.
