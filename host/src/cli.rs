@@ -593,14 +593,15 @@ fn merge_command(a: MergeArgs) -> Result<i32> {
     if let Some(out) = &a.output {
         merged.write(&a.dirs, out, &body)?;
     }
-    let many = merged.phases.iter().filter(|p| !p.warmup).count() > 1;
-    Ok(match failed_thresholds(&merged.verdicts, many) {
-        Some(line) => {
-            eprintln!("error: {line}");
-            EXIT_THRESHOLDS_FAILED
-        }
-        None => 0,
-    })
+    Ok(
+        match failed_thresholds(&merged.verdicts, merged.many_phases()) {
+            Some(line) => {
+                eprintln!("error: {line}");
+                EXIT_THRESHOLDS_FAILED
+            }
+            None => 0,
+        },
+    )
 }
 
 /// `N of M thresholds failed: ...`, naming each failed one with its value (and its phase

@@ -149,9 +149,9 @@ fn ttft_and_e2el_match_the_servers_own_send_times_at_64_streams() {
     }
     // The typical request's excess. Its tail is the 64-stream burst: every request ends,
     // and the next one starts, in the same millisecond, and the last of 64 waits for the
-    // other 63 on both sides (debug, six runs on a quiet machine: TTFT excess median
-    // 0.46-1.09 ms, p99 1.7-7.8 ms; E2EL median 0.96-2.0 ms, p99 3.5-7.0 ms), so the tail is
-    // gated on the reported percentiles below, where a late server chunk counts too.
+    // other 63 on both sides (debug, quiet machine: TTFT excess median 0.46-1.09 ms in four
+    // runs, p99 1.7-7.8 ms in six; E2EL median 0.96-2.0 ms, p99 3.5-7.0 ms in four), so the
+    // tail is gated on the reported percentiles below, where a late server chunk counts too.
     for (what, mut over) in [("TTFT", over_ttft), ("E2EL", over_e2el)] {
         over.sort_by(f64::total_cmp);
         let median = over[over.len() / 2];

@@ -409,6 +409,11 @@ impl Merged {
         }
     }
 
+    /// More than one measured phase: verdicts and errors then name their phase.
+    pub fn many_phases(&self) -> bool {
+        self.phases.iter().filter(|p| !p.warmup).count() > 1
+    }
+
     fn measured(&self) -> Vec<PhaseSummary> {
         self.phases
             .iter()
@@ -431,8 +436,7 @@ impl Merged {
             })
             .collect();
         let mut body = report::text::render_phases(&phases, &self.percentiles, self.goodput);
-        let many = self.phases.iter().filter(|p| !p.warmup).count() > 1;
-        body += &report::text::render_thresholds(&self.verdicts, many);
+        body += &report::text::render_thresholds(&self.verdicts, self.many_phases());
         body += &self.render_shards();
         let _ = writeln!(
             body,

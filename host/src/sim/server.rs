@@ -245,9 +245,11 @@ async fn chat(State(state): State<Arc<AppState>>, request: Request) -> Response 
 async fn generate(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> Response {
     // The request's clock starts when its headers are in, before the body is read.
     let arrived = Instant::now();
-    let request_id = request
-        .headers()
-        .get(REQUEST_ID)
+    // Read only for the send log: the header is not otherwise the simulator's business.
+    let request_id = state
+        .send_log
+        .as_ref()
+        .and_then(|_| request.headers().get(REQUEST_ID))
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let nth = state.received.fetch_add(1, Ordering::Relaxed) + 1;
