@@ -1,13 +1,41 @@
-//! Exact fast path for the bundled tiktoken encodings on ASCII text.
+//! The encoder of the bundled tiktoken encodings: the same output as tiktoken-rs's
+//! `CoreBPE::encode_ordinary` (checked against it in tests), in time linear in the text
+//! up to a log factor.
 //!
-//! tiktoken-rs splits text with `fancy-regex`, which costs about 2 µs per token (60 ms for
-//! a 32k-token prompt). On ASCII input the split patterns reduce to simple byte classes, so
-//! this module hand-codes them, then applies tiktoken's byte-pair merge to each piece.
-//! The output is identical to `CoreBPE::encode_ordinary` (checked against it in tests);
-//! non-ASCII text is left to tiktoken-rs.
+//! Splitting: tiktoken-rs splits text with `fancy-regex`, which costs about 2 µs per
+//! token (60 ms for a 32k-token prompt). On ASCII input the split patterns reduce to
+//! simple byte classes, so this module hand-codes them; other text goes through the same
+//! patterns with `fancy-regex`.
+//!
+//! Merging: tiktoken's byte-pair merge scans the whole piece for the best pair at every
+//! merge, so a long run without whitespace (one 200k-character "word") costs O(n²) and
+//! took minutes. Long pieces here merge in the same order through a heap, O(n log n).
+//! Pieces longer than [`MAX_PIECE_BYTES`] (no real text has them) are merged in chunks of
+//! that size, which bounds memory; the count of such a piece may differ from tiktoken's
+//! by the merges that would have crossed a chunk boundary, at most a few tokens per
+//! MiB.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+
+/// Pieces up to this length merge with tiktoken's scan, which is faster when short.
+const SCAN_MERGE_BYTES: usize = 64;
+
+/// Longer pieces are merged in chunks of this size (see the module comment).
+pub(super) const MAX_PIECE_BYTES: usize = 1 << 20;
+
+/// The split patterns of tiktoken-rs 0.7 (`tiktoken_ext/openai_public.rs`, MIT).
+const CL100K_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const O200K_PATTERN: &str = concat!(
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"|\p{N}{1,3}",
+    r"| ?[^\s\p{L}\p{N}]+[\r\n/]*",
+    r"|\s*[\r\n]+",
+    r"|\s+(?!\S)",
+    r"|\s+",
+);
 
 /// Which split pattern the encoding uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,26 +53,47 @@ type Ranks = HashMap<Box<[u8]>, u32, BuildHasherDefault<FxHasher>>;
 pub(super) struct FastBpe {
     ranks: Ranks,
     pattern: Pattern,
+    /// The split pattern for text that is not all ASCII (boxed: it is large).
+    regex: Box<fancy_regex::Regex>,
 }
 
 impl FastBpe {
     /// `tokens`: the bytes and id of every ordinary (non-special) token.
-    pub(super) fn new<'a>(pattern: Pattern, tokens: impl Iterator<Item = (&'a [u8], u32)>) -> Self {
+    pub(super) fn new<'a>(
+        pattern: Pattern,
+        tokens: impl Iterator<Item = (&'a [u8], u32)>,
+    ) -> Result<Self, String> {
         let mut ranks = Ranks::default();
         for (bytes, id) in tokens {
             ranks.insert(bytes.into(), id);
         }
-        FastBpe { ranks, pattern }
+        let regex = Box::new(
+            fancy_regex::Regex::new(match pattern {
+                Pattern::Cl100k => CL100K_PATTERN,
+                Pattern::O200k => O200K_PATTERN,
+            })
+            .map_err(|e| e.to_string())?,
+        );
+        Ok(FastBpe {
+            ranks,
+            pattern,
+            regex,
+        })
     }
 
-    /// Token ids of `text`, or `None` when the fast path does not apply (non-ASCII text,
-    /// or a byte without a rank, which the bundled encodings never lack).
+    /// Token ids of `text`, or `None` if a byte has no rank (the bundled encodings rank
+    /// every byte).
     pub(super) fn encode(&self, text: &str) -> Option<Vec<u32>> {
-        let b = text.as_bytes();
-        if !b.is_ascii() {
-            return None;
+        let mut out = Vec::with_capacity(text.len() / 4 + 1);
+        if text.is_ascii() {
+            self.encode_ascii(text.as_bytes(), &mut out)?;
+        } else {
+            self.encode_unicode(text, &mut out)?;
         }
-        let mut out = Vec::with_capacity(b.len() / 4 + 1);
+        Some(out)
+    }
+
+    fn encode_ascii(&self, b: &[u8], out: &mut Vec<u32>) -> Option<()> {
         let mut p = 0;
         while p < b.len() {
             let end = match self.pattern {
@@ -54,23 +103,65 @@ impl FastBpe {
             // Every byte starts some alternative, so a piece is never empty; guard anyway
             // so that a logic slip cannot loop forever.
             let end = end.max(p + 1);
-            let piece = &b[p..end];
-            match self.ranks.get(piece) {
-                Some(&id) => out.push(id),
-                None => self.byte_pair_encode(piece, &mut out)?,
-            }
+            self.encode_piece(&b[p..end], out)?;
             p = end;
         }
-        Some(out)
+        Some(())
+    }
+
+    /// Splits like tiktoken-rs's `find_iter` over the pattern. Should the regex give up
+    /// (its backtracking limit), the text up to the next whitespace is taken as one piece.
+    fn encode_unicode(&self, text: &str, out: &mut Vec<u32>) -> Option<()> {
+        let mut pos = 0;
+        while pos < text.len() {
+            let (start, end) = match self.regex.find_from_pos(text, pos) {
+                Ok(Some(m)) => (m.start(), m.end().max(m.start() + 1)),
+                Ok(None) => break,
+                Err(_) => (pos, next_whitespace(text, pos)),
+            };
+            let end = ceil_char_boundary(text, end);
+            self.encode_piece(&text.as_bytes()[start..end], out)?;
+            pos = end;
+        }
+        Some(())
+    }
+
+    fn encode_piece(&self, piece: &[u8], out: &mut Vec<u32>) -> Option<()> {
+        if let Some(&id) = self.ranks.get(piece) {
+            out.push(id);
+            return Some(());
+        }
+        if piece.len() <= MAX_PIECE_BYTES {
+            return self.byte_pair_encode(piece, out);
+        }
+        let mut rest = piece;
+        while !rest.is_empty() {
+            let mut cut = rest.len().min(MAX_PIECE_BYTES);
+            // Cut between characters: a continuation byte is 0b10xx_xxxx.
+            while cut < rest.len() && cut > 1 && rest[cut] & 0xC0 == 0x80 {
+                cut -= 1;
+            }
+            self.byte_pair_encode(&rest[..cut], out)?;
+            rest = &rest[cut..];
+        }
+        Some(())
     }
 
     fn rank(&self, bytes: &[u8]) -> u32 {
         self.ranks.get(bytes).copied().unwrap_or(u32::MAX)
     }
 
+    fn byte_pair_encode(&self, piece: &[u8], out: &mut Vec<u32>) -> Option<()> {
+        if piece.len() <= SCAN_MERGE_BYTES {
+            self.scan_merge(piece, out)
+        } else {
+            self.heap_merge(piece, out)
+        }
+    }
+
     /// tiktoken's `byte_pair_encode`: repeatedly merge the adjacent pair whose joined bytes
     /// have the lowest rank (leftmost on ties). Ported from tiktoken-rs 0.7 (MIT).
-    fn byte_pair_encode(&self, piece: &[u8], out: &mut Vec<u32>) -> Option<()> {
+    fn scan_merge(&self, piece: &[u8], out: &mut Vec<u32>) -> Option<()> {
         if piece.len() == 1 {
             out.push(*self.ranks.get(piece)?);
             return Some(());
@@ -113,6 +204,102 @@ impl FastBpe {
         }
         Some(())
     }
+
+    /// The same merges as [`FastBpe::scan_merge`], in the same order, with the candidate
+    /// pairs in a heap keyed by (rank, start): popping the least key is tiktoken's "lowest
+    /// rank, leftmost on ties". Parts are named by their start offset. An entry is stale
+    /// when its part's pair rank has changed since (a pair only ever grows, and ranks
+    /// name distinct byte strings, so an unchanged rank is the same pair).
+    fn heap_merge(&self, piece: &[u8], out: &mut Vec<u32>) -> Option<()> {
+        let n = piece.len();
+        let mut merge = HeapMerge {
+            piece,
+            bpe: self,
+            next: (1..=n as u32).collect(),
+            prev: (0..n as u32).map(|i| i.wrapping_sub(1)).collect(),
+            rank: vec![u32::MAX; n],
+            heap: BinaryHeap::with_capacity(n),
+        };
+        for s in 0..n - 1 {
+            merge.update(s);
+        }
+        while let Some(Reverse(key)) = merge.heap.pop() {
+            let (rank, s) = ((key >> 32) as u32, (key & 0xFFFF_FFFF) as usize);
+            if merge.rank[s] == rank {
+                merge.join(s);
+            }
+        }
+        let mut s = 0;
+        while s < n {
+            let e = merge.next[s] as usize;
+            out.push(*self.ranks.get(&piece[s..e])?);
+            s = e;
+        }
+        Some(())
+    }
+}
+
+/// The state of [`FastBpe::heap_merge`]: a linked list of parts and the heap of pairs.
+struct HeapMerge<'a> {
+    piece: &'a [u8],
+    bpe: &'a FastBpe,
+    /// Start of the part after the part starting at `s` (`piece.len()` after the last).
+    next: Vec<u32>,
+    /// Start of the part before (`u32::MAX` before the first).
+    prev: Vec<u32>,
+    /// Rank of the pair starting at `s`; `u32::MAX` for none or for a merged-away part.
+    rank: Vec<u32>,
+    heap: BinaryHeap<Reverse<u64>>,
+}
+
+impl HeapMerge<'_> {
+    /// Recomputes the rank of the pair starting at part `s` and queues it.
+    fn update(&mut self, s: usize) {
+        let n = self.piece.len();
+        let mid = self.next[s] as usize;
+        let rank = if mid < n {
+            let end = self.next[mid] as usize;
+            self.bpe.rank(&self.piece[s..end])
+        } else {
+            u32::MAX
+        };
+        self.rank[s] = rank;
+        if rank != u32::MAX {
+            self.heap.push(Reverse((u64::from(rank) << 32) | s as u64));
+        }
+    }
+
+    /// Merges the part at `s` with the one after it.
+    fn join(&mut self, s: usize) {
+        let gone = self.next[s] as usize;
+        let after = self.next[gone];
+        self.next[s] = after;
+        if (after as usize) < self.piece.len() {
+            self.prev[after as usize] = s as u32;
+        }
+        self.rank[gone] = u32::MAX;
+        self.update(s);
+        let before = self.prev[s];
+        if before != u32::MAX {
+            self.update(before as usize);
+        }
+    }
+}
+
+/// Byte offset of the first whitespace character at or after `from` (or the end).
+fn next_whitespace(text: &str, from: usize) -> usize {
+    text[from..]
+        .char_indices()
+        .find(|&(i, c)| i > 0 && c.is_whitespace())
+        .map_or(text.len(), |(i, _)| from + i)
+}
+
+/// `at`, moved forward to the next character boundary.
+fn ceil_char_boundary(text: &str, mut at: usize) -> usize {
+    while at < text.len() && !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at.min(text.len())
 }
 
 // Byte classes of the split patterns, restricted to ASCII. `\s` is Unicode White_Space:
@@ -341,8 +528,93 @@ mod tests {
     }
 
     #[test]
-    fn non_ascii_is_left_to_tiktoken() {
-        let (fast, _) = both(o200k(), "café");
-        assert!(fast.is_none());
+    fn non_ascii_matches_tiktoken() {
+        for text in [
+            "café naïve Ünïcödé",
+            "你好，世界！这是一个测试。",
+            "emoji 🚀🚀 and flags 🇫🇷 ok",
+            "combining e\u{301}e\u{301} marks",
+            "ΑΒΓ αβγ ДЖЗ джз ǅǈ",
+            "mixed\u{a0}spaces\u{2003}and\u{3000}more",
+            "٣٤٥ digits ١٢٣٤٥",
+        ] {
+            assert_same(text);
+        }
+        const HOT: &[char] = &[
+            ' ', ' ', '\n', 'a', 'A', 'é', 'É', '你', '好', '🚀', '\u{301}', '\u{a0}', '\'', 's',
+            '1', '٣', '!', '/', 'ǅ', 'ß',
+        ];
+        let mut rng = ChaCha8Rng::seed_from_u64(2025);
+        for _ in 0..5_000 {
+            let len = rng.random_range(0..40);
+            let text: String = (0..len)
+                .map(|_| HOT[rng.random_range(0..HOT.len())])
+                .collect();
+            assert_same(&text);
+        }
+    }
+
+    #[test]
+    fn long_pieces_merge_like_tiktoken() {
+        // Past SCAN_MERGE_BYTES the heap merge runs; tiktoken-rs scans (fine at this size).
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for len in [65, 100, 300, 1_000, 3_000] {
+            for alphabet in ["ab", "abcdefghij", "etaoinshrdlu", "é你a"] {
+                let chars: Vec<char> = alphabet.chars().collect();
+                let word: String = (0..len)
+                    .map(|_| chars[rng.random_range(0..chars.len())])
+                    .collect();
+                assert_same(&word);
+                assert_same(&format!("x {word} y"));
+            }
+            assert_same(&"a".repeat(len));
+            assert_same(&"!?".repeat(len));
+        }
+    }
+
+    /// A single 1 MB "word": tiktoken's scan merge is quadratic on it (minutes); here it
+    /// takes well under a second in a release build. The bound is loose: debug builds on
+    /// a busy machine are slow, and only a quadratic merge would come near it.
+    #[test]
+    fn a_one_megabyte_word_counts_in_bounded_time() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let ascii: String = (0..1_000_000)
+            .map(|_| char::from(b'a' + rng.random_range(0..26u8)))
+            .collect();
+        let cjk: String = (0..330_000)
+            .map(|_| char::from_u32(0x4E00 + rng.random_range(0..2000)).unwrap())
+            .collect();
+        for (name, word) in [("ascii", &ascii), ("cjk", &cjk)] {
+            for tok in [o200k(), cl100k()] {
+                let start = std::time::Instant::now();
+                let n = tok.count(word);
+                let took = start.elapsed();
+                eprintln!("{}: 1 MB {name} word: {n} tokens in {took:?}", tok.name());
+                assert!(n > 100_000, "{n}");
+                assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_piece_over_the_chunk_size_counts_close_to_exact() {
+        // Exact reference: one heap merge over the whole piece, no chunks.
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let word: Vec<u8> = (0..super::MAX_PIECE_BYTES * 3 + 123)
+            .map(|_| b'a' + rng.random_range(0..26u8))
+            .collect();
+        let Backend::Tiktoken { fast, .. } = &o200k().backend else {
+            unreachable!()
+        };
+        let mut exact = Vec::new();
+        fast.heap_merge(&word, &mut exact).unwrap();
+        let chunked = fast.encode(std::str::from_utf8(&word).unwrap()).unwrap();
+        let diff = exact.len().abs_diff(chunked.len());
+        eprintln!(
+            "3 MiB word: exact {} tokens, chunked {} (diff {diff})",
+            exact.len(),
+            chunked.len()
+        );
+        assert!(diff <= 3 * 4, "{diff}");
     }
 }
