@@ -36,6 +36,8 @@ const PIECES: &[&str] = &[
     "\r\n",
     "\n\n",
     "\r",
+    "\r\r",
+    "\u{feff}",
     ":",
     ": ping\n",
     "event: message\n",
@@ -105,6 +107,68 @@ fn sse_events(reads: &[&[u8]]) -> Vec<Result<Vec<u8>, SseError>> {
     out
 }
 
+/// The WHATWG event-stream rules written plainly, line by line over the whole input, as
+/// the reference the incremental parser must agree with (inputs here stay far below the
+/// size limit).
+fn reference_events(bytes: &[u8]) -> Vec<Result<Vec<u8>, SseError>> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let mut lines: Vec<&[u8]> = Vec::new();
+    let (mut start, mut i) = (0, 0);
+    while i < bytes.len() {
+        if bytes[i] == b'\n' || bytes[i] == b'\r' {
+            lines.push(&bytes[start..i]);
+            i += if bytes[i..].starts_with(b"\r\n") {
+                2
+            } else {
+                1
+            };
+            start = i;
+        } else {
+            i += 1;
+        }
+    }
+    if start < bytes.len() {
+        lines.push(&bytes[start..]);
+    }
+    let (mut out, mut data, mut has_data) = (Vec::new(), Vec::new(), false);
+    for line in lines {
+        if line.is_empty() {
+            if has_data {
+                out.push(Ok(std::mem::take(&mut data)));
+                has_data = false;
+            }
+            continue;
+        }
+        if line[0] == b':' {
+            continue;
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(c) => (
+                &line[..c],
+                line[c + 1..].strip_prefix(b" ").unwrap_or(&line[c + 1..]),
+            ),
+            None => (line, &b""[..]),
+        };
+        match field {
+            b"data" => {
+                if has_data {
+                    data.push(b'\n');
+                }
+                data.extend_from_slice(value);
+                has_data = true;
+            }
+            b"event" | b"id" | b"retry" => {}
+            _ => out.push(Err(SseError::NotAField(
+                String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned(),
+            ))),
+        }
+    }
+    if has_data {
+        out.push(Ok(data));
+    }
+    out
+}
+
 /// What a decoded body says, without the read times (which do depend on the reads).
 type Decoded = (
     String,
@@ -159,6 +223,12 @@ proptest! {
     }
 
     #[test]
+    fn sse_framing_follows_the_spec(bytes in stream_bytes(), points in splits(), bom in any::<bool>()) {
+        let bytes = if bom { [&b"\xEF\xBB\xBF"[..], &bytes].concat() } else { bytes };
+        prop_assert_eq!(sse_events(&cut(&bytes, &points)), reference_events(&bytes));
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic(
         bytes in proptest::collection::vec(any::<u8>(), 0..256),
         points in splits(),
@@ -171,12 +241,14 @@ proptest! {
     #[test]
     fn well_formed_streams_decode_to_their_text(
         tokens in proptest::collection::vec("[a-zA-Z0-9 é\"\\\\\n]{0,6}", 0..20),
-        crlf in any::<bool>(),
+        ending in 0..3usize,
+        bom in any::<bool>(),
         comments in any::<bool>(),
         points in splits(),
     ) {
-        let nl = if crlf { "\r\n" } else { "\n" };
-        let mut body = String::new();
+        // Every line end the SSE format allows: LF, CRLF and a lone CR.
+        let nl = ["\n", "\r\n", "\r"][ending];
+        let mut body = if bom { "\u{feff}".to_string() } else { String::new() };
         for t in &tokens {
             if comments {
                 body += &format!(": keep-alive{nl}");

@@ -1,11 +1,17 @@
 //! Incremental server-sent-events framing: bytes in, complete `data` payloads out.
-//! Handles `\n` and `\r\n` line ends, multi-line data, comments and events split across
-//! network reads. What comes out never depends on how the bytes were split into reads
-//! (a property test checks it). Parsing JSON is the caller's business.
+//! Follows the event-stream parsing rules of the WHATWG HTML standard (section 9.2.6,
+//! <https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation>):
+//! lines end with CRLF, LF or a lone CR, one leading byte-order mark is ignored, data lines
+//! join with `\n`, comments and other fields are skipped. What comes out never depends on
+//! how the bytes were split into reads (a property test checks it). Parsing JSON is the
+//! caller's business.
 
 /// Longest line, and longest event, accepted. A server that never ends a line cannot make
 /// the client buffer without bound.
 pub const MAX_EVENT_BYTES: usize = 16 << 20;
+
+/// The UTF-8 byte-order mark a stream may start with.
+const BOM: &[u8; 3] = b"\xEF\xBB\xBF";
 
 /// Why a stream is not server-sent events.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -28,24 +34,55 @@ pub struct SseParser {
     has_data: bool,
     /// Set once the size limit is hit: nothing more is read.
     poisoned: bool,
+    /// The last read ended with a CR that ended a line: a LF starting the next read
+    /// belongs to it (one CRLF split across reads).
+    after_cr: bool,
+    /// Bytes of a leading byte-order mark seen so far, while the stream's start is decided.
+    bom: usize,
+    /// The stream's first bytes are past (and its byte-order mark, if any, skipped).
+    started: bool,
+}
+
+/// The first line of `bytes`: its content, what follows its end (CRLF, LF or CR), and
+/// whether it ended with a CR that is the last byte (its LF may come in the next read).
+fn split_line(bytes: &[u8]) -> Option<(&[u8], &[u8], bool)> {
+    let end = memchr::memchr2(b'\n', b'\r', bytes)?;
+    let rest = &bytes[end + 1..];
+    if bytes[end] == b'\n' {
+        return Some((&bytes[..end], rest, false));
+    }
+    match rest.first() {
+        Some(b'\n') => Some((&bytes[..end], &rest[1..], false)),
+        Some(_) => Some((&bytes[..end], rest, false)),
+        None => Some((&bytes[..end], rest, true)),
+    }
 }
 
 impl SseParser {
     /// Feeds bytes; calls `on_event` with the data of each event completed by them, or with
     /// an error for each malformed line.
-    pub fn push(&mut self, mut bytes: &[u8], mut on_event: impl FnMut(Result<&[u8], SseError>)) {
-        while let Some(nl) = bytes.iter().position(|&b| b == b'\n') {
+    pub fn push(&mut self, bytes: &[u8], mut on_event: impl FnMut(Result<&[u8], SseError>)) {
+        if self.poisoned {
+            return;
+        }
+        let mut bytes = self.skip_start(bytes);
+        if self.after_cr && !bytes.is_empty() {
+            self.after_cr = false;
+            bytes = bytes.strip_prefix(b"\n").unwrap_or(bytes);
+        }
+        while let Some((head, rest, cr)) = split_line(bytes) {
             if self.poisoned {
                 return;
             }
-            let (head, rest) = bytes.split_at(nl);
-            bytes = &rest[1..];
+            bytes = rest;
+            self.after_cr = cr;
             if self.line.is_empty() {
                 // The common case, one `data:` line and its blank line in the same read,
                 // goes out straight from the read's bytes, copied nowhere.
-                if let Some((data, after)) = self.whole_event(head, bytes) {
+                if let Some((data, after, cr)) = self.whole_event(head, bytes) {
                     on_event(Ok(data));
                     bytes = after;
+                    self.after_cr = cr;
                     continue;
                 }
                 self.line_done(head, &mut on_event);
@@ -70,6 +107,11 @@ impl SseParser {
         if self.poisoned {
             return;
         }
+        if !self.started {
+            // A stream shorter than a byte-order mark: what began like one is data.
+            self.started = true;
+            self.line.extend_from_slice(&BOM[..self.bom]);
+        }
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
             self.line_done(&line, &mut on_event);
@@ -77,6 +119,25 @@ impl SseParser {
         if !self.poisoned {
             self.dispatch(&mut on_event);
         }
+    }
+
+    /// Skips one leading byte-order mark, which may arrive split across reads; the bytes
+    /// of a start that only looked like one are kept as the start of the first line.
+    fn skip_start<'b>(&mut self, mut bytes: &'b [u8]) -> &'b [u8] {
+        while !self.started {
+            let Some((&b, rest)) = bytes.split_first() else {
+                break;
+            };
+            if b == BOM[self.bom] {
+                self.bom += 1;
+                bytes = rest;
+                self.started = self.bom == BOM.len();
+            } else {
+                self.started = true;
+                self.line.extend_from_slice(&BOM[..self.bom]);
+            }
+        }
+        bytes
     }
 
     fn poison(&mut self, on_event: &mut impl FnMut(Result<&[u8], SseError>)) {
@@ -87,33 +148,36 @@ impl SseParser {
     }
 
     /// The data of a one-line event when `line` is its `data:` line and `rest` starts
-    /// with the blank line that ends it, with what follows that blank line; `None` when
-    /// the general path must handle it (it gives the same result).
-    fn whole_event<'b>(&self, line: &'b [u8], rest: &'b [u8]) -> Option<(&'b [u8], &'b [u8])> {
+    /// with the blank line that ends it, with what follows that blank line (and whether
+    /// that blank line was a CR ending the read); `None` when the general path must handle
+    /// it (it gives the same result).
+    fn whole_event<'b>(
+        &self,
+        line: &'b [u8],
+        rest: &'b [u8],
+    ) -> Option<(&'b [u8], &'b [u8], bool)> {
         if self.has_data || line.len() > MAX_EVENT_BYTES {
             return None;
         }
         let value = line.strip_prefix(b"data:")?;
-        let value = value.strip_suffix(b"\r").unwrap_or(value);
         let value = value.strip_prefix(b" ").unwrap_or(value);
-        let after = rest
-            .strip_prefix(b"\n")
-            .or_else(|| rest.strip_prefix(b"\r\n"))?;
-        Some((value, after))
+        match split_line(rest)? {
+            (b"", after, cr) => Some((value, after, cr)),
+            _ => None,
+        }
     }
 
-    fn line_done(&mut self, raw: &[u8], on_event: &mut impl FnMut(Result<&[u8], SseError>)) {
-        if raw.len() > MAX_EVENT_BYTES {
+    fn line_done(&mut self, line: &[u8], on_event: &mut impl FnMut(Result<&[u8], SseError>)) {
+        if line.len() > MAX_EVENT_BYTES {
             return self.poison(on_event);
         }
-        let line = raw.strip_suffix(b"\r").unwrap_or(raw);
         if line.is_empty() {
             return self.dispatch(on_event);
         }
         if line[0] == b':' {
             return; // a comment
         }
-        let (field, value) = match line.iter().position(|&b| b == b':') {
+        let (field, value) = match memchr::memchr(b':', line) {
             Some(colon) => {
                 let value = &line[colon + 1..];
                 (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
@@ -202,6 +266,33 @@ mod tests {
                 Ok("x".into())
             ]
         );
+    }
+
+    #[test]
+    fn lone_cr_line_ends_count_and_a_crlf_split_across_reads_is_one_end() {
+        let cr = events(&[b"data: a\r\rdata: b\rdata: c\r\r: x\rid: 1\r\r"]);
+        assert_eq!(cr, ok(&["a", "b\nc"]));
+        // CR at the end of one read, LF at the start of the next: one line end, no blank
+        // line between them (which would end the event early).
+        let split = events(&[b"data: b\r", b"\ndata: c\r", b"\n\r", b"\n"]);
+        assert_eq!(split, ok(&["b\nc"]));
+        let mixed = events(&[b"data: 1\n\rdata: 2\r\n\ndata: 3\r\r"]);
+        assert_eq!(mixed, ok(&["1", "2", "3"]));
+    }
+
+    #[test]
+    fn one_leading_byte_order_mark_is_skipped_even_split() {
+        let input = b"\xEF\xBB\xBFdata: x\n\n";
+        assert_eq!(events(&[input]), ok(&["x"]));
+        let bytewise: Vec<&[u8]> = input.chunks(1).collect();
+        assert_eq!(events(&bytewise), ok(&["x"]));
+        // Only one, and only at the start.
+        let two = events(&[b"\xEF\xBB\xBF\xEF\xBB\xBFdata: x\n\n"]);
+        assert!(matches!(two[0], Err(SseError::NotAField(_))), "{two:?}");
+        // A start that only looks like a mark is data of the first line.
+        let half = events(&[b"\xEF\xBB", b"data: x\n\n"]);
+        assert!(matches!(half[0], Err(SseError::NotAField(_))), "{half:?}");
+        assert_eq!(events(&[b"\xEF"]).len(), 1);
     }
 
     #[test]
