@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod display;
 pub mod engine;
 pub mod merge;
 pub mod metrics;

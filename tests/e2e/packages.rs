@@ -3,8 +3,11 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use crate::support::{repo, run_ok, runner, stderr, stdout};
+use crate::support::{
+    lines_in, repo, run_ok, runner, stderr, stdout, wait_exit, wait_until, Pipes,
+};
 
 const MANIFEST: &str = r#"name = "team-a/long-ctx"
 version = "VERSION"
@@ -443,4 +446,427 @@ fn the_workload_id_follows_code_parameters_and_seed() {
         base,
         "another parameter"
     );
+}
+
+/// Runs `runner ARGS…` (with `TMPDIR` pointed at `tmpdir`, where archives are unpacked)
+/// within a time limit, so a hang fails the test instead of stalling it.
+fn runner_within(args: &[&str], tmpdir: &Path) -> (Option<i32>, String, String) {
+    let mut child = spawn_in(args, tmpdir);
+    let pipes = Pipes::take(&mut child);
+    let code = wait_exit(&mut child, Duration::from_secs(60));
+    let (out, err) = pipes.join();
+    (code, out, err)
+}
+
+fn spawn_in(args: &[&str], tmpdir: &Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env("RUST_BACKTRACE", "0")
+        .env("TMPDIR", tmpdir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the runner binary starts")
+}
+
+/// Asserts a refusal: exit 1, and one `error:` line holding `expect`.
+fn assert_refused(what: &str, (code, _, err): &(Option<i32>, String, String), expect: &str) {
+    assert_eq!(*code, Some(1), "{what}: {err}");
+    assert!(err.contains(expect), "{what}: no `{expect}` in {err}");
+    assert_eq!(err.trim().lines().count(), 1, "{what}: {err}");
+    assert!(err.starts_with("error: "), "{what}: {err}");
+}
+
+/// What is left in an unpack directory: it must be nothing once the runner has exited.
+fn unpacked_in(tmpdir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(tmpdir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("runner-scenario-")
+        })
+        .collect()
+}
+
+#[cfg(unix)]
+#[test]
+fn links_are_refused_not_followed_naming_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let secret_dir = tmp.path().join("elsewhere");
+    std::fs::create_dir(&secret_dir).unwrap();
+    std::fs::write(secret_dir.join("secret.txt"), "TOP SECRET").unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let cases = [
+        // A file inside a data directory, linked to a secret outside the package.
+        ("data/leak.txt", secret_dir.join("secret.txt")),
+        // The data directory itself, linked to a directory outside.
+        ("data", secret_dir.clone()),
+    ];
+    for (i, (link, target)) in cases.iter().enumerate() {
+        let dir = package_dir(&tmp.path().join(format!("case{i}")), "1.0.0", &rhai_entry());
+        let at = dir.join(link);
+        if at.is_dir() {
+            std::fs::remove_dir_all(&at).unwrap();
+        }
+        std::os::unix::fs::symlink(target, &at).unwrap();
+        let d = dir.display().to_string();
+        let o = out.display().to_string();
+        let expect = format!("`{link}` is a symbolic link; links are refused, not followed");
+        for args in [vec!["pack", &d, "--out", &o], vec!["info", &d], vec![&d]] {
+            let r = runner_within(&args, tmp.path());
+            assert_refused(&format!("{link} {args:?}"), &r, &expect);
+            assert!(!r.2.contains("TOP SECRET"));
+        }
+        assert_eq!(
+            std::fs::read_dir(&out).unwrap().count(),
+            0,
+            "an archive was written"
+        );
+    }
+}
+
+/// Makes a FIFO at `path`.
+#[cfg(unix)]
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+#[cfg(unix)]
+#[test]
+fn fifos_and_devices_are_refused_at_pack_and_unpack_without_hanging() {
+    let tmp = tempfile::tempdir().unwrap();
+    // In the package directory: a data file, or the manifest itself, that is a FIFO (no
+    // one ever writes to it: opening it to read would block forever).
+    for (i, fifo) in ["data/pipe", "scenario.toml"].iter().enumerate() {
+        let dir = package_dir(&tmp.path().join(format!("case{i}")), "1.0.0", &rhai_entry());
+        let _ = std::fs::remove_file(dir.join(fifo));
+        mkfifo(&dir.join(fifo));
+        let d = dir.display().to_string();
+        let o = tmp.path().display().to_string();
+        let expect = format!("`{fifo}` is not a regular file (a FIFO, socket or device)");
+        for args in [
+            vec!["pack", &d, "--out", &o],
+            vec!["info", &d],
+            vec!["verify", &d],
+            vec![&d],
+        ] {
+            let r = runner_within(&args, tmp.path());
+            assert_refused(&format!("{fifo} {args:?}"), &r, &expect);
+        }
+    }
+
+    // In an archive: a FIFO or device member, with the digest of the regular members.
+    let dir = package_dir(tmp.path(), "1.0.0", &rhai_entry());
+    let manifest = std::fs::read(dir.join("scenario.toml")).unwrap();
+    let script = std::fs::read(rhai_entry()).unwrap();
+    let notes = b"shipped with the package".to_vec();
+    let (_, digest) = pack(&dir, tmp.path());
+    let digest_line = format!("{digest}\n");
+    let file = tar::EntryType::Regular;
+    let unpack_dir = tmp.path().join("unpack");
+    std::fs::create_dir(&unpack_dir).unwrap();
+    for (kind, expect) in [
+        (
+            tar::EntryType::Fifo,
+            "member `data/pipe` is a FIFO; a package holds regular files only",
+        ),
+        (
+            tar::EntryType::Char,
+            "member `data/pipe` is a device; a package holds regular files only",
+        ),
+        (
+            tar::EntryType::Block,
+            "member `data/pipe` is a device; a package holds regular files only",
+        ),
+    ] {
+        let archive = tmp.path().join("special.scenario.tar.gz");
+        raw_archive(
+            &archive,
+            &[
+                ("scenario.toml", file, &manifest, None),
+                ("long_context.rhai", file, &script, None),
+                ("data/notes.txt", file, &notes, None),
+                ("data/pipe", kind, b"", None),
+                ("package.sha256", file, digest_line.as_bytes(), None),
+            ],
+        );
+        let a = archive.display().to_string();
+        for cmd in [&["verify"][..], &["info"][..], &[]] {
+            let r = runner_within(&[cmd, &[a.as_str()]].concat(), &unpack_dir);
+            assert_refused(&format!("{kind:?} {cmd:?}"), &r, expect);
+        }
+        assert_eq!(unpacked_in(&unpack_dir), Vec::<PathBuf>::new());
+    }
+}
+
+#[test]
+fn names_with_newlines_cannot_share_a_digest() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Packing refuses a name with a control character, showing it escaped.
+    let dir = package_dir(tmp.path(), "1.0.0", &rhai_entry());
+    std::fs::write(dir.join("data/two\nlines"), "x").unwrap();
+    let d = dir.display().to_string();
+    let o = tmp.path().display().to_string();
+    let r = runner_within(&["pack", &d, "--out", &o], tmp.path());
+    assert_refused(
+        "pack",
+        &r,
+        "the name `data/two\\u{a}lines` contains a control character",
+    );
+
+    // Two packages that the old newline-separated listing could not tell apart: two empty
+    // files `data/x` and `data/y`, and one empty file whose name spells out the listing of
+    // `data/x` followed by `data/y`.
+    let manifest = std::fs::read(dir.join("scenario.toml")).unwrap();
+    let script = std::fs::read(rhai_entry()).unwrap();
+    let empty_sha = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    let forged = format!("data/x\n0\n{empty_sha}\ndata/y");
+    let two: &[&str] = &["data/x", "data/y"];
+    let one: &[&str] = &[&forged];
+    let v1 = |names: &[&str]| {
+        use sha2::Digest;
+        let mut all: Vec<(String, Vec<u8>)> = vec![
+            ("long_context.rhai".into(), script.clone()),
+            ("scenario.toml".into(), manifest.clone()),
+        ];
+        all.extend(names.iter().map(|n| (n.to_string(), vec![])));
+        all.sort();
+        let mut listing = sha2::Sha256::new();
+        for (p, b) in &all {
+            let sha = runner::package::archive::hex(&sha2::Sha256::digest(b));
+            listing.update(format!("{p}\n{}\n{sha}\n", b.len()));
+        }
+        runner::package::archive::hex(&listing.finalize())
+    };
+    assert_eq!(v1(two), v1(one), "the collision the old listing allowed");
+    let files = |names: &[&str]| {
+        let mut f = runner::package::archive::Files::new();
+        f.insert("scenario.toml".into(), manifest.clone());
+        f.insert("long_context.rhai".into(), script.clone());
+        for n in names {
+            f.insert(n.to_string(), vec![]);
+        }
+        f
+    };
+    let (d_two, d_one) = (
+        runner::package::archive::digest(&files(two)),
+        runner::package::archive::digest(&files(one)),
+    );
+    assert_ne!(d_two, d_one);
+
+    let file = tar::EntryType::Regular;
+    let unpack_dir = tmp.path().join("unpack");
+    std::fs::create_dir(&unpack_dir).unwrap();
+    for (names, digest) in [(two, &d_two), (one, &d_one)] {
+        let line = format!("{digest}\n");
+        let mut members: Vec<Member> = vec![
+            ("scenario.toml", file, &manifest, None),
+            ("long_context.rhai", file, &script, None),
+        ];
+        members.extend(names.iter().map(|n| (*n, file, &b""[..], None)));
+        members.push(("package.sha256", file, line.as_bytes(), None));
+        let archive = tmp.path().join("names.scenario.tar.gz");
+        raw_archive(&archive, &members);
+        let a = archive.display().to_string();
+        let r = runner_within(&["verify", &a], &unpack_dir);
+        if names.len() == 2 {
+            assert_eq!(r.0, Some(0), "{}", r.2);
+            assert!(r.1.contains(&format!("digest {d_two} matches")), "{}", r.1);
+        } else {
+            assert_refused(
+                "forged name",
+                &r,
+                &format!("member `data/x\\u{{a}}0\\u{{a}}{empty_sha}\\u{{a}}data/y` contains a control character"),
+            );
+        }
+    }
+}
+
+/// An archive of the package's manifest and entry and `n` empty data files, its digest
+/// right, written by the tar crate as a hostile tool would.
+fn archive_of_empty_files(path: &Path, n: usize) {
+    let mut files = runner::package::archive::Files::new();
+    files.insert(
+        "scenario.toml".into(),
+        MANIFEST
+            .replace("VERSION", "1.0.0")
+            .replace("ENTRY", "long_context.rhai")
+            .into_bytes(),
+    );
+    files.insert(
+        "long_context.rhai".into(),
+        std::fs::read(rhai_entry()).unwrap(),
+    );
+    for i in 0..n {
+        files.insert(format!("data/f{i:06}"), vec![]);
+    }
+    let digest = runner::package::archive::digest(&files);
+    runner::package::archive::write(path, &files, &digest).unwrap();
+}
+
+#[test]
+fn many_small_files_verify_in_linear_time_and_too_many_are_refused_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = runner::package::archive::MAX_ENTRIES;
+    // Under the cap: verified (the 300,000-file case took minutes when this was quadratic;
+    // the bound here is generous, for a busy machine).
+    let fine = tmp.path().join("fine.scenario.tar.gz");
+    archive_of_empty_files(&fine, 3_000);
+    let started = std::time::Instant::now();
+    let r = runner_within(&["verify", &fine.display().to_string()], tmp.path());
+    assert_eq!(r.0, Some(0), "{}", r.2);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Over it: refused before anything is unpacked.
+    let many = tmp.path().join("many.scenario.tar.gz");
+    archive_of_empty_files(&many, cap);
+    let started = std::time::Instant::now();
+    let r = runner_within(&["verify", &many.display().to_string()], tmp.path());
+    assert_refused("too many", &r, &format!("more than {cap} members"));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(unpacked_in(tmp.path()), Vec::<PathBuf>::new());
+}
+
+#[cfg(unix)]
+fn send(child: &std::process::Child, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
+    // SAFETY: kill(2) with the pid of a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill failed");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_signal_while_unpacking_leaves_no_directory_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Enough files that unpacking takes a while, so the signal lands in the middle of it.
+    let archive = tmp.path().join("big.scenario.tar.gz");
+    archive_of_empty_files(&archive, runner::package::archive::MAX_ENTRIES - 10);
+    let a = archive.display().to_string();
+    for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+        let unpack_dir = tmp.path().join(format!("unpack-{name}"));
+        std::fs::create_dir(&unpack_dir).unwrap();
+        let mut child = spawn_in(&["verify", &a], &unpack_dir);
+        let pipes = Pipes::take(&mut child);
+        wait_until("the unpack directory", Duration::from_secs(60), || {
+            !unpacked_in(&unpack_dir).is_empty()
+        });
+        send(&child, signal);
+        let code = wait_exit(&mut child, Duration::from_secs(30));
+        let (_, err) = pipes.join();
+        assert_eq!(code, Some(130), "{name}: {err}");
+        assert_eq!(
+            err.trim(),
+            format!("error: interrupted ({name}); the unpacked package was removed")
+        );
+        assert_eq!(unpacked_in(&unpack_dir), Vec::<PathBuf>::new(), "{name}");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_run_from_an_archive_cleans_up_however_it_is_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (archive, _) = pack(&package_dir(tmp.path(), "1.0.0", &rhai_entry()), tmp.path());
+    let a = archive.display().to_string();
+    // Before the run: a server that accepts and never answers holds the pre-run checks.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = format!("http://{}", silent.local_addr().unwrap());
+    // During the run: a slow run against the simulator, stopped by one signal (it drains
+    // and reports) or by two (it exits at once).
+    let out = tmp.path().join("out");
+    let o = out.display().to_string();
+    let slow = ["-p", "rate=2", "-p", "requests=200", "--output", &o];
+    let cases: Vec<(&str, Vec<&str>, usize)> = vec![
+        ("pre-run", vec![&a, "--target", &target], 1),
+        ("run, one signal", [&[a.as_str()][..], &slow].concat(), 1),
+        ("run, two signals", [&[a.as_str()][..], &slow].concat(), 2),
+    ];
+    for (what, args, signals) in cases {
+        let _ = std::fs::remove_dir_all(&out);
+        let unpack_dir = tmp
+            .path()
+            .join(format!("unpack-{}", what.replace([' ', ','], "")));
+        std::fs::create_dir(&unpack_dir).unwrap();
+        let mut child = spawn_in(&args, &unpack_dir);
+        let pipes = Pipes::take(&mut child);
+        wait_until("the unpack directory", Duration::from_secs(60), || {
+            !unpacked_in(&unpack_dir).is_empty()
+        });
+        if what.starts_with("run") {
+            wait_until("a record", Duration::from_secs(60), || {
+                lines_in(&out.join("requests.jsonl")) >= 1
+            });
+        } else {
+            // The pre-run checks have connected (the directory exists before they start).
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        for _ in 0..signals {
+            send(&child, libc::SIGTERM);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let code = wait_exit(&mut child, Duration::from_secs(30));
+        let (_, err) = pipes.join();
+        assert_eq!(code, Some(130), "{what}: {err}");
+        assert_eq!(unpacked_in(&unpack_dir), Vec::<PathBuf>::new(), "{what}");
+    }
+}
+
+#[test]
+fn info_shows_control_characters_from_the_manifest_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = package_dir(tmp.path(), "1.0.0", &rhai_entry());
+    let manifest = dir.join("scenario.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace(
+            "as our product sends them.",
+            r"as our product \u001b[2J\u001b]0;pwned\u0007sends them.",
+        )
+        .replace(
+            "Team A <a@example.com>",
+            r"Team A \u001b[31m<a@example.com>\r",
+        )
+        .replace(
+            "requests per run (the package's default)",
+            r"requests\u001b[8m per run",
+        )
+        .replace(
+            "--max-num-seqs 256 --enable-prefix-caching",
+            "--max-num-seqs 256\"\nnotes = \"line one\\nline two\\u009b31m",
+        );
+    std::fs::write(&manifest, text).unwrap();
+    let (archive, _) = pack(&dir, tmp.path());
+    for source in [dir, archive] {
+        let (code, out, err) = runner_within(&["info", &source.display().to_string()], tmp.path());
+        assert_eq!(code, Some(0), "{err}");
+        for c in ['\u{1b}', '\u{7}', '\r', '\u{9b}'] {
+            assert!(!out.contains(c), "{c:?} reached the terminal:\n{out}");
+        }
+        for shown in [
+            r"as our product \u{1b}[2J\u{1b}]0;pwned\u{7}sends them.",
+            r"Authors:    Team A \u{1b}[31m<a@example.com>\u{d}",
+            r"requests\u{1b}[8m per run",
+            // Notes may span lines; their other control characters are escaped.
+            "Recommended Notes: line one\nline two\\u{9b}31m",
+        ] {
+            assert!(out.contains(shown), "no `{shown}` in:\n{out}");
+        }
+    }
 }

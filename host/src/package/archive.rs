@@ -1,86 +1,93 @@
 //! The package archive: one reproducible `.scenario.tar.gz` holding the manifest, the
 //! entry and the data files, and the digest that names its content.
 //!
-//! The digest is the sha256 of a canonical listing of the files — for each file, sorted
-//! by path: `path`, its length and its own sha256 — so it depends on content only, not on
-//! timestamps, compression or the order of the archive. It is stored in the archive as
-//! `package.sha256` (left out of the listing) and checked whenever the archive is opened.
+//! The digest is the sha256 of a canonical listing of the files, sorted by path: a
+//! version tag, then for each file its path and its length, each prefixed by its own
+//! length as 8 big-endian bytes, and the 32 bytes of the file's own sha256. Every field's
+//! extent is explicit, so two different sets of files never give the same listing (a path
+//! holding a newline cannot pose as the next field), and the digest depends on content
+//! only, not on timestamps, compression or the order of the archive. It is stored in the
+//! archive as `package.sha256` (left out of the listing) and checked whenever the archive
+//! is opened.
+//!
+//! Reading is one pass over the members, each checked before anything is allocated for it:
+//! regular files only (links, FIFOs, devices are refused), plain relative UTF-8 names
+//! without control characters, no name twice, at most [`MAX_ENTRIES`] members and
+//! [`MAX_UNPACKED_BYTES`] of content. GNU and PAX extension headers are handled here
+//! (the tar crate's raw mode) so a long-name header cannot make it read without bound.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path};
 
 use sha2::{Digest, Sha256};
 
-use super::manifest::{Manifest, MANIFEST};
-
 /// The member holding the digest.
 pub const DIGEST_MEMBER: &str = "package.sha256";
-/// Refuse archives whose content would unpack to more than this (a zip bomb).
+/// Refuse packages whose content would unpack to more than this (a zip bomb).
 pub const MAX_UNPACKED_BYTES: u64 = 1 << 30;
+/// Refuse packages of more files than this (each costs a file on disk and a header to
+/// check: 300,000 empty files fit in a 1.8 MB archive).
+pub const MAX_ENTRIES: usize = 20_000;
+/// The longest member name `runner pack` can write (PATH_MAX on Linux).
+const MAX_NAME_BYTES: u64 = 4096;
+/// Tags the listing's layout, so no listing of another layout can collide with it.
+const LISTING_VERSION: &[u8] = b"runner-package-digest-v2\0";
 
 /// A package's files by relative path (with `/` separators).
 pub type Files = BTreeMap<String, Vec<u8>>;
 
 pub fn digest(files: &Files) -> String {
     let mut listing = Sha256::new();
+    listing.update(LISTING_VERSION);
     for (path, bytes) in files {
+        listing.update((path.len() as u64).to_be_bytes());
         listing.update(path.as_bytes());
-        listing.update(b"\n");
-        listing.update(bytes.len().to_string().as_bytes());
-        listing.update(b"\n");
-        listing.update(hex(&Sha256::digest(bytes)).as_bytes());
-        listing.update(b"\n");
+        listing.update((bytes.len() as u64).to_be_bytes());
+        listing.update(Sha256::digest(bytes));
+    }
+    hex(&listing.finalize())
+}
+
+/// The listing of runners before the length-prefixed one (`path\nlength\nsha256\n`
+/// per file), where a name holding newlines could pose as several files: only recognised,
+/// to say why such an archive is refused.
+fn digest_v1(files: &Files) -> String {
+    let mut listing = Sha256::new();
+    for (path, bytes) in files {
+        let sha = hex(&Sha256::digest(bytes));
+        listing.update(format!("{path}\n{}\n{sha}\n", bytes.len()));
     }
     hex(&listing.finalize())
 }
 
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Reads the files a manifest lists from a package directory: the manifest, the entry
-/// and every data file (directories are taken whole).
-pub fn collect(dir: &Path, manifest: &Manifest) -> Result<Files, String> {
-    let mut files = Files::new();
-    let mut add = |rel: &str| -> Result<(), String> {
-        let path = dir.join(rel);
-        let meta = std::fs::metadata(&path)
-            .map_err(|e| format!("{}: cannot read `{rel}`: {e}", dir.display()))?;
-        if meta.is_dir() {
-            add_dir(dir, &path, &mut files)
-        } else {
-            let bytes = std::fs::read(&path)
-                .map_err(|e| format!("{}: cannot read `{rel}`: {e}", dir.display()))?;
-            files.insert(rel.replace('\\', "/"), bytes);
-            Ok(())
-        }
-    };
-    add(MANIFEST)?;
-    add(&manifest.entry)?;
-    for d in &manifest.data {
-        add(d)?;
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
     }
-    Ok(files)
+    s
 }
 
-fn add_dir(root: &Path, dir: &Path, files: &mut Files) -> Result<(), String> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
-    for entry in entries {
-        let path = entry
-            .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
-            .path();
-        if path.is_dir() {
-            add_dir(root, &path, files)?;
-        } else {
-            let rel = path
-                .strip_prefix(root)
-                .map_err(|_| format!("{} is outside the package", path.display()))?;
-            let bytes =
-                std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            files.insert(rel.to_string_lossy().replace('\\', "/"), bytes);
-        }
+/// Why a member or file name is refused, if it is: names must be plain relative paths
+/// (`a/b.txt`: no `..`, no root, no empty or `.` parts), UTF-8 without control characters
+/// or backslashes, so they unpack to the same place on every system and show as they are.
+pub fn check_name(name: &str) -> Result<(), &'static str> {
+    let escapes = Path::new(name)
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
+    if escapes {
+        return Err("would unpack outside the package");
+    }
+    if name.chars().any(char::is_control) {
+        return Err("contains a control character");
+    }
+    if name.contains('\\') {
+        return Err("contains a backslash");
+    }
+    if name.is_empty() || name.split('/').any(|p| p.is_empty() || p == ".") {
+        return Err("is not a plain relative path");
     }
     Ok(())
 }
@@ -113,66 +120,29 @@ pub fn write(out: &Path, files: &Files, digest: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", out.display()))
 }
 
-/// Reads an archive into memory, refusing paths that leave the package, and checks the
-/// stored digest against the content.
+/// Reads an archive into memory, refusing anything `runner pack` would not have written
+/// (see the module's notes), and checks the stored digest against the content.
 pub fn read(archive: &Path) -> Result<(Files, String), String> {
     let name = archive.display();
-    let file = std::fs::File::open(archive).map_err(|e| format!("cannot open {name}: {e}"))?;
+    let file = open_regular(archive).map_err(|e| format!("cannot open {name}: {e}"))?;
     let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
-    let mut files = Files::new();
-    let mut stored = None;
-    let mut total = 0u64;
-    let entries = tar
-        .entries()
-        .map_err(|e| format!("{name} is not a scenario archive: {e}"))?;
+    let mut members = Members::default();
+    let not_archive = |e: std::io::Error| format!("{name} is not a scenario archive: {e}");
+    let mut entries = tar.entries().map_err(not_archive)?;
+    // Raw: extension headers come through as members, read here within bounds.
+    entries = entries.raw(true);
     for entry in entries {
-        let mut entry = entry.map_err(|e| format!("{name} is not a scenario archive: {e}"))?;
-        let path = String::from_utf8_lossy(&entry.path_bytes()).replace('\\', "/");
-        let kind = entry.header().entry_type();
-        if kind.is_dir() {
-            continue;
-        }
-        if !kind.is_file() {
-            return Err(format!(
-                "{name}: member `{path}` is a {}; a package holds regular files only",
-                if kind.is_symlink() || kind.is_hard_link() {
-                    "link"
-                } else {
-                    "special file"
-                }
-            ));
-        }
-        let safe = Path::new(&path)
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)));
-        if !safe {
-            return Err(format!(
-                "{name}: member `{path}` would unpack outside the package"
-            ));
-        }
-        total = total.saturating_add(entry.header().size().unwrap_or(u64::MAX));
-        if total > MAX_UNPACKED_BYTES {
-            return Err(format!(
-                "{name}: member `{path}` takes the content past {} MiB; refusing to unpack it",
-                MAX_UNPACKED_BYTES >> 20
-            ));
-        }
-        let mut bytes = Vec::new();
-        entry
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("{name}: cannot read `{path}`: {e}"))?;
-        if path == DIGEST_MEMBER {
-            stored = Some(String::from_utf8_lossy(&bytes).trim().to_string());
-        } else {
-            files.insert(path, bytes);
-        }
+        members
+            .add(entry.map_err(not_archive)?)
+            .map_err(|e| format!("{name}: {e}"))?;
     }
-    let Some(stored) = stored else {
-        return Err(format!(
-            "{name} has no {DIGEST_MEMBER}: not made by `runner pack`"
-        ));
-    };
+    let (files, stored) = members.finish().map_err(|e| format!("{name}{e}"))?;
     let actual = digest(&files);
+    if actual != stored && stored == digest_v1(&files) {
+        return Err(format!(
+            "{name} was packed by an older runner, whose digest did not tell file names apart; pack it again with this one (`runner pack`)"
+        ));
+    }
     if actual != stored {
         return Err(format!(
             "{name}: the content does not match its digest (stored {stored}, content {actual}); the archive was modified or corrupted"
@@ -181,18 +151,146 @@ pub fn read(archive: &Path) -> Result<(Files, String), String> {
     Ok((files, actual))
 }
 
-/// Writes files under `dir` (which exists and is empty).
-pub fn unpack(files: &Files, dir: &Path) -> Result<(), String> {
-    for (path, bytes) in files {
-        let target: PathBuf = dir.join(path);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot unpack into {}: {e}", dir.display()))?;
-        }
-        std::fs::write(&target, bytes)
-            .map_err(|e| format!("cannot unpack into {}: {e}", dir.display()))?;
+/// Opens a file that must be a regular file, without blocking on a FIFO.
+fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
     }
-    Ok(())
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// The members read so far, and the budgets they used.
+#[derive(Default)]
+struct Members {
+    files: Files,
+    stored: Option<String>,
+    count: usize,
+    bytes: u64,
+    /// The name a GNU long-name header gave the next member.
+    long_name: Option<Vec<u8>>,
+}
+
+impl Members {
+    fn add<R: Read>(&mut self, mut entry: tar::Entry<'_, R>) -> Result<(), String> {
+        self.count += 1;
+        if self.count > MAX_ENTRIES + 1 {
+            return Err(format!(
+                "more than {MAX_ENTRIES} members; a package holds at most {MAX_ENTRIES} files"
+            ));
+        }
+        let kind = entry.header().entry_type();
+        let size = entry
+            .header()
+            .size()
+            .map_err(|e| format!("a member header is unreadable: {e}"))?;
+        if kind.is_gnu_longname() {
+            return self.read_long_name(entry, size);
+        }
+        let raw = match self.long_name.take() {
+            Some(long) => long,
+            None => entry.path_bytes().into_owned(),
+        };
+        let path = std::str::from_utf8(&raw)
+            .map_err(|_| {
+                format!(
+                    "member `{}` has a name that is not UTF-8",
+                    crate::display::escape_control(&String::from_utf8_lossy(&raw))
+                )
+            })?
+            .trim_end_matches('/')
+            .to_string();
+        let shown = crate::display::escape_control(&path).into_owned();
+        if kind.is_dir() {
+            return check_name(&path).map_err(|why| format!("member `{shown}` {why}"));
+        }
+        if !kind.is_file() {
+            return Err(format!(
+                "member `{shown}` is a {}; a package holds regular files only",
+                kind_name(kind)
+            ));
+        }
+        check_name(&path).map_err(|why| format!("member `{shown}` {why}"))?;
+        if self.files.contains_key(&path) || (path == DIGEST_MEMBER && self.stored.is_some()) {
+            return Err(format!("member `{shown}` appears twice"));
+        }
+        self.bytes = self.bytes.saturating_add(size);
+        if self.bytes > MAX_UNPACKED_BYTES {
+            return Err(format!(
+                "member `{shown}` takes the content past {} MiB; refusing to unpack it",
+                MAX_UNPACKED_BYTES >> 20
+            ));
+        }
+        let bytes =
+            read_member(&mut entry, size).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+        if path == DIGEST_MEMBER {
+            self.stored = Some(String::from_utf8_lossy(&bytes).trim().to_string());
+        } else {
+            self.files.insert(path, bytes);
+        }
+        Ok(())
+    }
+
+    fn read_long_name<R: Read>(
+        &mut self,
+        mut entry: tar::Entry<'_, R>,
+        size: u64,
+    ) -> Result<(), String> {
+        if self.long_name.is_some() || size > MAX_NAME_BYTES {
+            return Err("a member has a malformed or over-long name".to_string());
+        }
+        let mut name = read_member(&mut entry, size)
+            .map_err(|e| format!("a member's name is unreadable: {e}"))?;
+        // GNU long names end with a NUL.
+        while name.last() == Some(&0) {
+            name.pop();
+        }
+        self.long_name = Some(name);
+        Ok(())
+    }
+
+    /// The files and the stored digest; the error continues the archive's name.
+    fn finish(self) -> Result<(Files, String), String> {
+        if self.long_name.is_some() {
+            return Err(" is not a scenario archive: it ends inside a member".to_string());
+        }
+        let Some(stored) = self.stored else {
+            return Err(format!(
+                " has no {DIGEST_MEMBER}: not made by `runner pack`"
+            ));
+        };
+        Ok((self.files, stored))
+    }
+}
+
+/// A member's content: no more than its header declares, allocated as it arrives (the
+/// declared size was checked against the budget; the stream may hold less).
+fn read_member<R: Read>(entry: &mut R, size: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    entry.take(size).read_to_end(&mut bytes)?;
+    if (bytes.len() as u64) < size {
+        return Err(std::io::Error::other("the archive ends inside it"));
+    }
+    Ok(bytes)
+}
+
+fn kind_name(kind: tar::EntryType) -> &'static str {
+    if kind.is_symlink() || kind.is_hard_link() {
+        "link"
+    } else if kind.is_fifo() {
+        "FIFO"
+    } else if kind.is_character_special() || kind.is_block_special() {
+        "device"
+    } else {
+        "special member (not a file or directory)"
+    }
 }
 
 #[cfg(test)]
@@ -221,6 +319,18 @@ mod tests {
     }
 
     #[test]
+    fn long_names_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.tar.gz");
+        let mut long = files();
+        let name = format!("data/{}/{}.json", "d".repeat(150), "f".repeat(200));
+        long.insert(name.clone(), b"{}".to_vec());
+        write(&a, &long, &digest(&long)).unwrap();
+        let (back, _) = read(&a).unwrap();
+        assert_eq!(back[&name], b"{}");
+    }
+
+    #[test]
     fn the_digest_follows_content_only() {
         let mut other = files();
         other.insert("data/a.json".into(), b"[1]".to_vec());
@@ -229,6 +339,55 @@ mod tests {
         let v = renamed.remove("data/a.json").unwrap();
         renamed.insert("data/b.json".into(), v);
         assert_ne!(digest(&files()), digest(&renamed));
+    }
+
+    #[test]
+    fn names_cannot_pose_as_other_fields() {
+        // Under a newline-separated listing (`path\nlen\nsha\n`) these two were one.
+        let sha = hex(&Sha256::digest(b""));
+        let mut one = Files::new();
+        one.insert(format!("a\n0\n{sha}\nb"), vec![]);
+        let mut two = Files::new();
+        two.insert("a".into(), vec![]);
+        two.insert("b".into(), vec![]);
+        assert_ne!(digest(&one), digest(&two));
+    }
+
+    #[test]
+    fn the_digest_of_a_known_package_is_pinned() {
+        // Changing the listing changes every package's digest: it must be deliberate.
+        // The same listing computed independently (Python's hashlib and struct.pack(">Q")).
+        assert_eq!(
+            digest(&files()),
+            "103097505c6ec43d46790a05642cd7670da05c9d266f26fb61a15771ea32ef0e"
+        );
+    }
+
+    #[test]
+    fn names_are_checked() {
+        for (name, why) in [
+            ("../x", "would unpack outside the package"),
+            ("/etc/passwd", "would unpack outside the package"),
+            ("a/../../x", "would unpack outside the package"),
+            ("a\nb", "contains a control character"),
+            ("a\u{1b}[2J", "contains a control character"),
+            ("a\\b", "contains a backslash"),
+            ("a//b", "is not a plain relative path"),
+            ("./a", "is not a plain relative path"),
+            ("", "is not a plain relative path"),
+        ] {
+            assert_eq!(check_name(name), Err(why), "{name:?}");
+        }
+        assert_eq!(check_name("data/convs.json"), Ok(()));
+    }
+
+    #[test]
+    fn an_archive_of_an_older_runner_is_refused_saying_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.tar.gz");
+        write(&a, &files(), &digest_v1(&files())).unwrap();
+        let e = read(&a).unwrap_err();
+        assert!(e.contains("packed by an older runner"), "{e}");
     }
 
     #[test]

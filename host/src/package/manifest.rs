@@ -23,10 +23,13 @@ use std::path::{Component, Path};
 
 use serde::Deserialize;
 
+use crate::display::escape_control;
 use crate::scenario::params::ParamValue;
 use crate::scenario::wasm::version;
 
 pub const MANIFEST: &str = "scenario.toml";
+/// A manifest is a few lines; anything larger is not one (and is not read into memory).
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -78,9 +81,11 @@ impl Manifest {
                     format!(":{line}")
                 })
                 .unwrap_or_default();
-            format!("{file}{at}: {}", e.message())
+            format!("{file}{at}: {}", escape_control(e.message()))
         })?;
-        m.check().map_err(|e| format!("{file}: {e}"))?;
+        // The messages quote the manifest's own text.
+        m.check()
+            .map_err(|e| format!("{file}: {}", escape_control(&e)))?;
         Ok(m)
     }
 
@@ -110,6 +115,11 @@ impl Manifest {
             if !is_inside(path) {
                 return Err(format!(
                     "`{field}` must be a relative path inside the package, got `{path}`"
+                ));
+            }
+            if path.chars().any(|c| c.is_control() || c == '\\') {
+                return Err(format!(
+                    "`{field}` must not hold control characters or backslashes, got `{path}`"
                 ));
             }
         }
@@ -150,6 +160,19 @@ impl ManifestParam {
             )),
         }
     }
+}
+
+/// A listed path as the package's files are named: `/`-separated, without `.` parts or a
+/// trailing `/` (`./data/` → `data`).
+pub fn canonical(listed: &str) -> String {
+    Path::new(listed)
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(p) => Some(p.to_string_lossy()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// A relative path that stays inside the package (no `..`, no root).
@@ -248,6 +271,16 @@ server-flags = "--max-num-seqs 256"
                 "default = 500",
                 "default = [1]",
                 "`params.requests.default`",
+            ),
+            (
+                "entry = \"chat_mix.rhai\"",
+                "entry = \"chat\\u001b[2Jmix.rhai\"",
+                "`entry` must not hold control characters or backslashes, got `chat\\u{1b}[2Jmix.rhai`",
+            ),
+            (
+                "help = \"number of conversations\"",
+                "\"h\\u001b[31m\" = \"x\"",
+                "unknown field `h\\u{1b}[31m`",
             ),
             (
                 "help = \"number of conversations\"",

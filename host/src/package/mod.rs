@@ -3,13 +3,17 @@
 //! `.rhai` or `.wasm` file keeps working without a manifest.
 
 pub mod archive;
+pub mod collect;
 pub mod manifest;
+pub mod unpacked;
 
 use std::path::{Path, PathBuf};
 
 use archive::Files;
 pub use manifest::{Manifest, TargetHints, MANIFEST};
+pub use unpacked::{remove_all as remove_unpacked, signals_handled_elsewhere};
 
+use crate::display::escape_control;
 use crate::scenario::Description;
 
 /// The environment variable holding the scenario search path (`:`-separated).
@@ -26,7 +30,7 @@ pub struct Package {
     /// What the user named: the archive or the directory.
     pub source: PathBuf,
     /// Keeps an unpacked archive alive for the run.
-    _unpacked: Option<tempfile::TempDir>,
+    _unpacked: Option<unpacked::UnpackDir>,
 }
 
 /// What a scenario argument names.
@@ -45,21 +49,18 @@ impl Package {
             let (files, digest) = archive::read(path)?;
             let manifest = manifest_of(&files, path)?;
             for listed in std::iter::once(&manifest.entry).chain(&manifest.data) {
-                let listed = listed.trim_end_matches('/');
-                let present = files.contains_key(listed)
-                    || files.keys().any(|f| f.starts_with(&format!("{listed}/")));
-                if !present {
+                let listed = manifest::canonical(listed);
+                if !holds(&files, &listed) {
                     return Err(format!(
-                        "{}: {MANIFEST} lists `{listed}`, which the archive does not hold",
-                        path.display()
+                        "{}: {MANIFEST} lists `{}`, which the archive does not hold",
+                        path.display(),
+                        escape_control(&listed)
                     ));
                 }
             }
-            let dir = tempfile::Builder::new()
-                .prefix("runner-scenario-")
-                .tempdir()
+            let dir = unpacked::UnpackDir::new()
                 .map_err(|e| format!("cannot make a directory to unpack into: {e}"))?;
-            archive::unpack(&files, dir.path())?;
+            dir.fill(&files)?;
             Ok(Package {
                 manifest,
                 root: dir.path().to_path_buf(),
@@ -74,7 +75,7 @@ impl Package {
     /// and, when packing, for the archive).
     fn open_dir(path: &Path) -> Result<(Package, Files), String> {
         let manifest = read_manifest(path)?;
-        let files = archive::collect(path, &manifest)?;
+        let files = collect::collect(path, &manifest)?;
         let package = Package {
             manifest,
             root: path.to_path_buf(),
@@ -96,8 +97,9 @@ impl Package {
         for (name, p) in &self.manifest.params {
             let Some(spec) = d.params.iter_mut().find(|s| &s.name == name) else {
                 return Err(format!(
-                    "{MANIFEST} of {} sets parameter `{name}`, which the scenario does not declare",
-                    self.manifest.name
+                    "{MANIFEST} of {} sets parameter `{}`, which the scenario does not declare",
+                    self.manifest.name,
+                    escape_control(name)
                 ));
             };
             let value = p.value()?;
@@ -118,10 +120,31 @@ impl Package {
     }
 }
 
+/// Whether the files hold `listed`, or files under it as a directory (one look-up in the
+/// sorted map, not a scan per listed name).
+fn holds(files: &Files, listed: &str) -> bool {
+    let under = format!("{listed}/");
+    files.contains_key(listed)
+        || files
+            .range(under.clone()..)
+            .next()
+            .is_some_and(|(f, _)| f.starts_with(&under))
+}
+
 fn read_manifest(dir: &Path) -> Result<Manifest, String> {
     let file = dir.join(MANIFEST);
-    let text = std::fs::read_to_string(&file)
+    let meta = collect::regular_or_dir(dir, &file)?;
+    if !meta.is_file() || meta.len() > manifest::MAX_MANIFEST_BYTES {
+        return Err(format!(
+            "{}: {MANIFEST} is not a file of at most {} KiB",
+            dir.display(),
+            manifest::MAX_MANIFEST_BYTES >> 10
+        ));
+    }
+    let bytes = collect::read_regular(&file, meta.len())
         .map_err(|e| format!("{}: cannot read {MANIFEST}: {e}", dir.display()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("{}: {MANIFEST} is not UTF-8", dir.display()))?;
     Manifest::parse(&text, &file.display().to_string())
 }
 
@@ -129,6 +152,13 @@ fn manifest_of(files: &Files, archive: &Path) -> Result<Manifest, String> {
     let text = files
         .get(MANIFEST)
         .ok_or_else(|| format!("{} has no {MANIFEST}", archive.display()))?;
+    if text.len() as u64 > manifest::MAX_MANIFEST_BYTES {
+        return Err(format!(
+            "{}: {MANIFEST} is larger than {} KiB",
+            archive.display(),
+            manifest::MAX_MANIFEST_BYTES >> 10
+        ));
+    }
     let text = std::str::from_utf8(text)
         .map_err(|_| format!("{}: {MANIFEST} is not UTF-8", archive.display()))?;
     Manifest::parse(text, &format!("{}:{MANIFEST}", archive.display()))
