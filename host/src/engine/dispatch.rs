@@ -33,6 +33,22 @@ fn stay_awake_from(now: Instant, at: Instant) -> Instant {
     }
 }
 
+/// When a request scheduled `offset` seconds into the phase is due.
+#[derive(Debug, PartialEq)]
+enum SendTime {
+    At(Instant),
+    /// So far ahead (1e300 s) that no clock reaches it: the request waits for the phase to
+    /// be stopped.
+    Never,
+}
+
+fn send_time(phase_start: Instant, offset: f64) -> SendTime {
+    Duration::try_from_secs_f64(offset.max(0.0))
+        .ok()
+        .and_then(|d| phase_start.checked_add(d))
+        .map_or(SendTime::Never, SendTime::At)
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn dispatch_phase(
     phase: usize,
@@ -53,7 +69,8 @@ pub(super) async fn dispatch_phase(
         .map(|n| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS as u64) as usize)));
     let deadline = spec
         .max_duration
-        .map(|d| tokio::time::Instant::from_std(phase_start + d));
+        .and_then(|d| phase_start.checked_add(d))
+        .map(tokio::time::Instant::from_std);
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let far = tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
@@ -82,25 +99,34 @@ pub(super) async fn dispatch_phase(
             Some(FromScenario::Closed | FromScenario::NextPhase(_)) => break StopReason::Exhausted,
             Some(FromScenario::Request(p)) => p,
         };
-        let ideal = planned
-            .offset
-            .map(|o| phase_start + Duration::from_secs_f64(o));
-        if let Some(at) = ideal {
-            let now = Instant::now();
-            if at > now {
-                let wake = stay_awake_from(now, at);
-                tokio::select! {
-                    biased;
-                    r = signals.stopped() => break r,
-                    _ = &mut until_deadline => break StopReason::MaxDuration,
-                    _ = timer.sleep_until(tokio::time::Instant::from_std(wake)) => {}
+        // Open loop: wait for the send time, or for whatever stops the phase first.
+        let ideal = match planned.offset.map(|o| send_time(phase_start, o)) {
+            None => None,
+            Some(SendTime::At(at)) => {
+                let now = Instant::now();
+                if at > now {
+                    let wake = stay_awake_from(now, at);
+                    tokio::select! {
+                        biased;
+                        r = signals.stopped() => break r,
+                        _ = &mut until_deadline => break StopReason::MaxDuration,
+                        _ = timer.sleep_until(tokio::time::Instant::from_std(wake)) => {}
+                    }
+                    // The last stretch of a long wait is spent on the CPU: see
+                    // `stay_awake_from`.
+                    while Instant::now() < at {
+                        tokio::task::yield_now().await;
+                    }
                 }
-                // The last stretch of a long wait is spent on the CPU: see `stay_awake_from`.
-                while Instant::now() < at {
-                    tokio::task::yield_now().await;
-                }
+                Some(at)
             }
-        }
+            // Beyond any clock: only a stop ends the wait.
+            Some(SendTime::Never) => tokio::select! {
+                biased;
+                r = signals.stopped() => break r,
+                _ = &mut until_deadline => break StopReason::MaxDuration,
+            },
+        };
         // Lateness measures the client only. Under a concurrency cap a request cannot leave
         // before a slot frees, and, requests leaving in order, not before the one ahead
         // of it got its slot: its schedule moves to the last moment the cap released the
@@ -148,18 +174,24 @@ pub(super) async fn dispatch_phase(
                 .execute(&planned.prepared, &request_id, &mut cancel)
                 .await;
             drop(permit);
-            let (record, outcome) = build_record(
-                phase,
-                &planned,
-                request_id,
-                phase_start,
-                scheduled,
-                sent,
-                exchange,
-                &tokenizer,
-                wants_responses,
-            );
-            let _ = rec_tx.send(Collect::Record(Box::new(record), outcome.map(Box::new)));
+            // Counting tokens is CPU work on text of any size a server sends: done on the
+            // blocking pool, never on the I/O threads that timestamp other streams' chunks.
+            // The record is sent from there, so a drain that gives up waiting loses none.
+            let _ = tokio::task::spawn_blocking(move || {
+                let (record, outcome) = build_record(
+                    phase,
+                    &planned,
+                    request_id,
+                    phase_start,
+                    scheduled,
+                    sent,
+                    exchange,
+                    &tokenizer,
+                    wants_responses,
+                );
+                let _ = rec_tx.send(Collect::Record(Box::new(record), outcome.map(Box::new)));
+            })
+            .await;
         });
     };
 
@@ -292,6 +324,21 @@ fn build_record(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn send_times_beyond_the_clock_never_come() {
+        let now = Instant::now();
+        assert_eq!(
+            send_time(now, 1.5),
+            SendTime::At(now + Duration::from_millis(1500))
+        );
+        assert_eq!(send_time(now, -1.0), SendTime::At(now));
+        for far in [1e300, f64::INFINITY, f64::MAX] {
+            assert_eq!(send_time(now, far), SendTime::Never, "{far}");
+        }
+        // NaN is no time at all: sent at once rather than never (the schedule refuses it).
+        assert_eq!(send_time(now, f64::NAN), SendTime::At(now));
+    }
 
     #[test]
     fn only_long_waits_wake_early() {

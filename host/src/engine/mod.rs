@@ -33,6 +33,10 @@ use collect::collect;
 use dispatch::dispatch_phase;
 use generator::{scenario_loop, ThreadContext};
 
+/// How long a stopped run waits for the scenario thread to end its current call (after a
+/// signal, within the 5 s drain's budget).
+const SCENARIO_GRACE: Duration = Duration::from_millis(500);
+
 /// Longest wait for the scenario to fill its queue before a phase's clock starts.
 const MAX_PRIMING: Duration = Duration::from_secs(60);
 
@@ -259,16 +263,37 @@ struct Signals {
 }
 
 impl Signals {
+    /// The first reason to stop. A source whose sender is gone (no `--max-error-rate`: the
+    /// collector holds none) never fires, and it must not end this wait either: a select
+    /// branch that completed on the closed channel and then waited forever would hide an
+    /// interrupt behind it for as long as the caller waits (a send 1e9 s ahead).
     async fn stopped(&mut self) -> StopReason {
+        let Signals {
+            interrupt,
+            stop,
+            error_rate,
+        } = self;
+        let interrupted = async {
+            if interrupt.wait_for(|i| *i).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let stopped = async {
+            if stop.wait_for(|s| *s).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let too_many_errors = async {
+            match error_rate.wait_for(|r| r.is_some()).await {
+                Ok(r) => r.clone().unwrap_or(StopReason::ScenarioStop),
+                Err(_) => std::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
-            _ = self.interrupt.wait_for(|i| *i) => StopReason::Interrupted,
-            _ = self.stop.wait_for(|s| *s) => StopReason::ScenarioStop,
-            r = self.error_rate.wait_for(|r| r.is_some()) => match r {
-                Ok(r) => r.clone().unwrap_or(StopReason::ScenarioStop),
-                // The collector is gone; the run is failing anyway, nothing stops here.
-                Err(_) => std::future::pending().await,
-            },
+            _ = interrupted => StopReason::Interrupted,
+            _ = stopped => StopReason::ScenarioStop,
+            r = too_many_errors => r,
         }
     }
 }
@@ -361,14 +386,25 @@ pub async fn run(
                 }));
                 break;
             }
-            None if adaptive => match ask_next_phase(&cmd_tx, &mut req_rx, &history).await {
-                Ok(Some(spec)) => spec,
-                Ok(None) => break,
-                Err(e) => {
-                    failure = Some(e);
-                    break;
+            None if adaptive => {
+                // A signal need not wait for `next_phase` to answer.
+                let mut interrupt = signals.interrupt.clone();
+                let asked = tokio::select! {
+                    a = ask_next_phase(&cmd_tx, &mut req_rx, &history) => a,
+                    Ok(_) = interrupt.wait_for(|i| *i) => {
+                        interrupted = true;
+                        break;
+                    }
+                };
+                match asked {
+                    Ok(Some(spec)) => spec,
+                    Ok(None) => break,
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
                 }
-            },
+            }
             None => break,
         };
         let spec = &spec;
@@ -423,16 +459,18 @@ pub async fn run(
             }
         };
         // Close the phase on the scenario thread and discard requests generated ahead.
+        // After a signal the scenario may be deep in a long call (a huge prompt, a guest at
+        // its time limit): it gets a moment, then the run reports without it.
         let _ = cmd_tx.send(ToScenario::EndPhase);
-        while let Some(msg) = req_rx.recv().await {
-            match msg {
-                FromScenario::Closed => break,
-                FromScenario::Failed(e) => {
-                    failure = Some(e.into());
-                    break;
-                }
-                _ => {}
-            }
+        let closing = close_phase(&mut req_rx);
+        let closed = match stop {
+            StopReason::Interrupted => tokio::time::timeout(SCENARIO_GRACE, closing)
+                .await
+                .unwrap_or(Ok(())),
+            _ => closing.await,
+        };
+        if let Err(e) = closed {
+            failure = Some(e);
         }
         let info = PhaseInfo {
             name: spec.name.clone(),
@@ -471,7 +509,11 @@ pub async fn run(
     drop(req_rx);
     drop(rec_tx);
     let written = collector.await.unwrap_or(Ok(()));
-    let notes = scenario_thread.join().unwrap_or_default();
+    let notes = if interrupted {
+        join_within(scenario_thread, SCENARIO_GRACE).await
+    } else {
+        scenario_thread.join().unwrap_or_default()
+    };
     if let Some(e) = failure {
         return Err(e);
     }
@@ -482,6 +524,34 @@ pub async fn run(
         interrupted,
         notes,
     })
+}
+
+/// Discards what the scenario generated ahead, up to its acknowledgement of the phase's end.
+async fn close_phase(req_rx: &mut mpsc::Receiver<FromScenario>) -> Result<(), EngineError> {
+    while let Some(msg) = req_rx.recv().await {
+        match msg {
+            FromScenario::Closed => break,
+            FromScenario::Failed(e) => return Err(e.into()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The scenario's notes once its thread has ended, if it ends within `limit`; otherwise
+/// the thread is left to the process's exit (it is inside a call that cannot be stopped).
+async fn join_within(
+    thread: std::thread::JoinHandle<Vec<(String, NoteValue)>>,
+    limit: Duration,
+) -> Vec<(String, NoteValue)> {
+    let start = Instant::now();
+    while !thread.is_finished() {
+        if start.elapsed() >= limit {
+            return Vec::new();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    thread.join().unwrap_or_default()
 }
 
 /// Asks the scenario thread for an adaptive scenario's next phase.
