@@ -6,6 +6,7 @@
 mod support;
 
 mod bad_input;
+mod budgets;
 mod cli;
 mod compare;
 mod determinism;

@@ -9,6 +9,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, Gamma, Normal};
 
+use super::budget::{self, LogBudget, OverBudget};
 use super::spec::NoteValue;
 use crate::tokenizer::Tokenizer;
 
@@ -24,6 +25,7 @@ pub struct HostContext {
     quiet: bool,
     /// Results reported with `note`, in the order first reported.
     notes: Vec<(String, NoteValue)>,
+    log_budget: LogBudget,
 }
 
 impl HostContext {
@@ -39,6 +41,7 @@ impl HostContext {
             roots,
             quiet,
             notes: Vec::new(),
+            log_budget: LogBudget::default(),
         }
     }
 
@@ -91,16 +94,37 @@ impl HostContext {
         Ok(d.sample(&mut self.rng))
     }
 
-    pub fn synthetic_text(&mut self, tokens: i64) -> Result<String, String> {
-        let n = usize::try_from(tokens)
-            .map_err(|_| format!("synthetic_text({tokens}): need a count >= 0"))?;
-        Ok(self.tokenizer.synthetic_text(n, &mut self.rng))
+    /// Text of exactly `n` tokens; refused past [`budget::MAX_TOKENS_PER_CALL`] before
+    /// anything is allocated.
+    pub fn synthetic_text(&mut self, n: u64) -> Result<String, OverBudget> {
+        budget::check_tokens("synthetic_text", n, n)?;
+        Ok(self.tokenizer.synthetic_text(n as usize, &mut self.rng))
     }
 
-    pub fn random_token_text(&mut self, tokens: i64) -> Result<String, String> {
-        let n = usize::try_from(tokens)
-            .map_err(|_| format!("random_token_text({tokens}): need a count >= 0"))?;
-        Ok(self.tokenizer.random_token_text(n, &mut self.rng))
+    pub fn random_token_text(&mut self, n: u64) -> Result<String, OverBudget> {
+        budget::check_tokens("random_token_text", n, n)?;
+        Ok(self.tokenizer.random_token_text(n as usize, &mut self.rng))
+    }
+
+    pub fn count_tokens(&self, text: &str) -> Result<usize, OverBudget> {
+        budget::check_text("count_tokens", &text_summary(text), text.len() as u64)?;
+        Ok(self.tokenizer.count(text))
+    }
+
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, OverBudget> {
+        budget::check_text("encode", &text_summary(text), text.len() as u64)?;
+        Ok(self.tokenizer.encode(text))
+    }
+
+    /// Text of `ids`; the size of the text is bounded from the ids before decoding.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, HostError> {
+        let argument = format!("<{} ids>", ids.len());
+        budget::check_tokens("decode", &argument, ids.len() as u64)?;
+        let bytes = self.tokenizer.decoded_len_bound(ids);
+        budget::check_text("decode", &argument, bytes)?;
+        self.tokenizer
+            .decode(ids)
+            .map_err(|e| HostError::Failed(e.to_string()))
     }
 
     /// Reads a file under one of the allowed roots. Relative paths resolve against the
@@ -152,9 +176,28 @@ impl HostContext {
         &self.notes
     }
 
-    pub fn log(&self, message: &str) {
-        if !self.quiet {
-            eprintln!("[{}] {message}", self.scenario);
+    /// A line on stderr, cut to the log budget (see [`LogBudget`]).
+    pub fn log(&mut self, message: &str) {
+        if self.quiet {
+            return;
+        }
+        if let Some(line) = self.log_budget.admit(message) {
+            eprintln!("[{}] {line}", self.scenario);
         }
     }
+}
+
+/// Why a host function failed: over its budget (the scenario cannot go on), or a
+/// refusal the scenario may handle (an unknown token id).
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    OverBudget(#[from] OverBudget),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// How a text argument appears in an error: by its size, never its content.
+fn text_summary(text: &str) -> String {
+    format!("<text of {} bytes>", text.len())
 }

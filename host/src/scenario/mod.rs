@@ -1,6 +1,7 @@
 //! The scenario contract: one trait that the engine drives. Rhai scripts and Wasm
 //! components implement it; the engine cannot tell them apart.
 
+pub mod budget;
 pub mod host;
 pub mod params;
 pub mod rhai;

@@ -11,6 +11,7 @@ use rhai::{Array, Dynamic, Engine, INT};
 use super::{
     lock, RhaiResult, MAX_ARRAY_LEN, MAX_CALL_LEVELS, MAX_MAP_LEN, MAX_OPERATIONS, MAX_STRING_BYTES,
 };
+use crate::scenario::budget;
 use crate::scenario::params::{parse_duration_secs, ParamValue, Params};
 use crate::scenario::{HostContext, NoteValue};
 
@@ -107,36 +108,7 @@ pub(super) fn register_host(
         Ok(items[i].clone())
     });
 
-    let h = host.clone();
-    engine.register_fn("synthetic_text", move |n: INT| -> RhaiResult<String> {
-        Ok(lock(&h).synthetic_text(n)?)
-    });
-    let h = host.clone();
-    engine.register_fn("random_token_text", move |n: INT| -> RhaiResult<String> {
-        Ok(lock(&h).random_token_text(n)?)
-    });
-    let h = host.clone();
-    engine.register_fn("count_tokens", move |text: &str| -> INT {
-        lock(&h).tokenizer.count(text) as INT
-    });
-    let h = host.clone();
-    engine.register_fn("encode", move |text: &str| -> Array {
-        let tok = lock(&h).tokenizer.clone();
-        tok.encode(text)
-            .into_iter()
-            .map(|t| Dynamic::from_int(t as INT))
-            .collect()
-    });
-    let h = host.clone();
-    engine.register_fn("decode", move |ids: Array| -> RhaiResult<String> {
-        let ids = ids
-            .iter()
-            .map(|d| d.as_int().ok().and_then(|v| u32::try_from(v).ok()))
-            .collect::<Option<Vec<u32>>>()
-            .ok_or("decode(ids): ids must be non-negative integers")?;
-        let tok = lock(&h).tokenizer.clone();
-        tok.decode(&ids).map_err(|e| e.to_string().into())
-    });
+    register_tokenizer(engine, host);
 
     let h = host.clone();
     engine.register_fn("read_text", move |path: &str| -> RhaiResult<String> {
@@ -173,4 +145,47 @@ pub(super) fn register_host(
     engine.on_print(move |msg| lock(&h).log(msg));
     let h = host.clone();
     engine.on_debug(move |msg, _, _| lock(&h).log(msg));
+}
+
+/// The tokenizer's functions; each refuses a request over its budget (see
+/// [`crate::scenario::budget`]) before allocating.
+fn register_tokenizer(engine: &mut Engine, host: &Arc<Mutex<HostContext>>) {
+    let h = host.clone();
+    engine.register_fn("synthetic_text", move |n: INT| -> RhaiResult<String> {
+        let n = count("synthetic_text", n)?;
+        Ok(lock(&h).synthetic_text(n).map_err(|e| e.to_string())?)
+    });
+    let h = host.clone();
+    engine.register_fn("random_token_text", move |n: INT| -> RhaiResult<String> {
+        let n = count("random_token_text", n)?;
+        Ok(lock(&h).random_token_text(n).map_err(|e| e.to_string())?)
+    });
+    let h = host.clone();
+    engine.register_fn("count_tokens", move |text: &str| -> RhaiResult<INT> {
+        let n = lock(&h).count_tokens(text).map_err(|e| e.to_string())?;
+        Ok(n as INT)
+    });
+    let h = host.clone();
+    engine.register_fn("encode", move |text: &str| -> RhaiResult<Array> {
+        let ids = lock(&h).encode(text).map_err(|e| e.to_string())?;
+        budget::check_tokens("encode", "<text>", ids.len() as u64).map_err(|e| e.to_string())?;
+        Ok(ids
+            .into_iter()
+            .map(|t| Dynamic::from_int(t as INT))
+            .collect())
+    });
+    let h = host.clone();
+    engine.register_fn("decode", move |ids: Array| -> RhaiResult<String> {
+        let ids = ids
+            .iter()
+            .map(|d| d.as_int().ok().and_then(|v| u32::try_from(v).ok()))
+            .collect::<Option<Vec<u32>>>()
+            .ok_or("decode(ids): ids must be non-negative integers")?;
+        Ok(lock(&h).decode(&ids).map_err(|e| e.to_string())?)
+    });
+}
+
+/// A token count from a script: a negative count is a mistake, not a budget matter.
+fn count(function: &str, n: INT) -> RhaiResult<u64> {
+    u64::try_from(n).map_err(|_| format!("{function}({n}): need a count >= 0").into())
 }

@@ -1,86 +1,148 @@
 //! The `host` interface of the WIT package: what a component may call. Each function is
 //! the same host service a Rhai script gets, so twins written in either language draw
 //! the same random numbers and texts in the same order.
+//!
+//! Host functions run outside the guest's memory cap and between its epoch checks, so
+//! the costly ones check the call's deadline before starting and refuse a request over
+//! its budget (see [`crate::scenario::budget`]) by trapping: the call ends with one
+//! error naming the function and the limit.
+
+use std::time::{Duration, Instant};
 
 use super::bindings::bench::scenario::{host, types};
 use super::sandbox::GuestState;
+use crate::scenario::budget::{self, OverBudget};
+use crate::scenario::host::HostError;
 use crate::scenario::params::ParamValue;
 use crate::scenario::NoteValue;
 
+/// Why a host function stopped the guest.
+#[derive(Debug, thiserror::Error)]
+pub enum HostTrap {
+    #[error("{0}")]
+    OverBudget(OverBudget),
+    #[error("ran longer than {:.1} s and was stopped (in host function `{function}`)", limit.as_secs_f64())]
+    Late {
+        function: &'static str,
+        limit: Duration,
+    },
+}
+
+impl From<OverBudget> for HostTrap {
+    fn from(e: OverBudget) -> HostTrap {
+        HostTrap::OverBudget(e.in_wit())
+    }
+}
+
+/// The wall-clock deadline of the guest call in progress; host time counts toward it.
+#[derive(Debug, Default)]
+pub struct Deadline {
+    at: Option<(Instant, Duration)>,
+}
+
+impl Deadline {
+    pub fn start(&mut self, limit: Duration) {
+        self.at = Some((Instant::now() + limit, limit));
+    }
+
+    /// Refuses to start `function` once the call is past its limit.
+    fn check(&self, function: &'static str) -> Result<(), HostTrap> {
+        match self.at {
+            Some((at, limit)) if Instant::now() > at => Err(HostTrap::Late { function, limit }),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl types::Host for GuestState {}
 
+fn trap(e: impl Into<HostTrap>) -> wasmtime::Error {
+    wasmtime::Error::new(e.into())
+}
+
 impl host::Host for GuestState {
-    fn param(&mut self, name: String) -> Option<types::Value> {
-        self.params.get(&name).map(|v| match v {
+    fn param(&mut self, name: String) -> wasmtime::Result<Option<types::Value>> {
+        Ok(self.params.get(&name).map(|v| match v {
             ParamValue::Int(v) => types::Value::Integer(*v),
             ParamValue::Float(v) => types::Value::Number(*v),
             ParamValue::Bool(v) => types::Value::Boolean(*v),
             ParamValue::Str(v) => types::Value::Text(v.clone()),
-        })
+        }))
     }
 
-    fn random(&mut self) -> f64 {
-        self.host.random()
+    fn random(&mut self) -> wasmtime::Result<f64> {
+        Ok(self.host.random())
     }
 
-    fn rand_int(&mut self, lo: i64, hi: i64) -> Result<i64, String> {
-        self.host.rand_int(lo, hi)
+    fn rand_int(&mut self, lo: i64, hi: i64) -> wasmtime::Result<Result<i64, String>> {
+        Ok(self.host.rand_int(lo, hi))
     }
 
-    fn uniform(&mut self, lo: f64, hi: f64) -> Result<f64, String> {
-        self.host.uniform(lo, hi)
+    fn uniform(&mut self, lo: f64, hi: f64) -> wasmtime::Result<Result<f64, String>> {
+        Ok(self.host.uniform(lo, hi))
     }
 
-    fn normal(&mut self, mean: f64, std_dev: f64) -> Result<f64, String> {
-        self.host.normal(mean, std_dev)
+    fn normal(&mut self, mean: f64, std_dev: f64) -> wasmtime::Result<Result<f64, String>> {
+        Ok(self.host.normal(mean, std_dev))
     }
 
-    fn exponential(&mut self, rate: f64) -> Result<f64, String> {
-        self.host.exponential(rate)
+    fn exponential(&mut self, rate: f64) -> wasmtime::Result<Result<f64, String>> {
+        Ok(self.host.exponential(rate))
     }
 
-    fn gamma(&mut self, shape: f64, scale: f64) -> Result<f64, String> {
-        self.host.gamma(shape, scale)
+    fn gamma(&mut self, shape: f64, scale: f64) -> wasmtime::Result<Result<f64, String>> {
+        Ok(self.host.gamma(shape, scale))
     }
 
-    fn synthetic_text(&mut self, n: u32) -> String {
-        // A u32 count is always a valid count, so this cannot fail.
-        self.host.synthetic_text(i64::from(n)).unwrap_or_default()
+    fn synthetic_text(&mut self, n: u32) -> wasmtime::Result<String> {
+        self.deadline.check("synthetic-text").map_err(trap)?;
+        self.host.synthetic_text(u64::from(n)).map_err(trap)
     }
 
-    fn random_token_text(&mut self, n: u32) -> String {
-        self.host
-            .random_token_text(i64::from(n))
-            .unwrap_or_default()
+    fn random_token_text(&mut self, n: u32) -> wasmtime::Result<String> {
+        self.deadline.check("random-token-text").map_err(trap)?;
+        self.host.random_token_text(u64::from(n)).map_err(trap)
     }
 
-    fn count_tokens(&mut self, text: String) -> u32 {
-        u32::try_from(self.host.tokenizer.count(&text)).unwrap_or(u32::MAX)
+    fn count_tokens(&mut self, text: String) -> wasmtime::Result<u32> {
+        self.deadline.check("count-tokens").map_err(trap)?;
+        let n = self.host.count_tokens(&text).map_err(trap)?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
-    fn encode(&mut self, text: String) -> Vec<u32> {
-        self.host.tokenizer.encode(&text)
+    fn encode(&mut self, text: String) -> wasmtime::Result<Vec<u32>> {
+        self.deadline.check("encode").map_err(trap)?;
+        let ids = self.host.encode(&text).map_err(trap)?;
+        budget::check_tokens("encode", "<text>", ids.len() as u64).map_err(trap)?;
+        Ok(ids)
     }
 
-    fn decode(&mut self, ids: Vec<u32>) -> Result<String, String> {
-        self.host.tokenizer.decode(&ids).map_err(|e| e.to_string())
+    fn decode(&mut self, ids: Vec<u32>) -> wasmtime::Result<Result<String, String>> {
+        self.deadline.check("decode").map_err(trap)?;
+        match self.host.decode(&ids) {
+            Ok(text) => Ok(Ok(text)),
+            Err(HostError::Failed(message)) => Ok(Err(message)),
+            Err(HostError::OverBudget(e)) => Err(trap(e)),
+        }
     }
 
-    fn read_file(&mut self, path: String) -> Result<String, String> {
-        self.host.read_file(&path)
+    fn read_file(&mut self, path: String) -> wasmtime::Result<Result<String, String>> {
+        self.deadline.check("read-file").map_err(trap)?;
+        Ok(self.host.read_file(&path))
     }
 
-    fn log(&mut self, message: String) {
+    fn log(&mut self, message: String) -> wasmtime::Result<()> {
         self.host.log(&message);
+        Ok(())
     }
 
-    fn note(&mut self, key: String, value: types::Value) -> Result<(), String> {
+    fn note(&mut self, key: String, value: types::Value) -> wasmtime::Result<Result<(), String>> {
         let value = match value {
             types::Value::Integer(v) => NoteValue::Int(v),
             types::Value::Number(v) => NoteValue::Float(v),
             types::Value::Boolean(v) => NoteValue::Bool(v),
             types::Value::Text(v) => NoteValue::Text(v),
         };
-        self.host.note(&key, value)
+        Ok(self.host.note(&key, value))
     }
 }

@@ -19,10 +19,16 @@ use super::spec::{Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Snapshot};
 use super::{Description, HostContext, Scenario, ScenarioError};
 use bindings::bench::scenario::types::{Hooks, Next as WitNext};
 use bindings::exports::bench::scenario::workload::Guest;
+use imports::HostTrap;
 use sandbox::{GuestState, EPOCH_TICK};
 
 mod bindings {
-    wasmtime::component::bindgen!({ world: "scenario", path: "../wit" });
+    // Every import may trap: a host function over its budget ends the call.
+    wasmtime::component::bindgen!({
+        world: "scenario",
+        path: "../wit",
+        imports: { default: trappable },
+    });
 }
 
 /// How long one call into the component may run: generating a request is microseconds,
@@ -139,6 +145,7 @@ impl WasmScenario {
         store.limiter(|s| &mut s.limits);
         store.epoch_deadline_trap();
         store.set_epoch_deadline(ticks(SETUP_LIMIT));
+        store.data_mut().deadline.start(SETUP_LIMIT);
         match self.pre.instantiate(&mut store) {
             Ok(instance) => {
                 self.live = Some(Live {
@@ -173,6 +180,7 @@ impl WasmScenario {
             ));
         }
         live.store.set_epoch_deadline(ticks(limit));
+        live.store.data_mut().deadline.start(limit);
         match f(live.instance.bench_scenario_workload(), &mut live.store) {
             Ok(v) => Ok(v),
             Err(e) => {
@@ -230,8 +238,9 @@ fn check_is_component(bytes: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// Says why a call failed: the memory cap, the time limit, or the trap itself with the
-/// last lines the guest wrote to stderr (a Rust panic message lands there).
+/// Says why a call failed: the memory cap, a host function's budget, the time limit, a
+/// stack overflow, or the trap itself with the last lines the guest wrote to stderr (a
+/// Rust panic message lands there).
 fn failure_message(store: &Store<GuestState>, limit: Duration, e: &wasmtime::Error) -> String {
     let state = store.data();
     if state.limits.hit {
@@ -240,11 +249,16 @@ fn failure_message(store: &Store<GuestState>, limit: Duration, e: &wasmtime::Err
             state.limits.max_bytes >> 20
         );
     }
+    if let Some(host) = e.downcast_ref::<HostTrap>() {
+        return host.to_string();
+    }
     let mut message = match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => format!(
             "ran longer than {:.1} s and was stopped (an endless loop?)",
             limit.as_secs_f64()
         ),
+        Some(Trap::StackOverflow) => STACK_OVERFLOW.to_string(),
+        Some(Trap::MemoryOutOfBounds) if wrapped_stack(e) => STACK_OVERFLOW.to_string(),
         Some(trap) => format!("the component trapped: {trap}"),
         None => format!("the call failed: {}", e.root_cause()),
     };
@@ -252,6 +266,29 @@ fn failure_message(store: &Store<GuestState>, limit: Duration, e: &wasmtime::Err
         message += &format!("; it wrote: {tail}");
     }
     message
+}
+
+const STACK_OVERFLOW: &str = "overflowed its stack (recursion too deep?) and was stopped";
+
+/// A function seen this many times among the frames of a trap's backtrace (wasmtime
+/// keeps the innermost 20) means recursion.
+const RECURSION_FRAMES: usize = 8;
+
+/// A Rust guest keeps its stack in linear memory, growing down from the bottom
+/// (wasm-ld's `--stack-first`), so overflowing it wraps the stack pointer and wasmtime
+/// reports an out-of-bounds access rather than a stack overflow. An out-of-bounds access
+/// deep in recursion is taken for what it almost always is.
+fn wrapped_stack(e: &wasmtime::Error) -> bool {
+    let Some(trace) = e.downcast_ref::<WasmBacktrace>() else {
+        return false;
+    };
+    let frames = trace.frames();
+    frames.iter().any(|f| {
+        let same = |g: &&wasmtime::FrameInfo| {
+            g.func_index() == f.func_index() && g.module().name() == f.module().name()
+        };
+        frames.iter().filter(same).count() >= RECURSION_FRAMES
+    })
 }
 
 impl Scenario for WasmScenario {

@@ -17,6 +17,7 @@ use wasmtime_wasi::{
     FsPerms, HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView,
 };
 
+use super::imports::Deadline;
 use crate::scenario::params::Params;
 use crate::scenario::HostContext;
 
@@ -50,38 +51,98 @@ pub fn engine() -> wasmtime::Result<Engine> {
     Ok(engine)
 }
 
-/// Caps a guest's linear memory and remembers that the cap was hit, so the error can
-/// say so instead of quoting whatever trap followed.
+/// Bytes counted per table element: wasmtime stores a pointer for each.
+const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
+
+/// How many memories, tables and core instances one guest may create; a Rust component
+/// has one memory and a handful of each of the others.
+const MAX_MEMORIES: usize = 100;
+const MAX_TABLES: usize = 1_000;
+const MAX_INSTANCES: usize = 1_000;
+
+/// Caps the sum of a guest's linear memories and tables (a component may hold several
+/// of each), and remembers that the cap was hit, so the error can say so instead of
+/// quoting whatever trap followed. Memories and tables live as long as the store, so
+/// the sum only grows.
 pub struct MemoryCap {
     pub max_bytes: usize,
     pub hit: bool,
+    /// Bytes of all memories and tables so far.
+    used: usize,
+    /// The last growth allowed, given back if wasmtime then fails to grow.
+    pending: usize,
+}
+
+impl MemoryCap {
+    pub fn new(max_bytes: usize) -> MemoryCap {
+        MemoryCap {
+            max_bytes,
+            hit: false,
+            used: 0,
+            pending: 0,
+        }
+    }
+
+    fn grow(&mut self, what: &str, by: usize) -> wasmtime::Result<bool> {
+        let total = self.used.saturating_add(by);
+        if total > self.max_bytes {
+            self.hit = true;
+            return Err(wasmtime::Error::msg(format!(
+                "the scenario tried to grow its {what} to {} MiB in all, past its {} MiB cap",
+                total >> 20,
+                self.max_bytes >> 20
+            )));
+        }
+        self.used = total;
+        self.pending = by;
+        Ok(true)
+    }
+
+    fn undo(&mut self) {
+        self.used -= std::mem::take(&mut self.pending);
+    }
 }
 
 impl ResourceLimiter for MemoryCap {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.max_bytes {
-            self.hit = true;
-            return Err(wasmtime::Error::msg(format!(
-                "the scenario tried to grow its memory to {} MiB, past its {} MiB cap",
-                desired >> 20,
-                self.max_bytes >> 20
-            )));
-        }
-        Ok(true)
+        self.grow("memory", desired.saturating_sub(current))
+    }
+
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.undo();
+        Ok(())
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= 1_000_000)
+        let by = desired.saturating_sub(current);
+        self.grow("tables", by.saturating_mul(TABLE_ELEMENT_BYTES))
+    }
+
+    fn table_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.undo();
+        Ok(())
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
     }
 }
 
@@ -90,6 +151,8 @@ pub struct GuestState {
     pub host: HostContext,
     pub params: Params,
     pub limits: MemoryCap,
+    /// The deadline of the call in progress, which host functions check.
+    pub deadline: Deadline,
     pub stderr: MemoryOutputPipe,
     wasi: WasiCtx,
     table: ResourceTable,
@@ -133,10 +196,8 @@ impl GuestState {
         Ok(GuestState {
             host,
             params,
-            limits: MemoryCap {
-                max_bytes: memory_bytes,
-                hit: false,
-            },
+            limits: MemoryCap::new(memory_bytes),
+            deadline: Deadline::default(),
             stderr,
             wasi: b.build(),
             table: ResourceTable::new(),
@@ -192,5 +253,85 @@ impl HostMonotonicClock for FixedClock {
     }
     fn now(&self) -> u64 {
         self.tick()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::{Instance, Module, Store};
+
+    fn leb(mut v: u32, out: &mut Vec<u8>) {
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+
+    /// A core module with a memory of each size in `memories` (64 KiB pages) and a
+    /// funcref table of `table` elements, written out byte by byte (this build has no
+    /// WAT parser): magic and version, the table section (4), the memory section (5).
+    fn module(memories: &[u32], table: u32) -> Vec<u8> {
+        let mut m = b"\0asm\x01\0\0\0".to_vec();
+        let mut tables = vec![1u8, 0x70, 0];
+        leb(table, &mut tables);
+        let mut mems = vec![memories.len() as u8];
+        for &pages in memories {
+            mems.push(0);
+            leb(pages, &mut mems);
+        }
+        for (id, body) in [(4u8, tables), (5, mems)] {
+            m.push(id);
+            m.push(body.len() as u8);
+            m.extend(body);
+        }
+        m
+    }
+
+    /// Instantiates `bytes` under a 1 GiB cap: whether it worked, and whether the cap
+    /// says it was hit.
+    fn instantiate(bytes: &[u8]) -> (bool, bool) {
+        let engine = engine().unwrap();
+        let module = Module::new(&engine, bytes).unwrap();
+        let mut store = Store::new(&engine, MemoryCap::new(1 << 30));
+        store.limiter(|cap| cap);
+        let ok = Instance::new(&mut store, &module, &[]).is_ok();
+        (ok, store.data().hit)
+    }
+
+    const MIB_PAGES: u32 = 16; // 64 KiB pages per MiB
+
+    #[test]
+    fn the_cap_is_on_all_memories_and_tables_together() {
+        // Each memory alone is under the 1 GiB cap; together they are over it.
+        assert_eq!(instantiate(&module(&[600 * MIB_PAGES], 0)), (true, false));
+        assert_eq!(
+            instantiate(&module(&[600 * MIB_PAGES, 600 * MIB_PAGES], 0)),
+            (false, true)
+        );
+        assert_eq!(
+            instantiate(&module(&[250 * MIB_PAGES, 250 * MIB_PAGES], 0)),
+            (true, false)
+        );
+        // A table's elements count too: 600 MiB of memory plus 64 Mi elements (512 MiB).
+        assert_eq!(
+            instantiate(&module(&[600 * MIB_PAGES], 64 << 20)),
+            (false, true)
+        );
+    }
+
+    #[test]
+    fn a_failed_growth_is_given_back() {
+        let mut cap = MemoryCap::new(100);
+        assert!(cap.memory_growing(0, 60, None).unwrap());
+        cap.memory_grow_failed(wasmtime::Error::msg("no")).unwrap();
+        assert!(cap.memory_growing(0, 90, None).unwrap());
+        assert!(cap.memory_growing(0, 20, None).is_err());
+        assert!(cap.hit);
     }
 }

@@ -9,6 +9,10 @@
 //! - `files`: reads paths outside its package, and one inside it.
 //! - `socket`: connects to `-p port=N` on loopback.
 //! - `env`: lists its environment and reads the clock.
+//! - `synthetic`, `random-text`: ask the host for u32::MAX tokens of text.
+//! - `host-loop`: calls the host for text until the call's time limit stops it.
+//! - `stack`: recurses until its stack overflows.
+//! - `log`: logs five 10 MB messages, then behaves.
 
 use std::hint::black_box;
 use std::io::Read;
@@ -117,9 +121,38 @@ impl Scenario for Probe {
                 }
             }
             "panic" => panic!("probe panicked on purpose at request {index}"),
+            "synthetic" => Ok(Request::text(synthetic_text(u32::MAX)).into()),
+            "random-text" => Ok(Request::text(random_token_text(u32::MAX)).into()),
+            "host-loop" => {
+                let mut total = 0;
+                loop {
+                    total += black_box(random_token_text(50_000)).len();
+                    black_box(total);
+                }
+            }
+            "stack" => Ok(Request::text(format!("{}", deep(black_box(index)))).into()),
+            "log" => {
+                if index == 0 {
+                    let big = "x".repeat(10 << 20);
+                    for _ in 0..5 {
+                        log(&big);
+                    }
+                }
+                Ok(Request::text(synthetic_text(8)).max_tokens(4).into())
+            }
             _ => Ok(Request::text(synthetic_text(8)).max_tokens(4).into()),
         }
     }
+}
+
+/// Recurses until the stack runs out; the array keeps each frame large and the work
+/// after the call keeps it from becoming a loop.
+fn deep(n: u64) -> u64 {
+    if n == u64::MAX {
+        return 0;
+    }
+    let frame = black_box([n; 32]);
+    deep(black_box(n + 1)).wrapping_mul(frame[1]) ^ frame[(n % 32) as usize]
 }
 
 export_scenario!(Probe);

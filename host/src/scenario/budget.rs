@@ -1,0 +1,187 @@
+//! What one host-function call may cost. Host functions run outside the guest's own
+//! limits (the Rhai operation count, the Wasm memory cap), so each checks its request
+//! against these bounds before allocating anything, and a scenario asking for more gets
+//! an error naming the function and the limit instead of exhausting the runner.
+//!
+//! The bounds leave room for long-context benchmarks: 4 Mi tokens is four times the
+//! longest context windows served today, and its synthetic text is about 28 MiB.
+
+/// Most tokens one call may produce or take: `synthetic_text`, `random_token_text` and
+/// the ids given to `decode`.
+pub const MAX_TOKENS_PER_CALL: u64 = 4 << 20;
+
+/// Most bytes of text one call may take or produce: the text given to `encode` and
+/// `count_tokens`, and the text `decode` would return. Rhai's own string cap is the same.
+pub const MAX_TEXT_BYTES_PER_CALL: u64 = 64 << 20;
+
+/// One `log` message is cut to this many bytes, with a marker saying how long it was.
+pub const MAX_LOG_MESSAGE_BYTES: usize = 4 << 10;
+
+/// Log bytes a scenario may write in one run; later messages are dropped after one
+/// line saying so.
+pub const MAX_LOG_BYTES_PER_RUN: usize = 1 << 20;
+
+/// A host-function call that asked for more than its budget.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{function}({argument}): {amount} {unit} is over the limit of {limit} {unit} per call")]
+pub struct OverBudget {
+    pub function: String,
+    /// The argument as the scenario gave it (a count, or a summary of a text).
+    pub argument: String,
+    pub amount: u64,
+    pub limit: u64,
+    pub unit: &'static str,
+}
+
+impl OverBudget {
+    /// The same error named as a WIT function (`synthetic-text`), for a component.
+    pub fn in_wit(mut self) -> OverBudget {
+        self.function = self.function.replace('_', "-");
+        self
+    }
+}
+
+/// Refuses a token count over [`MAX_TOKENS_PER_CALL`] (or negative, which the callers
+/// report themselves before converting).
+pub fn check_tokens(function: &str, argument: impl ToString, n: u64) -> Result<(), OverBudget> {
+    check(
+        function,
+        argument.to_string(),
+        n,
+        MAX_TOKENS_PER_CALL,
+        "tokens",
+    )
+}
+
+/// Refuses a text over [`MAX_TEXT_BYTES_PER_CALL`] bytes.
+pub fn check_text(function: &str, argument: &str, bytes: u64) -> Result<(), OverBudget> {
+    check(
+        function,
+        argument.into(),
+        bytes,
+        MAX_TEXT_BYTES_PER_CALL,
+        "bytes",
+    )
+}
+
+fn check(
+    function: &str,
+    argument: String,
+    amount: u64,
+    limit: u64,
+    unit: &'static str,
+) -> Result<(), OverBudget> {
+    if amount <= limit {
+        return Ok(());
+    }
+    Err(OverBudget {
+        function: function.into(),
+        argument,
+        amount,
+        limit,
+        unit,
+    })
+}
+
+/// Keeps a scenario's log within [`MAX_LOG_MESSAGE_BYTES`] per message and
+/// [`MAX_LOG_BYTES_PER_RUN`] per run.
+#[derive(Debug, Default)]
+pub struct LogBudget {
+    written: usize,
+    muted: bool,
+}
+
+impl LogBudget {
+    /// The text to print for `message`, or `None` once the run's volume is spent. The
+    /// message that crosses the limit is replaced by a line saying the rest is dropped.
+    pub fn admit(&mut self, message: &str) -> Option<String> {
+        if self.muted {
+            return None;
+        }
+        let line = truncate_message(message);
+        if self.written + line.len() > MAX_LOG_BYTES_PER_RUN {
+            self.muted = true;
+            return Some(format!(
+                "(log limit of {} KiB per run reached: further messages are dropped)",
+                MAX_LOG_BYTES_PER_RUN >> 10
+            ));
+        }
+        self.written += line.len();
+        Some(line)
+    }
+}
+
+/// `message` cut to at most [`MAX_LOG_MESSAGE_BYTES`] (on a character boundary) plus a
+/// marker giving its full length.
+fn truncate_message(message: &str) -> String {
+    if message.len() <= MAX_LOG_MESSAGE_BYTES {
+        return message.to_string();
+    }
+    let mut cut = MAX_LOG_MESSAGE_BYTES;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}… [truncated: the message was {} bytes]",
+        &message[..cut],
+        message.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_counts_over_the_limit_are_refused_naming_function_and_limit() {
+        assert!(check_tokens("synthetic_text", 10, 10).is_ok());
+        assert!(check_tokens("synthetic_text", MAX_TOKENS_PER_CALL, MAX_TOKENS_PER_CALL).is_ok());
+        let err =
+            check_tokens("synthetic_text", 1_000_000_000_000u64, 1_000_000_000_000).unwrap_err();
+        let text = err.to_string();
+        assert_eq!(
+            text,
+            "synthetic_text(1000000000000): 1000000000000 tokens is over the limit of 4194304 tokens per call"
+        );
+        assert!(err.in_wit().to_string().starts_with("synthetic-text("));
+    }
+
+    #[test]
+    fn text_over_the_limit_is_refused() {
+        assert!(check_text("encode", "text", MAX_TEXT_BYTES_PER_CALL).is_ok());
+        let err = check_text("encode", "text", MAX_TEXT_BYTES_PER_CALL + 1).unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("67108865 bytes is over the limit of 67108864 bytes"));
+    }
+
+    #[test]
+    fn long_messages_are_cut_with_a_marker() {
+        let mut log = LogBudget::default();
+        assert_eq!(log.admit("short").as_deref(), Some("short"));
+        let long = "é".repeat(10_000);
+        let line = log.admit(&long).unwrap();
+        assert!(line.len() <= MAX_LOG_MESSAGE_BYTES + 64, "{}", line.len());
+        assert!(
+            line.ends_with("[truncated: the message was 20000 bytes]"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn the_run_volume_is_capped_with_one_notice() {
+        let mut log = LogBudget::default();
+        let message = "x".repeat(MAX_LOG_MESSAGE_BYTES);
+        let mut printed = 0;
+        let mut lines = 0;
+        for _ in 0..10_000 {
+            if let Some(line) = log.admit(&message) {
+                printed += line.len();
+                lines += 1;
+            }
+        }
+        assert!(printed <= MAX_LOG_BYTES_PER_RUN + 200, "{printed}");
+        assert_eq!(lines, MAX_LOG_BYTES_PER_RUN / MAX_LOG_MESSAGE_BYTES + 1);
+        assert!(log.admit("more").is_none());
+    }
+}
