@@ -11,7 +11,9 @@ use clap::{Args, Parser, Subcommand};
 use sha2::Digest;
 
 use crate::client::{Api, Client, Timeouts, UsageRequest};
+use crate::display::escape_control_multiline;
 use crate::engine::{self, EngineConfig, RunResult, StopReason};
+use crate::interrupt::Interrupts;
 use crate::merge;
 use crate::metrics::{parse_percentiles, MetricsOptions, PhaseSummary, Slo};
 use crate::package::{self, Package, Resolved};
@@ -24,8 +26,7 @@ use crate::sim::{SimArgs, SimServer};
 use crate::thresholds::{self, Threshold, EXIT_THRESHOLDS_FAILED};
 use crate::tokenizer::Tokenizer;
 
-/// Exit code of a run stopped by Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
-pub const EXIT_INTERRUPTED: i32 = 130;
+pub use crate::interrupt::EXIT_INTERRUPTED;
 
 #[derive(Parser)]
 #[command(
@@ -311,7 +312,7 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) if e.use_stderr() => {
-            eprintln!("{}", usage_error_line(&e.render().to_string()));
+            crate::errln!("{}", usage_error_line(&e.render().to_string()));
             return 2;
         }
         Err(e) => {
@@ -332,7 +333,7 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", error_line(&e));
+            crate::errln!("error: {}", error_line(&e));
             1
         }
     }
@@ -429,14 +430,14 @@ fn pack_command(a: PackArgs) -> Result<()> {
     }
     let (archive, p) = package::pack(&a.dir, &a.out).map_err(|e| anyhow!(e))?;
     let m = &p.manifest;
-    println!(
+    crate::outln!(
         "packed {} {} ({}) into {}",
         m.name,
         m.version,
         m.entry,
         archive.display()
     );
-    println!("sha256 {}", p.digest);
+    crate::outln!("sha256 {}", p.digest);
     Ok(())
 }
 
@@ -456,7 +457,7 @@ fn verify_command(a: VerifyArgs) -> Result<()> {
         phases.len().to_string()
     };
     match &loaded.package {
-        Some(p) => println!(
+        Some(p) => crate::outln!(
             "ok: {} {} — digest {} matches its content; interface {}; entry {} loads; {} parameters, {} phases",
             p.manifest.name,
             p.manifest.version,
@@ -466,7 +467,7 @@ fn verify_command(a: VerifyArgs) -> Result<()> {
             loaded.description.params.len(),
             phases.len()
         ),
-        None => println!(
+        None => crate::outln!(
             "ok: {} (a single file, no manifest) — sha256 {}; {} parameters, {} phases",
             a.scenario.scenario.display(),
             loaded.digest,
@@ -481,26 +482,26 @@ fn info_command(a: InfoArgs) -> Result<()> {
     let tokenizer = load_tokenizer("o200k_base")?;
     let loaded = load_scenario(&a.source, tokenizer, &[], true)?;
     let d = &loaded.description;
-    println!("{}  ({})", d.name, a.source.scenario.display());
+    crate::outln!("{}  ({})", d.name, a.source.scenario.display());
     if !d.description.is_empty() {
-        println!("{}", d.description);
+        crate::outln!("{}", d.description);
     }
     match &loaded.package {
         Some(p) => {
             let m = &p.manifest;
-            println!("\nPackage:    {} {}", m.name, m.version);
+            crate::outln!("\nPackage:    {} {}", m.name, m.version);
             if !m.description.is_empty() {
-                println!("            {}", m.description);
+                crate::outln!("            {}", m.description);
             }
             if !m.authors.is_empty() {
-                println!("Authors:    {}", m.authors.join(", "));
+                crate::outln!("Authors:    {}", m.authors.join(", "));
             }
-            println!("Entry:      {}", m.entry);
-            println!("Interface:  {}", m.interface);
+            crate::outln!("Entry:      {}", m.entry);
+            crate::outln!("Interface:  {}", m.interface);
             if !m.data.is_empty() {
-                println!("Data:       {}", m.data.join(", "));
+                crate::outln!("Data:       {}", m.data.join(", "));
             }
-            println!("Digest:     sha256 {}", p.digest);
+            crate::outln!("Digest:     sha256 {}", p.digest);
             if let Some(t) = &m.target {
                 for (label, v) in [
                     ("Server flags", &t.server_flags),
@@ -508,18 +509,18 @@ fn info_command(a: InfoArgs) -> Result<()> {
                     ("Notes", &t.notes),
                 ] {
                     if let Some(v) = v {
-                        println!("Recommended {label}: {v}");
+                        crate::outln!("Recommended {label}: {v}");
                     }
                 }
             }
         }
-        None => println!("\nsha256 {}", loaded.digest),
+        None => crate::outln!("\nsha256 {}", loaded.digest),
     }
     if d.params.is_empty() {
-        println!("\nNo parameters.");
+        crate::outln!("\nNo parameters.");
         return Ok(());
     }
-    println!("\nParameters (override with -p NAME=VALUE):");
+    crate::outln!("\nParameters (override with -p NAME=VALUE):");
     let name_w = d
         .params
         .iter()
@@ -534,9 +535,9 @@ fn info_command(a: InfoArgs) -> Result<()> {
         .max()
         .unwrap_or(0)
         .max(7);
-    println!("  {:<name_w$}  {:<def_w$}  meaning", "name", "default");
+    crate::outln!("  {:<name_w$}  {:<def_w$}  meaning", "name", "default");
     for p in &d.params {
-        println!(
+        crate::outln!(
             "  {:<name_w$}  {:<def_w$}  {}",
             p.name,
             p.default.to_string(),
@@ -555,9 +556,9 @@ fn compare_command(a: CompareArgs) -> Result<i32> {
     report::compare::label(&mut loaded);
     let r = report::compare::compare(&loaded, a.markdown, a.force)?;
     for w in &r.warnings {
-        eprintln!("warning: {w}");
+        crate::errln!("warning: {w}");
     }
-    print!("{}", r.text);
+    crate::out!("{}", r.text);
     Ok(0)
 }
 
@@ -584,19 +585,21 @@ fn shard_plan(
 
 fn merge_command(a: MergeArgs) -> Result<i32> {
     let merged = merge::merge(&a.dirs, &a.thresholds)?;
-    let body = merged.render_body();
+    // Shard files carry servers' messages: escaped for report.txt as for the terminal.
+    let body = escape_control_multiline(&merged.render_body()).into_owned();
     if !a.quiet {
-        print!("{}", report::render_header(&merged.header));
-        println!();
+        crate::out!("{}", report::render_header(&merged.header));
+        crate::outln!();
     }
-    print!("{body}");
+    // The files first, as `run` does: stdout may be a pipe closed early.
     if let Some(out) = &a.output {
         merged.write(&a.dirs, out, &body)?;
     }
+    crate::out!("{body}");
     Ok(
         match failed_thresholds(&merged.verdicts, merged.many_phases()) {
             Some(line) => {
-                eprintln!("error: {line}");
+                crate::errln!("error: {line}");
                 EXIT_THRESHOLDS_FAILED
             }
             None => 0,
@@ -640,9 +643,10 @@ fn sim_command(a: SimCommand) -> Result<()> {
     rt.block_on(async move {
         let listener = crate::sim::bind(a.port)
             .with_context(|| format!("cannot listen on 127.0.0.1:{}", a.port))?;
-        eprintln!(
+        crate::errln!(
             "simulated OpenAI-compatible server ({} profile) on http://127.0.0.1:{}",
-            a.sim.profile, a.port
+            a.sim.profile,
+            a.port
         );
         tokio::select! {
             r = crate::sim::serve(listener, config) => r.context("the simulated server stopped"),
@@ -652,6 +656,12 @@ fn sim_command(a: SimCommand) -> Result<()> {
 }
 
 fn run_command(a: RunArgs) -> Result<i32> {
+    // Signals are handled from the start: loading and the pre-run checks end at once
+    // with exit code 130, the run itself stops and reports (see `interrupt`).
+    let rt = runtime()?;
+    let interrupts = Interrupts::listen(&rt);
+    // Those handlers, not the unpacked package's own watcher, act on signals from here on.
+    let _signals = package::signals_handled_elsewhere();
     // A sweep opens thousands of connections; lift the soft descriptor limit to the hard one.
     let _ = rlimit::increase_nofile_limit(u64::MAX);
     let tokenizer = load_tokenizer(&a.tokenizer)?;
@@ -742,7 +752,6 @@ fn run_command(a: RunArgs) -> Result<i32> {
             .with_context(|| format!("cannot create output directory {}", dir.display()))?;
     }
 
-    let rt = runtime()?;
     let usage = match (a.no_usage, a.continuous_usage) {
         (true, _) => UsageRequest::None,
         (_, true) => UsageRequest::Continuous,
@@ -770,8 +779,8 @@ fn run_command(a: RunArgs) -> Result<i32> {
         wit_version: scenario::wasm::version::VERSION.to_string(),
     };
     if !a.quiet {
-        print!("{}", report::render_header(&header));
-        println!();
+        crate::out!("{}", report::render_header(&header));
+        crate::outln!();
     }
 
     let config = EngineConfig {
@@ -794,35 +803,23 @@ fn run_command(a: RunArgs) -> Result<i32> {
     };
     let clock_offset_ms = a.start_at.map(|at| {
         if !a.quiet {
-            eprintln!("waiting to start at {}", at.rfc3339());
+            crate::errln!("waiting to start at {}", at.rfc3339());
         }
         at.wait()
     });
     let started = std::time::SystemTime::now();
     let known_phases = (!scenario.has_next_phase()).then_some(phases.len());
     let progress = Progress::start(config.live.clone(), known_phases, progress::wanted(a.quiet));
-    let (interrupt_tx, interrupt_rx) = tokio::sync::watch::channel(false);
-    let result = rt.block_on(async {
-        // First Ctrl-C or SIGTERM: stop sending and drain briefly; second: exit at once.
-        tokio::spawn(async move {
-            wait_for_signal().await;
-            eprintln!(
-                "interrupted: finishing in-flight requests (press Ctrl-C again to quit at once)"
-            );
-            let _ = interrupt_tx.send(true);
-            wait_for_signal().await;
-            std::process::exit(EXIT_INTERRUPTED);
-        });
-        engine::run(
-            scenario,
-            phases,
-            client,
-            tokenizer.clone(),
-            config,
-            interrupt_rx,
-        )
-        .await
-    });
+    // From here a signal stops the run, which then reports what finished.
+    interrupts.run_started();
+    let result = rt.block_on(engine::run(
+        scenario,
+        phases,
+        client,
+        tokenizer.clone(),
+        config,
+        interrupts.receiver(),
+    ));
     progress.finish();
     let result: RunResult = result?;
     drop(sim);
@@ -865,56 +862,62 @@ fn run_command(a: RunArgs) -> Result<i32> {
     body += &report::text::render_notes(&result.notes);
     body += &report::text::render_thresholds(&verdicts, measured.len() > 1);
     body += &format!("Request stream digest (sha256): {}\n", result.digest);
-    print!("{body}");
 
     let mut json = result_json(&header, &result, &percentiles);
     if let (false, Some(map)) = (checks.is_empty(), json.as_object_mut()) {
         let list = verdicts.iter().map(thresholds::Verdict::to_json).collect();
         map.insert("thresholds".into(), serde_json::Value::Array(list));
     }
-    if let Some(path) = &a.save_result {
-        write_json(path, &json)?;
-    }
-    if let Some(dir) = &a.output {
-        write_json(&dir.join("result.json"), &json)?;
-        let text = format!("{}\n{body}", report::render_header(&header));
-        write_text(&dir.join("report.txt"), &text)?;
-        if measured.len() > 1 {
-            write_text(
-                &dir.join("phases.md"),
-                &report::render_phase_table_markdown(&measured),
-            )?;
-            write_text(
-                &dir.join("phases.csv"),
-                &report::render_phase_table_csv(&measured),
+    // Every file is written before the report is printed: a reader that closes stdout
+    // early (`| head -1`) must not cost any of them.
+    let written = (|| -> Result<()> {
+        if let Some(path) = &a.save_result {
+            write_json(path, &json)?;
+        }
+        if let Some(dir) = &a.output {
+            write_json(&dir.join("result.json"), &json)?;
+            let text = format!("{}\n{body}", report::render_header(&header));
+            write_text(&dir.join("report.txt"), &escape_control_multiline(&text))?;
+            if measured.len() > 1 {
+                write_text(
+                    &dir.join("phases.md"),
+                    &report::render_phase_table_markdown(&measured),
+                )?;
+                write_text(
+                    &dir.join("phases.csv"),
+                    &report::render_phase_table_csv(&measured),
+                )?;
+            }
+            let phases_out: Vec<report::output::PhaseOut> = result
+                .phases
+                .iter()
+                .map(|p| report::output::PhaseOut {
+                    summary: &p.summary,
+                    warmup: p.spec.warmup,
+                })
+                .collect();
+            report::output::write_reports(
+                dir,
+                &report::output::RunOut {
+                    header: &header,
+                    phases: &phases_out,
+                    percentiles: &percentiles,
+                    goodput: goodput_on,
+                    verdicts: &verdicts,
+                    notes: &result.notes,
+                },
             )?;
         }
-        let phases_out: Vec<report::output::PhaseOut> = result
-            .phases
-            .iter()
-            .map(|p| report::output::PhaseOut {
-                summary: &p.summary,
-                warmup: p.spec.warmup,
-            })
-            .collect();
-        report::output::write_reports(
-            dir,
-            &report::output::RunOut {
-                header: &header,
-                phases: &phases_out,
-                percentiles: &percentiles,
-                goodput: goodput_on,
-                verdicts: &verdicts,
-                notes: &result.notes,
-            },
-        )?;
-    }
+        Ok(())
+    })();
+    crate::out!("{body}");
+    written?;
     if result.interrupted {
         return Ok(EXIT_INTERRUPTED);
     }
     // Failed thresholds decide the exit code before the run's own failures: CI reads 99.
     if let Some(line) = failed_thresholds(&verdicts, measured.len() > 1) {
-        eprintln!("error: {line}");
+        crate::errln!("error: {line}");
         return Ok(EXIT_THRESHOLDS_FAILED);
     }
     if let Some(p) = result
@@ -989,21 +992,6 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
 
 fn write_text(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 #[cfg(test)]

@@ -5,8 +5,10 @@
 
 pub mod cli;
 pub mod client;
+pub mod console;
 pub mod display;
 pub mod engine;
+pub mod interrupt;
 pub mod merge;
 pub mod metrics;
 pub mod package;

@@ -1,10 +1,12 @@
 fn main() {
-    // Die quietly on a closed pipe (`runner info x.rhai | head`) like other Unix tools,
-    // instead of panicking inside println!.
+    // A peer that closes a socket while a request body is being written must be an error
+    // of that request (EPIPE), not the end of the process: SIGPIPE is ignored. Output to a
+    // closed stdout (`runner … | head -1`) is handled where it is written
+    // (`runner::console`), after every file of the run has been written.
     #[cfg(unix)]
     // SAFETY: called first thing, before any other thread exists.
     unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
     std::process::exit(runner::cli::main());
 }

@@ -27,9 +27,23 @@ pub enum Fault {
     UnavailableStalled,
     /// HTTP 401 whose body echoes the request's Authorization header back.
     EchoAuth,
-    /// A 307 redirect to a loopback port that is bound but not listening, so the client's
-    /// connection there is refused by the kernel: a real ECONNREFUSED, for one request.
-    Refused,
+    /// A 307 redirect to another loopback port (bound, not listening): a benchmark request
+    /// does not follow it, and counts it as a failed `http_other`.
+    RedirectAway,
+    /// A 307 redirect to the same URL: followed, it would loop (reqwest's default stops
+    /// after 10, so the server would see 11 requests for one).
+    RedirectLoop,
+    /// HTTP 500 whose text body carries terminal escape sequences (retitle, clear screen,
+    /// colour) and a bidirectional override.
+    EscapeBody,
+    /// A 200 event stream whose first line is no SSE field and carries escape sequences.
+    EscapeLine,
+    /// HTTP 500 with a gzip-encoded (binary) body.
+    GzipBody,
+    /// A normal stream whose lines end with a lone CR (allowed by the SSE format).
+    CrLines,
+    /// A normal stream that starts with a UTF-8 byte-order mark (allowed too).
+    Bom,
     /// The request is read, then the connection is reset (RST) before any response.
     Reset,
     /// Headers and one content event, then the connection closes mid-body.
@@ -57,7 +71,16 @@ pub struct Seen {
     pub indices: Vec<u64>,
     /// Authorization headers received.
     pub authorization: Vec<String>,
+    /// Requests with a body over [`BIG_BODY`], read in part and then reset.
+    pub big_bodies_reset: usize,
 }
+
+/// A request body over this is read only up to it, then the connection is reset: a server
+/// refusing a huge upload half-way, while the client is still writing.
+pub const BIG_BODY: usize = 1 << 20;
+
+/// The escape sequences of [`Fault::EscapeBody`] and [`Fault::EscapeLine`].
+pub const ESCAPES: &str = "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}[31mred\u{202e}";
 
 pub struct FaultServer {
     pub url: String,
@@ -131,6 +154,8 @@ struct Request {
     path: String,
     headers: HashMap<String, String>,
     body: Vec<u8>,
+    /// The body is over [`BIG_BODY`]: only its start was read, `body` is empty.
+    too_big: bool,
 }
 
 /// Reads one HTTP/1.1 request; `None` when the client closed the connection.
@@ -157,6 +182,17 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Reque
         .get("content-length")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    if len > BIG_BODY {
+        // Some of it, then the caller resets the connection.
+        let mut chunk = vec![0u8; 64 << 10];
+        let _ = stream.read(&mut chunk).await;
+        return Some(Request {
+            path,
+            headers,
+            body: Vec::new(),
+            too_big: true,
+        });
+    }
     while buf.len() < head_end + len {
         let mut chunk = [0u8; 8192];
         let n = stream.read(&mut chunk).await.ok()?;
@@ -171,6 +207,7 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Reque
         path,
         headers,
         body,
+        too_big: false,
     })
 }
 
@@ -187,6 +224,11 @@ fn index_of(body: &[u8]) -> Option<u64> {
 async fn connection(mut stream: TcpStream, plan: Plan, seen: Arc<Mutex<Seen>>, dead: SocketAddr) {
     let mut buf = Vec::new();
     while let Some(req) = read_request(&mut stream, &mut buf).await {
+        if req.too_big {
+            seen.lock().unwrap().big_bodies_reset += 1;
+            let _ = stream.set_zero_linger();
+            return;
+        }
         let fault = if req.path.ends_with("/completions") {
             let index = index_of(&req.body);
             let mut s = seen.lock().unwrap();
@@ -287,10 +329,49 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
                 &format!(r#"{{"error":{{"message":"injected: bad key in header `{auth}`"}}}}"#),
             )
         }
-        (_, Fault::Refused) => format!(
+        (_, Fault::RedirectAway) => format!(
             "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://{dead}{}\r\ncontent-length: 0\r\n\r\n",
             req.path
         ),
+        (_, Fault::RedirectLoop) => format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: {}\r\ncontent-length: 0\r\n\r\n",
+            req.path
+        ),
+        (_, Fault::EscapeBody) => {
+            let body = format!("overloaded {ESCAPES}\nsecond line");
+            format!(
+                "HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        }
+        (_, Fault::EscapeLine) => {
+            STREAM_HEAD.to_string() + &*chunk(&format!("oops {ESCAPES}\n\n")) + "0\r\n\r\n"
+        }
+        (_, Fault::GzipBody) => {
+            // A gzip member header and deflate bytes: what a compressed error page starts
+            // with, not text.
+            let body: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xab\x56\x4a\x2d\x2a\xca\x2f\x52\xb2\x52\x1b\x9b\x00";
+            let head = format!(
+                "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            return stream.write_all(body).await.is_ok();
+        }
+        (_, Fault::CrLines | Fault::Bom) => {
+            let (mut start, nl) = if fault == Fault::Bom {
+                ("\u{feff}", "\n")
+            } else {
+                ("", "\r")
+            };
+            let mut s = STREAM_HEAD.to_string();
+            for data in [TOKEN, TOKEN, TOKEN, USAGE, "[DONE]"] {
+                // The mark goes out with the first event (an empty chunk would end the body).
+                s += &chunk(&format!("{start}data: {data}{nl}{nl}"));
+                start = "";
+            }
+            s + "0\r\n\r\n"
+        }
         (_, Fault::Reset) => {
             let _ = stream.set_zero_linger();
             return false;

@@ -19,7 +19,7 @@ const PLAN: [(Fault, &str, &str, usize); 13] = [
     ),
     (Fault::Unavailable, "http_5xx", "http 5xx", 20),
     (Fault::UnavailableStalled, "http_5xx", "http 5xx", 4),
-    (Fault::Refused, "connect", "connect failed", 20),
+    (Fault::RedirectAway, "http_other", "http other status", 20),
     (Fault::Reset, "disconnect", "connection lost", 20),
     (Fault::Cut, "stream_cut", "stream cut", 20),
     (Fault::StallAfterFirst, "timeout", "request timeout", 8),
@@ -161,7 +161,8 @@ fn every_injected_fault_is_counted_under_its_own_kind() {
     assert!(message_of(Fault::RateLimited).contains("HTTP 429 (Retry-After: 7)"));
     assert!(message_of(Fault::Unavailable).contains("injected: overloaded"));
     assert!(message_of(Fault::UnavailableStalled).starts_with("HTTP 503"));
-    assert!(message_of(Fault::Refused).contains("refused"));
+    // A redirect is not followed: its target is quoted.
+    assert!(message_of(Fault::RedirectAway).starts_with("HTTP 307 (Location: \"http://127.0.0.1:"));
     assert!(message_of(Fault::ErrorObject).contains("injected: engine died"));
 
     // The server saw every request once: failed requests are not retried.

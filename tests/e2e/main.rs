@@ -12,6 +12,7 @@ mod compare;
 mod determinism;
 mod fault_server;
 mod faults;
+mod hostile;
 mod html;
 mod llamacpp;
 mod outage;

@@ -1,8 +1,10 @@
-//! Ctrl-C and SIGTERM: the runner stops sending, drains briefly, prints the report of what
-//! finished, keeps every record, and exits 130; a second Ctrl-C exits at once.
+//! Ctrl-C, SIGTERM and SIGHUP: the runner stops sending, drains briefly, prints the report
+//! of what finished, keeps every record, and exits 130, whatever it was waiting for (a send
+//! far ahead, a long scenario call, the pre-run checks); a second Ctrl-C exits at once.
 
 use std::time::Duration;
 
+use crate::fault_server::{Fault, FaultServer};
 use crate::support::*;
 
 const EXIT_INTERRUPTED: i32 = 130;
@@ -162,4 +164,128 @@ fn ctrl_c_before_the_first_send_stops_at_once() {
     let (text, err) = pipes.join();
     assert_eq!(code, Some(EXIT_INTERRUPTED), "{err}\n{text}");
     assert!(text.contains("Phase ended: interrupted."), "{text}");
+}
+
+/// Starts `runner ARGS…` against the fault-injecting server and, once `ready` holds for its
+/// stderr lines (or after `after`), interrupts it with `signal`; asserts it exits 130
+/// within 6 s of the signal, having printed the report of what finished. Returns its
+/// stdout and stderr.
+fn interrupted_within_6s(
+    args: &[&str],
+    signal: libc::c_int,
+    ready: impl Fn(&[String]) -> bool,
+) -> (String, String) {
+    let mut child = spawn_runner(args);
+    let pipes = Pipes::take(&mut child);
+    let lines = pipes.err_lines.clone();
+    wait_until("the state to interrupt", Duration::from_secs(60), || {
+        ready(&lines.lock().unwrap())
+    });
+    let signalled = std::time::Instant::now();
+    send(&child, signal);
+    let code = wait_exit(&mut child, Duration::from_secs(30));
+    let took = signalled.elapsed();
+    let (text, err) = pipes.join();
+    assert_eq!(code, Some(EXIT_INTERRUPTED), "{err}\n{text}");
+    assert!(
+        took < Duration::from_secs(6),
+        "exited {took:?} after the signal"
+    );
+    eprintln!("{args:?}: exit 130 {took:?} after signal {signal}");
+    (text, err)
+}
+
+/// The report says the phase was interrupted and counts `ok` successes.
+fn assert_interrupted_report(text: &str, ok: u64) {
+    assert!(text.contains("Phase ended: interrupted."), "{text}");
+    assert_eq!(report_row(text, "Successful requests:"), Some(ok), "{text}");
+}
+
+/// A signal while the next send is far ahead (a custom gap of 1e9 s, `at: 1e15`, a
+/// constant 0.05 req/s, a gap of 1000 s): the wait ends at once, nothing more is sent,
+/// and the run reports the one request that finished.
+#[test]
+fn a_signal_during_a_far_future_wait_stops_at_once() {
+    let _guard = exclusive();
+    let server = FaultServer::start(|_| Fault::None);
+    let cases: [(&str, &str, libc::c_int); 4] = [
+        ("gap", "1e9", libc::SIGINT),
+        ("at", "1e15", libc::SIGINT),
+        ("rate", "20", libc::SIGTERM),
+        ("gap", "1000", libc::SIGHUP),
+    ];
+    for (how, wait, signal) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let records = dir.path().join("requests.jsonl");
+        let out = dir.path().display().to_string();
+        let (how_p, wait_p) = (format!("how={how}"), format!("wait={wait}"));
+        let args = [
+            &fixture("far_send.rhai"),
+            "--target",
+            &server.url,
+            "--model",
+            "fault-model",
+            "-p",
+            &how_p,
+            "-p",
+            &wait_p,
+            "--output",
+            &out,
+        ];
+        let (text, _) = interrupted_within_6s(&args, signal, |_| lines_in(&records) >= 1);
+        assert_interrupted_report(&text, 1);
+        assert!(dir.path().join("result.json").exists());
+    }
+    // Each run sent its first request only.
+    assert_eq!(server.seen.lock().unwrap().indices, vec![0, 0, 0, 0]);
+}
+
+/// A signal while the scenario is inside one long call (generating a request): the run
+/// does not wait for the call to return, but reports what finished and exits.
+#[test]
+fn a_signal_during_a_long_scenario_call_stops_at_once() {
+    let _guard = exclusive();
+    let server = FaultServer::start(|_| Fault::None);
+    let args = [
+        &fixture("slow_call.rhai"),
+        "--target",
+        &server.url,
+        "--model",
+        "fault-model",
+    ];
+    let (text, err) = interrupted_within_6s(&args, libc::SIGINT, |lines| {
+        lines.iter().any(|l| l.contains("long call"))
+    });
+    // The call takes seconds (4 s here): the run ended without waiting for it to return.
+    assert!(!err.contains("call done"), "{err}");
+    assert!(text.contains("Phase ended: interrupted."), "{text}");
+    let ok = report_row(&text, "Successful requests:").unwrap();
+    assert!(ok > 0 && ok < 1000, "{text}");
+}
+
+/// A signal during the pre-run checks (the target accepts the connection and never
+/// answers): exit 130 at once, with one line on stderr, rather than death by the signal.
+#[test]
+fn a_signal_during_the_pre_run_checks_exits_130() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    // Accepts and holds connections, answering nothing (bounded: the test ends first).
+    let _holder = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().take(4) {
+            held.push(stream);
+        }
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    let mut child = spawn_runner(&[&fixture("faults.rhai"), "--target", &url]);
+    let pipes = Pipes::take(&mut child);
+    std::thread::sleep(Duration::from_millis(1500));
+    let signalled = std::time::Instant::now();
+    send(&child, libc::SIGINT);
+    let code = wait_exit(&mut child, Duration::from_secs(30));
+    let took = signalled.elapsed();
+    let (text, err) = pipes.join();
+    assert_eq!(code, Some(EXIT_INTERRUPTED), "{err}\n{text}");
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    assert!(err.contains("interrupted"), "{err}");
 }

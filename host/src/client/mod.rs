@@ -1,6 +1,7 @@
 //! The HTTP side: an OpenAI-compatible streaming client, its SSE framing, and the decoding
 //! of a response into timed content chunks.
 
+mod error_body;
 pub mod openai;
 pub mod sse;
 pub mod stream;

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::watch;
 
+use super::error_body;
 use super::stream::{BodyDecoder, Exchange};
+use crate::display::escape_control;
 use crate::metrics::record::ErrorKind;
 use crate::scenario::{Prompt, RequestSpec};
 
@@ -218,7 +220,10 @@ impl Client {
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
             return Err(ClientError::BadUrl(target.to_string()));
         }
+        // A benchmark request is not sent on to wherever a redirect points: that would
+        // measure another server, and a loop would send it many times. A 3xx is a failure.
         let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(10))
             .pool_max_idle_per_host(usize::MAX)
@@ -226,6 +231,7 @@ impl Client {
             .build()
             .map_err(|e| ClientError::Build(chain(&e)))?;
         let unpooled = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(10))
             .pool_max_idle_per_host(0)
@@ -359,26 +365,7 @@ impl Client {
         ex.status = Some(status.as_u16());
         if !status.is_success() {
             answered.store(true, Ordering::Release);
-            let retry_after = resp
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .map(|v| format!(" (Retry-After: {})", excerpt(v)))
-                .unwrap_or_default();
-            // The status decides the kind, even if the body then stalls or breaks.
-            let head = format!("HTTP {}{retry_after}", status.as_u16());
-            ex.fail(ErrorKind::of_status(status.as_u16()), head.clone());
-            let mut body = Vec::new();
-            while body.len() < ERROR_BODY_BYTES {
-                match resp.chunk().await {
-                    Ok(Some(bytes)) => body.extend_from_slice(&bytes),
-                    _ => break,
-                }
-            }
-            if let Some(e) = ex.error.as_mut() {
-                e.message = format!("{head}: {}", excerpt(&String::from_utf8_lossy(&body)));
-            }
-            return;
+            return self.fail_status(resp, ex).await;
         }
         let is_sse = resp
             .headers()
@@ -410,6 +397,59 @@ impl Client {
             }
         }
         decoder.finish(ex, Instant::now());
+    }
+
+    /// Fails `ex` with a non-2xx status. The status decides the kind, even if the body then
+    /// stalls or breaks; the message quotes `Retry-After`, a redirect's `Location` and the
+    /// start of a text body (a compressed or binary one is only described).
+    async fn fail_status(&self, mut resp: reqwest::Response, ex: &mut Exchange) {
+        use reqwest::header::{
+            CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, RETRY_AFTER,
+        };
+        let status = resp.status().as_u16();
+        let header = |name| {
+            resp.headers()
+                .get(name)
+                .map(|v: &reqwest::header::HeaderValue| {
+                    String::from_utf8_lossy(v.as_bytes()).into_owned()
+                })
+        };
+        let mut head = format!("HTTP {status}");
+        if let Some(v) = header(RETRY_AFTER) {
+            head += &format!(" (Retry-After: {})", excerpt(&self.redact(v)));
+        }
+        if let Some(v) = header(LOCATION).filter(|_| (300..400).contains(&status)) {
+            let location = excerpt(&self.redact(v));
+            head += &format!(" (Location: \"{}\")", escape_control(&location));
+        }
+        let (content_type, encoding) = (header(CONTENT_TYPE), header(CONTENT_ENCODING));
+        let length = header(CONTENT_LENGTH).and_then(|v| v.trim().parse().ok());
+        ex.fail(ErrorKind::of_status(status), head.clone());
+        let mut body = Vec::new();
+        let mut ended = false;
+        while body.len() < ERROR_BODY_BYTES {
+            match resp.chunk().await {
+                Ok(Some(bytes)) => body.extend_from_slice(&bytes),
+                Ok(None) => {
+                    ended = true;
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let length = length.or(ended.then_some(body.len() as u64));
+        let summary =
+            error_body::summary(content_type.as_deref(), encoding.as_deref(), &body, length);
+        if let Some(e) = ex.error.as_mut() {
+            e.message = match summary {
+                Some(summary) => format!("{head}: {summary}"),
+                None => {
+                    // Redacted whole, then cut: an excerpt must not end inside a secret.
+                    let body = self.redact(String::from_utf8_lossy(&body).into_owned());
+                    format!("{head}: {}", excerpt(&body))
+                }
+            };
+        }
     }
 
     /// Health check, model discovery and one test request, as `vllm bench serve` does

@@ -22,6 +22,7 @@ pub fn collect(dir: &Path, manifest: &Manifest) -> Result<Files, String> {
     let mut c = Collector {
         root: dir,
         files: Files::new(),
+        entries: 0,
         bytes: 0,
     };
     for rel in [MANIFEST, manifest.entry.as_str()]
@@ -67,6 +68,8 @@ fn shown(root: &Path, path: &Path) -> String {
 struct Collector<'a> {
     root: &'a Path,
     files: Files,
+    /// Files and directories visited, against the archive's cap (so the walk is bounded).
+    entries: usize,
     bytes: u64,
 }
 
@@ -77,6 +80,13 @@ impl Collector<'_> {
         let mut pending: Vec<PathBuf> = vec![start.to_path_buf()];
         while let Some(path) = pending.pop() {
             let meta = regular_or_dir(self.root, &path)?;
+            self.entries += 1;
+            if self.entries > MAX_ENTRIES {
+                return Err(format!(
+                    "{}: more than {MAX_ENTRIES} files and directories; a package holds at most {MAX_ENTRIES}",
+                    self.root.display()
+                ));
+            }
             if meta.is_dir() {
                 let entries = std::fs::read_dir(&path)
                     .map_err(|e| format!("cannot list {}: {e}", path.display()))?;
@@ -97,12 +107,6 @@ impl Collector<'_> {
         if self.files.contains_key(&rel) {
             // The manifest lists it twice (as a file and inside a listed directory).
             return Ok(());
-        }
-        if self.files.len() >= MAX_ENTRIES {
-            return Err(format!(
-                "{}: more than {MAX_ENTRIES} files; a package holds at most {MAX_ENTRIES}",
-                self.root.display()
-            ));
         }
         self.bytes = self.bytes.saturating_add(meta.len());
         if self.bytes > MAX_UNPACKED_BYTES {

@@ -125,6 +125,9 @@ pub fn write_reports(dir: &Path, run: &RunOut) -> Result<(), OutputError> {
             render_tag_table_markdown(&s.tags)
         );
     }
+    // Servers' messages and scenarios' names reach the markdown: control characters are
+    // escaped (line breaks kept), as on the terminal.
+    let md = crate::display::escape_control_multiline(&md).into_owned();
     let md_path = dir.join("report.md");
     std::fs::write(&md_path, md).map_err(write_err(&md_path))?;
     let html = render_html(&HtmlReport {
@@ -148,7 +151,7 @@ fn render_notes_markdown(notes: &[(String, NoteValue)]) -> String {
     }
     let mut out = String::from("\n## Scenario result\n\n| key | value |\n|---|---|\n");
     for (key, value) in notes {
-        let cell = |t: &str| t.replace('|', "\\|");
+        let cell = |t: &str| crate::display::escape_control(t).replace('|', "\\|");
         out += &format!("| {} | {} |\n", cell(key), cell(&value.to_string()));
     }
     out

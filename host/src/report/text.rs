@@ -7,6 +7,7 @@ use std::fmt::Display;
 use std::fmt::Write as _;
 
 use super::RunHeader;
+use crate::display::{escape_control, escape_control_multiline};
 use crate::metrics::{Distribution, PhaseSummary, CLIENT_BOUND_LATENESS_MS};
 
 const WIDTH: usize = 50;
@@ -35,9 +36,11 @@ fn row_f(out: &mut String, label: &str, value: f64) {
     let _ = writeln!(out, "{label:<40} {value:<10.2}");
 }
 
-/// `text` on one line, at most `max` characters.
+/// `text` on one line, at most `max` characters, its control characters escaped (a
+/// server's message may carry terminal escape sequences).
 fn one_line(text: &str, max: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = escape_control(&words).into_owned();
     if flat.chars().count() <= max {
         return flat;
     }
@@ -77,12 +80,19 @@ fn latency_section(out: &mut String, header: &str, short: &str, d: &Distribution
 /// A short readable block printed before the results.
 pub fn render_header(h: &RunHeader) -> String {
     let mut out = String::new();
-    let mut line = |label: &str, value: &str| {
-        let _ = writeln!(out, "{:<16} {}", format!("{label}:"), value);
+    // Every value comes from a scenario, a package or the server (the model's name): each
+    // stays on its line, control characters escaped; a description may span lines.
+    let mut line = |label: &str, value: &str, multiline: bool| {
+        let value = if multiline {
+            escape_control_multiline(value)
+        } else {
+            escape_control(value)
+        };
+        let _ = writeln!(out, "{:<16} {value}", format!("{label}:"));
     };
-    line("Scenario", &h.scenario);
+    line("Scenario", &h.scenario, false);
     if !h.description.is_empty() {
-        line("Description", &h.description);
+        line("Description", &h.description, true);
     }
     let params = if h.params.is_empty() {
         "(none)".to_string()
@@ -93,20 +103,24 @@ pub fn render_header(h: &RunHeader) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    line("Parameters", &params);
+    line("Parameters", &params, false);
     if let Some((name, version)) = &h.package {
-        line("Package", &format!("{name} {version}"));
+        line("Package", &format!("{name} {version}"), false);
     }
-    line("Scenario digest", &format!("sha256:{}", h.scenario_digest));
-    line("Seed", &h.seed.to_string());
-    line("Target", &h.target);
-    line("Model", &h.model);
-    line("API", &h.api);
-    line("Tokenizer", &h.tokenizer);
+    line(
+        "Scenario digest",
+        &format!("sha256:{}", h.scenario_digest),
+        false,
+    );
+    line("Seed", &h.seed.to_string(), false);
+    line("Target", &h.target, false);
+    line("Model", &h.model, false);
+    line("API", &h.api, false);
+    line("Tokenizer", &h.tokenizer, false);
     if let Some(d) = &h.request_digest {
-        line("Request digest", &format!("sha256:{d}"));
+        line("Request digest", &format!("sha256:{d}"), false);
     }
-    line("Runner version", &h.runner_version);
+    line("Runner version", &h.runner_version, false);
     out
 }
 
@@ -260,7 +274,7 @@ pub fn render_phases(phases: &[PhaseText], percentiles: &[f64], goodput: bool) -
                 "Phase {}/{}: {} ({})",
                 i + 1,
                 phases.len(),
-                s.name,
+                escape_control(&s.name),
                 phase.arrival
             );
         }
@@ -308,7 +322,8 @@ pub fn render_notes(notes: &[(String, crate::scenario::NoteValue)]) -> String {
     }
     section(&mut out, " Scenario Result ");
     for (key, value) in notes {
-        let _ = writeln!(out, "{:<40} {value}", format!("{key}:"));
+        let value = escape_control_multiline(&value.to_string()).into_owned();
+        let _ = writeln!(out, "{:<40} {value}", format!("{}:", escape_control(key)));
     }
     footer(&mut out, '=');
     out.push('\n');
