@@ -596,6 +596,45 @@ mod tests {
         }
     }
 
+    /// Figures for a 10 MB single word, and tiktoken-rs's quadratic merge on shorter ones
+    /// for comparison; run with `cargo test -p runner --lib --release
+    /// tokenizer::fast_bpe::tests::long_word_timings -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn long_word_timings() {
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let ascii: String = (0..10_000_000)
+            .map(|_| char::from(b'a' + rng.random_range(0..26u8)))
+            .collect();
+        let cjk: String = (0..3_400_000)
+            .map(|_| char::from_u32(0x4E00 + rng.random_range(0..2000)).unwrap())
+            .collect();
+        for tok in [o200k(), cl100k()] {
+            for (what, word) in [("ascii", &ascii), ("cjk", &cjk)] {
+                let start = std::time::Instant::now();
+                let n = tok.count(word);
+                eprintln!(
+                    "{}: {} byte {what} word: {n} tokens in {:?}",
+                    tok.name(),
+                    word.len(),
+                    start.elapsed()
+                );
+            }
+            let Backend::Tiktoken { bpe, .. } = &tok.backend else {
+                unreachable!()
+            };
+            for len in [25_000, 50_000, 100_000, 200_000] {
+                let start = std::time::Instant::now();
+                let n = bpe.encode_ordinary(&ascii[..len]).len();
+                eprintln!(
+                    "{}: tiktoken-rs on a {len} byte word: {n} tokens in {:?}",
+                    tok.name(),
+                    start.elapsed()
+                );
+            }
+        }
+    }
+
     #[test]
     fn a_piece_over_the_chunk_size_counts_close_to_exact() {
         // Exact reference: one heap merge over the whole piece, no chunks.

@@ -874,6 +874,36 @@ mod tests {
         }
     }
 
+    /// A single long "word" through each Hugging Face fixture: their BPE merges with a
+    /// heap and their pre-tokenizers split in linear time, so this stays far from the
+    /// bound (a quadratic merge would not).
+    #[test]
+    fn hf_long_words_count_in_bounded_time() {
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let ascii: String = (0..1_000_000)
+            .map(|_| char::from(b'a' + rng.random_range(0..26u8)))
+            .collect();
+        let accents: String = (0..300_000)
+            .map(|_| ['é', 'à', 'ü', 'ß'][rng.random_range(0..4)])
+            .collect();
+        for name in HF_FIXTURES {
+            let tok = hf(name);
+            for (what, word) in [("ascii", &ascii), ("accented", &accents)] {
+                let start = Instant::now();
+                let n = tok.count(word);
+                let took = start.elapsed();
+                eprintln!(
+                    "{name}: {} byte {what} word: {n} tokens in {took:?}",
+                    word.len()
+                );
+                assert!(
+                    took < std::time::Duration::from_secs(30),
+                    "{name}: {took:?}"
+                );
+            }
+        }
+    }
+
     /// Speed figures; run with
     /// `cargo test -p runner --lib --release tokenizer::tests::timings -- --ignored --nocapture`.
     #[test]
