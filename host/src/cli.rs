@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use sha2::Digest;
 
 use crate::client::{Api, Client, Timeouts, UsageRequest};
-use crate::display::escape_control_multiline;
+use crate::display::{escape_control, escape_control_multiline};
 use crate::engine::{self, EngineConfig, RunResult, StopReason};
 use crate::interrupt::Interrupts;
 use crate::merge;
@@ -482,19 +482,24 @@ fn info_command(a: InfoArgs) -> Result<()> {
     let tokenizer = load_tokenizer("o200k_base")?;
     let loaded = load_scenario(&a.source, tokenizer, &[], true)?;
     let d = &loaded.description;
-    crate::outln!("{}  ({})", d.name, a.source.scenario.display());
+    // Names, descriptions and help come from the package: shown, never obeyed.
+    crate::outln!(
+        "{}  ({})",
+        escape_control(&d.name),
+        a.source.scenario.display()
+    );
     if !d.description.is_empty() {
-        crate::outln!("{}", d.description);
+        crate::outln!("{}", escape_control_multiline(&d.description));
     }
     match &loaded.package {
         Some(p) => {
             let m = &p.manifest;
             crate::outln!("\nPackage:    {} {}", m.name, m.version);
             if !m.description.is_empty() {
-                crate::outln!("            {}", m.description);
+                crate::outln!("            {}", escape_control_multiline(&m.description));
             }
             if !m.authors.is_empty() {
-                crate::outln!("Authors:    {}", m.authors.join(", "));
+                crate::outln!("Authors:    {}", escape_control(&m.authors.join(", ")));
             }
             crate::outln!("Entry:      {}", m.entry);
             crate::outln!("Interface:  {}", m.interface);
@@ -509,6 +514,10 @@ fn info_command(a: InfoArgs) -> Result<()> {
                     ("Notes", &t.notes),
                 ] {
                     if let Some(v) = v {
+                        let v = match label {
+                            "Notes" => escape_control_multiline(v),
+                            _ => escape_control(v),
+                        };
                         crate::outln!("Recommended {label}: {v}");
                     }
                 }
@@ -539,9 +548,9 @@ fn info_command(a: InfoArgs) -> Result<()> {
     for p in &d.params {
         crate::outln!(
             "  {:<name_w$}  {:<def_w$}  {}",
-            p.name,
-            p.default.to_string(),
-            p.help
+            escape_control(&p.name),
+            escape_control(&p.default.to_string()),
+            escape_control(&p.help)
         );
     }
     Ok(())
