@@ -269,3 +269,24 @@ fn candidates(dir: &Path, name: &str) -> Vec<(semver::Version, PathBuf)> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listed_path_is_a_file_or_a_directory_of_files_never_a_name_prefix() {
+        let mut files = Files::new();
+        for name in ["data-x", "data/a.json", "data0", "entry.rhai"] {
+            files.insert(name.into(), vec![]);
+        }
+        assert!(holds(&files, "entry.rhai"));
+        assert!(holds(&files, "data"));
+        assert!(holds(&files, &manifest::canonical("./data/")));
+        assert!(!holds(&files, "dat"));
+        assert!(!holds(&files, "data/a"));
+        let mut no_dir = files.clone();
+        no_dir.remove("data/a.json");
+        assert!(!holds(&no_dir, "data"));
+    }
+}
