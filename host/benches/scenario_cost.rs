@@ -13,6 +13,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use runner::scenario::files::FileAccess;
 use runner::scenario::{self, HostContext, Next, Params, Scenario};
 use runner::tokenizer::Tokenizer;
 
@@ -51,7 +52,7 @@ fn build_components() -> PathBuf {
 
 fn load(path: &Path, tokenizer: &Arc<Tokenizer>, overrides: &[(&str, &str)]) -> Box<dyn Scenario> {
     let dir = path.parent().unwrap().to_path_buf();
-    let host = HostContext::new(tokenizer.clone(), vec![dir], true);
+    let host = HostContext::new(tokenizer.clone(), FileAccess::lone_file(&dir, &[]), true);
     let mut s = scenario::load(path, host).unwrap_or_else(|e| panic!("{e}"));
     let overrides: Vec<(String, String)> = overrides
         .iter()

@@ -19,6 +19,7 @@ use crate::metrics::{parse_percentiles, MetricsOptions, PhaseSummary, Slo};
 use crate::package::{self, Package, Resolved};
 use crate::progress::{self, Progress};
 use crate::report::{self, RunHeader};
+use crate::scenario::files::FileAccess;
 use crate::scenario::params::{parse_duration_secs, parse_override};
 use crate::scenario::{self, Description, HostContext, Params, Scenario};
 use crate::shard::{Shard, ShardError, ShardPlan, StartAt};
@@ -204,6 +205,10 @@ struct RunArgs {
     /// their index variables)
     #[arg(long, conflicts_with_all = ["shard", "shards"])]
     no_shard: bool,
+    /// Run phases that have no max_requests, no max_duration and no stop function against
+    /// a real --target (they end only when the scenario runs out of requests, if ever)
+    #[arg(long)]
+    unbounded: bool,
     /// Start sending at this wall-clock instant (RFC 3339, or unix seconds), so that all
     /// shards begin together; each records how late it actually started
     #[arg(long, value_name = "TIME", value_parser = parse_start_at_arg)]
@@ -245,7 +250,7 @@ fn parse_threshold_arg(s: &str) -> Result<Threshold, String> {
 
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {
     parse_duration_secs(s)
-        .map(Duration::from_secs_f64)
+        .and_then(crate::scenario::params::duration_of)
         .ok_or_else(|| format!("expected a duration like 30s, 5m or 90, got `{s}`"))
 }
 
@@ -333,7 +338,7 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            crate::errln!("error: {}", error_line(&e));
+            crate::errln!("error: {}", crate::redact::text(&error_line(&e)));
             1
         }
     }
@@ -395,17 +400,16 @@ fn load_scenario(
         Resolved::File(path) => (path, None),
         Resolved::Package(p) => (p.entry(), Some(*p)),
     };
-    let mut roots = vec![match &package {
-        Some(p) => p.root.clone(),
-        None => scenario_dir(&entry),
-    }];
     for d in data_dirs {
         if !d.is_dir() {
             bail!("--data-dir {} is not a directory", d.display());
         }
-        roots.push(d.clone());
     }
-    let scenario = scenario::load(&entry, HostContext::new(tokenizer, roots, quiet))?;
+    let files = match &package {
+        Some(p) => FileAccess::package(&p.root, data_dirs),
+        None => FileAccess::lone_file(&scenario_dir(&entry), data_dirs),
+    };
+    let scenario = scenario::load(&entry, HostContext::new(tokenizer, files, quiet))?;
     let mut description = scenario.describe().clone();
     let digest = match &package {
         Some(p) => {
@@ -616,6 +620,22 @@ fn merge_command(a: MergeArgs) -> Result<i32> {
     )
 }
 
+/// A phase with no bound on requests or time runs against a real server until the
+/// scenario runs out of requests, which may be never: refused unless asked for.
+fn refuse_unbounded(file: &Path, phases: &[scenario::PhaseSpec]) -> Result<()> {
+    match phases
+        .iter()
+        .find(|p| p.max_requests.is_none() && p.max_duration.is_none())
+    {
+        Some(p) => bail!(
+            "{}: phase `{}` has no max_requests and no max_duration, so against a real server it ends only when the scenario runs out of requests, if ever; set one, or pass --unbounded",
+            file.display(),
+            p.name
+        ),
+        None => Ok(()),
+    }
+}
+
 /// `N of M thresholds failed: ...`, naming each failed one with its value (and its phase
 /// when there are several); `None` when all passed.
 fn failed_thresholds(verdicts: &[thresholds::Verdict], many_phases: bool) -> Option<String> {
@@ -665,6 +685,12 @@ fn sim_command(a: SimCommand) -> Result<()> {
 }
 
 fn run_command(a: RunArgs) -> Result<i32> {
+    // Before anything is sent or printed: the key and the target's credentials are hidden
+    // in every line, record and file from here on.
+    crate::redact::install(crate::redact::Redactor::new(
+        a.api_key.as_deref(),
+        a.target.as_deref(),
+    ));
     // Signals are handled from the start: loading and the pre-run checks end at once
     // with exit code 130, the run itself stops and reports (see `interrupt`).
     let rt = runtime()?;
@@ -682,6 +708,9 @@ fn run_command(a: RunArgs) -> Result<i32> {
         digest: scenario_digest,
     } = loaded;
     let mut overrides = a.params.clone();
+    if let (Some(seed), Some((_, value))) = (a.seed, a.params.iter().find(|(n, _)| n == "seed")) {
+        bail!("--seed {seed} and -p seed={value} both set the seed: give only one");
+    }
     let declares_seed = description.params.iter().any(|p| p.name == "seed");
     if let (Some(seed), true) = (a.seed, declares_seed) {
         overrides.push(("seed".into(), seed.to_string()));
@@ -698,6 +727,9 @@ fn run_command(a: RunArgs) -> Result<i32> {
     };
     scenario.configure(&params)?;
     let phases = scenario.phases()?;
+    if a.target.is_some() && !a.unbounded && !scenario.has_stop() {
+        refuse_unbounded(&a.source.scenario, &phases)?;
+    }
     let declared_phases = phases.clone();
     let (shard_plan, phases) = match Shard::resolve(a.shard, a.shards, |name| {
         std::env::var(name).ok().filter(|_| !a.no_shard)
@@ -736,7 +768,7 @@ fn run_command(a: RunArgs) -> Result<i32> {
 
     // The target: a real server, or the built-in simulator on loopback.
     let (sim, target, target_label) = match &a.target {
-        Some(url) => (None, url.clone(), url.clone()),
+        Some(url) => (None, url.clone(), crate::redact::string(url.clone())),
         None => {
             let mut config = a.sim.to_config()?;
             let counter = tokenizer.clone();
@@ -776,7 +808,7 @@ fn run_command(a: RunArgs) -> Result<i32> {
             .collect(),
         seed,
         target: target_label,
-        model: model.clone(),
+        model: crate::redact::string(model.clone()),
         api: a.api.name().to_string(),
         tokenizer: tokenizer.name().to_string(),
         request_digest: None,
@@ -871,6 +903,7 @@ fn run_command(a: RunArgs) -> Result<i32> {
     body += &report::text::render_notes(&result.notes);
     body += &report::text::render_thresholds(&verdicts, measured.len() > 1);
     body += &format!("Request stream digest (sha256): {}\n", result.digest);
+    let body = crate::redact::string(body);
 
     let mut json = result_json(&header, &result, &percentiles);
     if let (false, Some(map)) = (checks.is_empty(), json.as_object_mut()) {
@@ -941,6 +974,10 @@ fn run_command(a: RunArgs) -> Result<i32> {
         );
     }
     let completed: u64 = result.phases.iter().map(|p| p.summary.completed).sum();
+    let failed: u64 = result.phases.iter().map(|p| p.summary.failed).sum();
+    if completed + failed == 0 {
+        bail!("nothing was sent: the scenario's phases ended before their first request (an empty dataset, or max_requests of 0?)");
+    }
     if completed == 0 {
         bail!("no request succeeded; see the failure counts above");
     }
@@ -996,11 +1033,13 @@ fn result_json(header: &RunHeader, result: &RunResult, percentiles: &[f64]) -> s
 
 fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value).context("cannot serialise the result")?;
-    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+    write_text(path, &(text + "\n"))
 }
 
+/// Every file the CLI writes passes the redaction of the run's secrets.
 fn write_text(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+    std::fs::write(path, crate::redact::text(text).as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod merge;
 pub mod metrics;
 pub mod package;
 pub mod progress;
+pub mod redact;
 pub mod report;
 pub mod scenario;
 pub mod schedule;

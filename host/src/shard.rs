@@ -250,8 +250,12 @@ impl std::str::FromStr for StartAt {
     fn from_str(s: &str) -> Result<StartAt, ShardError> {
         let t = s.trim();
         if let Ok(secs) = t.parse::<f64>() {
-            if secs.is_finite() && secs >= 0.0 {
-                return Ok(StartAt(UNIX_EPOCH + Duration::from_secs_f64(secs)));
+            // Out of a Duration's or a SystemTime's range: refused below, never a panic.
+            let at = Duration::try_from_secs_f64(secs)
+                .ok()
+                .and_then(|d| UNIX_EPOCH.checked_add(d));
+            if let Some(at) = at {
+                return Ok(StartAt(at));
             }
         }
         let dt = chrono::DateTime::parse_from_rfc3339(t)

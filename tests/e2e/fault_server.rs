@@ -27,6 +27,12 @@ pub enum Fault {
     UnavailableStalled,
     /// HTTP 401 whose body echoes the request's Authorization header back.
     EchoAuth,
+    /// A normal stream whose final event carries llama.cpp-style `timings` echoing the
+    /// Authorization header, in a value and in a key.
+    EchoAuthInTimings,
+    /// HTTP 400 whose body echoes the Authorization header so that the key straddles the
+    /// 300th character, where error messages are cut.
+    EchoAuthAtCut,
     /// A 307 redirect to another loopback port (bound, not listening): a benchmark request
     /// does not follow it, and counts it as a failed `http_other`.
     RedirectAway,
@@ -328,6 +334,29 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
                 "",
                 &format!(r#"{{"error":{{"message":"injected: bad key in header `{auth}`"}}}}"#),
             )
+        }
+        (_, Fault::EchoAuthInTimings) => {
+            let auth = req.headers.get("authorization").cloned().unwrap_or_default();
+            let timings = serde_json::json!({
+                "choices": [],
+                "usage": {"prompt_tokens": 2, "completion_tokens": 3},
+                "timings": {"prompt_ms": 1.5, "note": format!("seen {auth}"), auth.clone(): 1},
+            });
+            let mut s = STREAM_HEAD.to_string();
+            for _ in 0..3 {
+                s += &event(TOKEN);
+            }
+            s += &event(&timings.to_string());
+            s += &event("[DONE]");
+            s + "0\r\n\r\n"
+        }
+        (_, Fault::EchoAuthAtCut) => {
+            let auth = req.headers.get("authorization").cloned().unwrap_or_default();
+            let key = auth.strip_prefix("Bearer ").unwrap_or(&auth);
+            // `HTTP 400: ` is not part of the cut text: 290 characters of padding, then the
+            // key, so its first 10 characters fall before character 300 and the rest after.
+            let body = format!("{}{key} and more text after it", "x".repeat(290));
+            simple("400 Bad Request", "", &body)
         }
         (_, Fault::RedirectAway) => format!(
             "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://{dead}{}\r\ncontent-length: 0\r\n\r\n",

@@ -63,15 +63,16 @@ pub(crate) fn component(name: &str) -> String {
     guests().join(format!("{name}.wasm")).display().to_string()
 }
 
-/// A copy of the probe in a directory of its own, with a file inside its package and one
-/// just outside it.
+/// A copy of the probe in a directory of its own, with a file in its `data/` folder, one
+/// beside it and one just outside its directory.
 fn probe_package() -> (tempfile::TempDir, String) {
     let root = tempfile::tempdir().expect("temp dir");
     std::fs::write(root.path().join("outside.txt"), "outside secret").unwrap();
     let pkg = root.path().join("pkg");
-    std::fs::create_dir(&pkg).unwrap();
+    std::fs::create_dir_all(pkg.join("data")).unwrap();
     std::fs::copy(component("sandbox_probe"), pkg.join("sandbox_probe.wasm")).unwrap();
-    std::fs::write(pkg.join("inside.txt"), "hello from inside").unwrap();
+    std::fs::write(pkg.join("beside.txt"), "beside secret").unwrap();
+    std::fs::write(pkg.join("data/inside.txt"), "hello from inside").unwrap();
     let path = pkg.join("sandbox_probe.wasm").display().to_string();
     (root, path)
 }
@@ -333,13 +334,31 @@ fn paths_outside_the_package_are_refused_and_the_package_is_read_only() {
         "std ../outside.txt: refused",
         "host ../outside.txt: refused",
         "host /etc/passwd: refused",
-        "std write /scenario/written.txt: refused",
+        "std beside: refused",
+        "host beside: refused",
+        "std write /scenario/data/written.txt: refused",
     ] {
         assert!(err.contains(attempt), "no `{attempt}` in:\n{err}");
     }
     // Its own files it can read, both ways.
     assert!(err.contains("std inside: hello from inside"), "{err}");
     assert!(err.contains("host inside: hello from inside"), "{err}");
+}
+
+#[test]
+fn a_data_dir_grants_reading_through_the_host_call() {
+    let (dir, probe) = probe_package();
+    let granted = dir.path().display().to_string();
+    let out = runner(&[&probe, "-p", "attack=files", "--data-dir", &granted]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    // `../outside.txt` resolves into the granted directory: readable now.
+    assert!(
+        err.contains("host ../outside.txt: LEAKED 14 bytes"),
+        "{err}"
+    );
+    // The file beside the component is inside the granted directory too.
+    assert!(err.contains("host beside: LEAKED"), "{err}");
 }
 
 #[test]

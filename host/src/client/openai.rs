@@ -11,6 +11,7 @@ use super::error_body;
 use super::stream::{BodyDecoder, Exchange};
 use crate::display::escape_control;
 use crate::metrics::record::ErrorKind;
+use crate::redact::Redactor;
 use crate::scenario::{Prompt, RequestSpec};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -159,6 +160,8 @@ pub struct Client {
     unpooled: reqwest::Client,
     base: String,
     api_key: Option<String>,
+    /// The API key and the target's credentials, hidden in everything this client reports.
+    redactor: Redactor,
     timeouts: Timeouts,
     /// Starts every request's `x-request-id`.
     request_id_prefix: String,
@@ -239,7 +242,9 @@ impl Client {
             .map_err(|e| ClientError::Build(chain(&e)))?;
         // An empty key is no key: nothing to send, nothing to hide.
         let api_key = api_key.filter(|k| !k.is_empty());
+        let redactor = Redactor::new(api_key.as_deref(), Some(target));
         Ok(Client {
+            redactor,
             http,
             unpooled,
             base,
@@ -268,10 +273,7 @@ impl Client {
     /// Removes the API key from text bound for a record, a report or the terminal: a
     /// server may echo it back in an error body.
     pub fn redact(&self, text: String) -> String {
-        match &self.api_key {
-            Some(key) if text.contains(key.as_str()) => text.replace(key.as_str(), "[redacted]"),
-            _ => text,
-        }
+        self.redactor.string(text)
     }
 
     /// Sends one request, with `request_id` as its `x-request-id` header, and times every
@@ -318,6 +320,9 @@ impl Client {
         }
         if let Some(e) = ex.error.as_mut() {
             e.message = self.redact(std::mem::take(&mut e.message));
+        }
+        if let Some(timings) = ex.server_timings.as_mut() {
+            self.redactor.json(timings);
         }
         ex
     }
@@ -476,7 +481,7 @@ impl Client {
             }
             Ok(r) if r.status().is_server_error() => {
                 let status = r.status().as_u16();
-                let body = self.redact(excerpt(&r.text().await.unwrap_or_default()));
+                let body = excerpt(&self.redact(r.text().await.unwrap_or_default()));
                 return Err(ClientError::Status {
                     url: health,
                     status,

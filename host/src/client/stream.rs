@@ -75,24 +75,54 @@ impl Exchange {
             let text = err
                 .get("message")
                 .and_then(|m| m.as_str())
-                .map(str::to_string)
-                .unwrap_or_else(|| err.to_string());
+                .map(|m| crate::redact::excerpt(m, 300))
+                .unwrap_or_else(|| crate::redact::excerpt(&err.to_string(), 300));
             return self.fail(
                 ErrorKind::ErrorObject,
                 format!("error object in the response: {text}"),
             );
+        }
+        if let Some(u) = &msg.usage {
+            let counts = [
+                ("prompt_tokens", u.prompt_tokens),
+                ("completion_tokens", u.completion_tokens),
+            ];
+            if let Some((name, n)) = counts
+                .iter()
+                .find(|(_, n)| n.is_some_and(|n| n > MAX_USAGE_TOKENS))
+            {
+                return self.fail(
+                    ErrorKind::MalformedJson,
+                    format!(
+                        "usage.{name} of {} is beyond any real count (over {MAX_USAGE_TOKENS})",
+                        n.unwrap_or_default()
+                    ),
+                );
+            }
         }
         let cumulative = msg.usage.as_ref().and_then(|u| u.completion_tokens);
         if let Some(u) = msg.usage {
             self.prompt_tokens = u.prompt_tokens.or(self.prompt_tokens);
             self.completion_tokens = u.completion_tokens.or(self.completion_tokens);
         }
-        if msg.timings.is_some() {
-            self.server_timings = msg.timings;
+        if let Some(t) = msg.timings {
+            // Kept in every record: a server's object of any size is not.
+            if t.to_string().len() <= MAX_TIMINGS_BYTES {
+                self.server_timings = Some(t);
+            }
         }
         let Some(choice) = &msg.choice else {
             return;
         };
+        if self.chunks.len() >= MAX_CHUNKS || self.text.len() > MAX_TEXT_BYTES {
+            return self.fail(
+                ErrorKind::TooLarge,
+                format!(
+                    "the response passed {MAX_CHUNKS} content chunks or {} MiB of text, the most a record holds",
+                    MAX_TEXT_BYTES >> 20
+                ),
+            );
+        }
         let start = self.text.len();
         let mut content = false;
         if let Some(t) = &choice.text {
@@ -116,8 +146,25 @@ impl Exchange {
 }
 
 /// The first bytes of a bad payload, for the error message.
+/// The most content chunks one response may bring: each is a timestamp in the record,
+/// so an endless stream must end somewhere (a million tokens is beyond any model's output).
+const MAX_CHUNKS: usize = 1 << 20;
+
+/// The most generated text kept for one response (counted, and handed to `on_response`).
+const MAX_TEXT_BYTES: usize = 64 << 20;
+
+/// The largest llama.cpp-style `timings` object kept in a record.
+const MAX_TIMINGS_BYTES: usize = 64 << 10;
+
+/// The most tokens a `usage` count may claim: far beyond any context window (10^9), far
+/// below where totals over a run could wrap.
+const MAX_USAGE_TOKENS: u64 = 1_000_000_000;
+
+/// The start of a message a server sent, for an error: redacted before it is cut.
 fn head(data: &[u8]) -> String {
-    String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned()
+    // A secret is far shorter than 4 KiB: redacting that much catches one at the cut.
+    let window = String::from_utf8_lossy(&data[..data.len().min(4096)]);
+    crate::redact::excerpt(&window, 120)
 }
 
 #[derive(Deserialize)]
@@ -296,6 +343,37 @@ mod tests {
         assert_eq!(ex.chunks.len(), 3);
         assert_eq!(ex.text, "think hi");
         assert_eq!((ex.prompt_tokens, ex.completion_tokens), (Some(3), Some(4)));
+    }
+
+    #[test]
+    fn an_implausible_usage_count_is_malformed_not_a_wrapped_total() {
+        let mut ex = Exchange::new();
+        let t = Instant::now();
+        ex.message(br#"{"choices":[{"text":"a"}]}"#, t);
+        ex.message(
+            br#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":18446744073709551615}}"#,
+            t,
+        );
+        let e = ex.error.expect("refused");
+        assert_eq!(e.kind, ErrorKind::MalformedJson);
+        assert!(
+            e.message.contains("usage.completion_tokens"),
+            "{}",
+            e.message
+        );
+        assert_eq!(ex.completion_tokens, None);
+    }
+
+    #[test]
+    fn an_endless_response_ends_as_too_large() {
+        let mut ex = Exchange::new();
+        let t = Instant::now();
+        for _ in 0..=MAX_CHUNKS {
+            ex.message(br#"{"choices":[{"text":"a"}]}"#, t);
+        }
+        assert_eq!(ex.chunks.len(), MAX_CHUNKS);
+        let e = ex.error.expect("ended");
+        assert_eq!(e.kind, ErrorKind::TooLarge);
     }
 
     fn decode(sse: bool, body: &[u8]) -> Exchange {

@@ -29,9 +29,11 @@ pub(super) async fn collect(
             Collect::Record(record, outcome) => {
                 if let (Some(w), None) = (records.as_mut(), &write_error) {
                     // One write per record, so a line on disk is always a whole record.
-                    let mut line = serde_json::to_vec(&*record).unwrap_or_default();
-                    line.push(b'\n');
-                    if let Err(e) = w.write_all(&line) {
+                    // Redacted whole: the record's server text is, and so is anything else.
+                    let json = serde_json::to_string(&*record).unwrap_or_default();
+                    let mut line = crate::redact::string(json);
+                    line.push('\n');
+                    if let Err(e) = w.write_all(line.as_bytes()) {
                         write_error = Some(e);
                     }
                 }

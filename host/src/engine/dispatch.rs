@@ -195,15 +195,19 @@ pub(super) async fn dispatch_phase(
         });
     };
 
+    if stop == StopReason::ScenarioFailed {
+        return Err(queued_failure(req_rx).await);
+    }
     // Drain. Requests of a phase that ran out of work are all part of it: wait for every
     // one (each is bounded by the request timeout). A phase stopped by time or by its stop
     // condition lets in-flight requests finish up to the drain limit, then cuts them.
     let drain = match stop {
         StopReason::Exhausted => None,
         StopReason::Interrupted => Some(config.interrupt_drain),
-        StopReason::MaxDuration | StopReason::ScenarioStop | StopReason::MaxErrorRate { .. } => {
-            Some(config.drain_timeout)
-        }
+        StopReason::MaxDuration
+        | StopReason::ScenarioStop
+        | StopReason::ScenarioFailed
+        | StopReason::MaxErrorRate { .. } => Some(config.drain_timeout),
     };
     let wait_all = async {
         loop {
@@ -231,6 +235,17 @@ pub(super) async fn dispatch_phase(
         stop
     };
     Ok((stop, cut, phase_start.elapsed()))
+}
+
+/// The scenario's error, queued behind requests it generated ahead that will not be sent.
+async fn queued_failure(req_rx: &mut mpsc::Receiver<FromScenario>) -> EngineError {
+    loop {
+        match req_rx.recv().await {
+            Some(FromScenario::Failed(e)) => return e.into(),
+            Some(_) => continue,
+            None => return EngineError::ScenarioThread,
+        }
+    }
 }
 
 /// Tokens carried by each content chunk: from the server's cumulative usage when it

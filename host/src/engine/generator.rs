@@ -105,6 +105,9 @@ fn plan(
 pub(super) struct ThreadContext {
     /// Set when the scenario's `stop` function ends the current phase.
     pub(super) stop: watch::Sender<bool>,
+    /// Set when the scenario failed, before its error is queued: the dispatcher must not
+    /// wait for requests ahead of it.
+    pub(super) failed: watch::Sender<bool>,
     pub(super) config: EngineConfig,
     pub(super) tokenizer: Arc<Tokenizer>,
     pub(super) live: Arc<Mutex<Live>>,
@@ -122,6 +125,7 @@ pub(super) fn scenario_loop(
 ) {
     let ThreadContext {
         stop,
+        failed,
         config,
         tokenizer,
         live,
@@ -129,6 +133,7 @@ pub(super) fn scenario_loop(
     } = context;
     let fail = |e: ScenarioError| {
         primed.notify_one();
+        failed.send_replace(true);
         let _ = req_tx.blocking_send(FromScenario::Failed(e));
     };
     let closed = || {
@@ -307,6 +312,7 @@ pub(super) fn scenario_loop(
                 }
                 Err(e) => {
                     primed.notify_one();
+                    failed.send_replace(true);
                     permit.send(FromScenario::Failed(e));
                     return;
                 }

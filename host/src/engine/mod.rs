@@ -99,6 +99,9 @@ pub enum StopReason {
     MaxDuration,
     ScenarioStop,
     Interrupted,
+    /// The scenario failed while the dispatcher waited; the run ends with its error (never
+    /// kept in a phase's result).
+    ScenarioFailed,
     /// Too many of its finished requests failed: the run ends here.
     MaxErrorRate {
         failed: u64,
@@ -114,6 +117,7 @@ impl StopReason {
             StopReason::MaxDuration => "maximum duration reached".into(),
             StopReason::ScenarioStop => "the scenario's stop condition held".into(),
             StopReason::Interrupted => "interrupted".into(),
+            StopReason::ScenarioFailed => "the scenario failed".into(),
             StopReason::MaxErrorRate {
                 failed,
                 finished,
@@ -130,7 +134,7 @@ impl StopReason {
     pub fn ends_run(&self) -> bool {
         matches!(
             self,
-            StopReason::Interrupted | StopReason::MaxErrorRate { .. }
+            StopReason::Interrupted | StopReason::ScenarioFailed | StopReason::MaxErrorRate { .. }
         )
     }
 }
@@ -260,6 +264,9 @@ struct Signals {
     stop: watch::Receiver<bool>,
     /// The collector saw the error rate pass `max_error_rate`.
     error_rate: watch::Receiver<Option<StopReason>>,
+    /// The scenario failed: its error is queued behind the requests generated ahead, and
+    /// the dispatcher may be waiting on one of those (a send far ahead).
+    failed: watch::Receiver<bool>,
 }
 
 impl Signals {
@@ -272,7 +279,13 @@ impl Signals {
             interrupt,
             stop,
             error_rate,
+            failed,
         } = self;
+        let scenario_failed = async {
+            if failed.wait_for(|f| *f).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
         let interrupted = async {
             if interrupt.wait_for(|i| *i).await.is_err() {
                 std::future::pending::<()>().await;
@@ -294,6 +307,7 @@ impl Signals {
             _ = interrupted => StopReason::Interrupted,
             _ = stopped => StopReason::ScenarioStop,
             r = too_many_errors => r,
+            _ = scenario_failed => StopReason::ScenarioFailed,
         }
     }
 }
@@ -331,13 +345,16 @@ pub async fn run(
     // requests generated ahead that must not be sent any more.
     let (stop_tx, stop_rx) = watch::channel(false);
     let (error_rate_tx, error_rate_rx) = watch::channel(None);
+    let (failed_tx, failed_rx) = watch::channel(false);
     let mut signals = Signals {
         interrupt,
         stop: stop_rx,
         error_rate: error_rate_rx,
+        failed: failed_rx,
     };
     let context = ThreadContext {
         stop: stop_tx,
+        failed: failed_tx,
         config: config.clone(),
         tokenizer: tokenizer.clone(),
         live: live.clone(),

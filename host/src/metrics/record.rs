@@ -37,6 +37,9 @@ pub enum ErrorKind {
     ErrorObject,
     /// The response ended without a single content chunk.
     EmptyCompletion,
+    /// The response passed what a record may hold (see `client::stream`'s limits): the
+    /// rest of it was not read.
+    TooLarge,
     /// The run stopped (drain limit, Ctrl-C) before the request finished.
     Cancelled,
 }
@@ -68,6 +71,7 @@ impl ErrorKind {
             ErrorKind::MalformedJson => "malformed json",
             ErrorKind::ErrorObject => "error object",
             ErrorKind::EmptyCompletion => "empty completion",
+            ErrorKind::TooLarge => "response too large",
             ErrorKind::Cancelled => "cancelled",
         }
     }
@@ -88,6 +92,7 @@ impl ErrorKind {
             ErrorKind::MalformedJson => "malformed_json",
             ErrorKind::ErrorObject => "error_object",
             ErrorKind::EmptyCompletion => "empty_completion",
+            ErrorKind::TooLarge => "too_large",
             ErrorKind::Cancelled => "cancelled",
         }
     }

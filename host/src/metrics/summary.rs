@@ -26,7 +26,7 @@ const NS_PER_MS: f64 = 1e6;
 const MAX_BUCKETS: u64 = 1 << 24;
 
 /// Every error kind, in declaration order (the order failures are reported in).
-pub const ERROR_KINDS: [ErrorKind; 14] = [
+pub const ERROR_KINDS: [ErrorKind; 15] = [
     ErrorKind::Http4xx,
     ErrorKind::RateLimited,
     ErrorKind::Http5xx,
@@ -41,6 +41,7 @@ pub const ERROR_KINDS: [ErrorKind; 14] = [
     ErrorKind::ErrorObject,
     ErrorKind::EmptyCompletion,
     ErrorKind::Cancelled,
+    ErrorKind::TooLarge,
 ];
 
 fn kind_index(k: ErrorKind) -> usize {
@@ -60,6 +61,7 @@ fn kind_index(k: ErrorKind) -> usize {
         ErrorKind::ErrorObject => 11,
         ErrorKind::EmptyCompletion => 12,
         ErrorKind::Cancelled => 13,
+        ErrorKind::TooLarge => 14,
     }
 }
 

@@ -129,7 +129,7 @@ pub fn write_reports(dir: &Path, run: &RunOut) -> Result<(), OutputError> {
     // escaped (line breaks kept), as on the terminal.
     let md = crate::display::escape_control_multiline(&md).into_owned();
     let md_path = dir.join("report.md");
-    std::fs::write(&md_path, md).map_err(write_err(&md_path))?;
+    std::fs::write(&md_path, crate::redact::text(&md).as_bytes()).map_err(write_err(&md_path))?;
     let html = render_html(&HtmlReport {
         header: run.header,
         phases: &measured,
@@ -140,7 +140,8 @@ pub fn write_reports(dir: &Path, run: &RunOut) -> Result<(), OutputError> {
         series: &series,
     })?;
     let html_path = dir.join("report.html");
-    std::fs::write(&html_path, html).map_err(write_err(&html_path))?;
+    std::fs::write(&html_path, crate::redact::text(&html).as_bytes())
+        .map_err(write_err(&html_path))?;
     Ok(())
 }
 

@@ -86,9 +86,28 @@ pub fn tag_columns(t: &TagSummary) -> [(&'static str, String); 13] {
     ]
 }
 
+/// The widest a cell of an aligned text table is shown.
+const MAX_CELL_CHARS: usize = 120;
+
+/// `text` cut to [`MAX_CELL_CHARS`] for an aligned column (a name or tag may be any length;
+/// a format width must stay far below u16::MAX).
+pub fn cut_cell(text: &str) -> String {
+    if text.chars().count() <= MAX_CELL_CHARS {
+        return text.to_string();
+    }
+    text.chars().take(MAX_CELL_CHARS - 1).chain(['…']).collect()
+}
+
 /// The per-tag table as aligned text columns (nothing without tags).
 pub fn render_tag_table_text(tags: &[TagSummary]) -> String {
-    let rows: Vec<[(&str, String); 13]> = tags.iter().map(tag_columns).collect();
+    let mut rows: Vec<[(&str, String); 13]> = tags.iter().map(tag_columns).collect();
+    // A column is as wide as its widest cell, and a format width must stay far below
+    // u16::MAX: a scenario's tag may be any length, so long ones are cut for display.
+    for cell in rows.iter_mut().flat_map(|r| r.iter_mut()) {
+        if cell.1.chars().count() > MAX_CELL_CHARS {
+            cell.1 = cut_cell(&cell.1);
+        }
+    }
     let Some(first) = rows.first() else {
         return String::new();
     };

@@ -417,7 +417,7 @@ pub fn render_phase_table(phases: &[PhaseSummary]) -> String {
         .iter()
         .map(|s| {
             vec![
-                s.name.clone(),
+                super::table::cut_cell(&s.name),
                 s.completed.to_string(),
                 s.failed.to_string(),
                 f2(s.duration_s),

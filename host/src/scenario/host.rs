@@ -2,7 +2,7 @@
 //! and distributions, the run's tokenizer, reading files of the scenario's own directory,
 //! and logging. Nothing else: no network, no other files, no clock.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use rand::{Rng, RngCore, SeedableRng};
@@ -10,18 +10,16 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, Gamma, Normal};
 
 use super::budget::{self, LogBudget, OverBudget};
+use super::files::FileAccess;
 use super::spec::NoteValue;
 use crate::tokenizer::Tokenizer;
-
-/// Upper bound on one data file a scenario may read, so a script cannot exhaust memory.
-const MAX_READ_BYTES: u64 = 256 << 20;
 
 pub struct HostContext {
     pub scenario: String,
     pub tokenizer: Arc<Tokenizer>,
     rng: ChaCha8Rng,
-    /// Directories the scenario may read from; the first is its own directory.
-    roots: Vec<PathBuf>,
+    /// The files the scenario may read.
+    files: FileAccess,
     quiet: bool,
     /// Results reported with `note`, in the order first reported.
     notes: Vec<(String, NoteValue)>,
@@ -29,25 +27,21 @@ pub struct HostContext {
 }
 
 impl HostContext {
-    pub fn new(tokenizer: Arc<Tokenizer>, roots: Vec<PathBuf>, quiet: bool) -> HostContext {
-        let roots = roots
-            .into_iter()
-            .filter_map(|r| r.canonicalize().ok())
-            .collect();
+    pub fn new(tokenizer: Arc<Tokenizer>, files: FileAccess, quiet: bool) -> HostContext {
         HostContext {
             scenario: String::new(),
             tokenizer,
             rng: ChaCha8Rng::seed_from_u64(0),
-            roots,
+            files,
             quiet,
             notes: Vec::new(),
             log_budget: LogBudget::default(),
         }
     }
 
-    /// The scenario's own directory, the first place it may read from.
-    pub fn package_dir(&self) -> Option<&Path> {
-        self.roots.first().map(PathBuf::as_path)
+    /// The directory a Wasm guest gets mounted read-only, and where.
+    pub fn mount(&self) -> Option<(&Path, &str)> {
+        self.files.mount()
     }
 
     /// Restarts the random stream; the same seed gives the same stream on every run.
@@ -127,36 +121,9 @@ impl HostContext {
             .map_err(|e| HostError::Failed(e.to_string()))
     }
 
-    /// Reads a file under one of the allowed roots. Relative paths resolve against the
-    /// scenario's own directory; anything resolving outside every root is refused.
+    /// Reads a file the scenario may read (see [`FileAccess`]).
     pub fn read_file(&self, path: &str) -> Result<String, String> {
-        let Some(base) = self.roots.first() else {
-            return Err("this scenario may not read files".into());
-        };
-        let wanted = Path::new(path);
-        let joined = if wanted.is_absolute() {
-            wanted.to_path_buf()
-        } else {
-            base.join(wanted)
-        };
-        let real = joined
-            .canonicalize()
-            .map_err(|e| format!("cannot read `{path}`: {e}"))?;
-        if !self.roots.iter().any(|r| real.starts_with(r)) {
-            return Err(format!(
-                "`{path}` is outside the scenario's directory ({}); pass --data-dir DIR to allow reading another directory",
-                base.display()
-            ));
-        }
-        let len = std::fs::metadata(&real)
-            .map_err(|e| format!("cannot read `{path}`: {e}"))?
-            .len();
-        if len > MAX_READ_BYTES {
-            return Err(format!(
-                "`{path}` is {len} bytes, over the {MAX_READ_BYTES}-byte limit for scenario data"
-            ));
-        }
-        std::fs::read_to_string(&real).map_err(|e| format!("cannot read `{path}`: {e}"))
+        self.files.read(path)
     }
 
     /// Records a result for the report; a key reported again keeps its place and takes

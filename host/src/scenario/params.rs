@@ -2,6 +2,7 @@
 //! The type of a parameter is the type of its default, so `-p requests=2x` is refused early.
 
 use std::fmt;
+use std::time::Duration;
 
 use super::ScenarioError;
 
@@ -136,6 +137,13 @@ pub fn parse_override(s: &str) -> Result<(String, String), String> {
 }
 
 /// Parses a duration given as seconds (`90`, `1.5`) or with a unit (`500ms`, `30s`, `20m`, `1h`).
+/// `secs` as a Duration, or `None` when it is negative, not finite, or beyond what a
+/// Duration holds (about 5.8e11 years): such a value must be refused, never converted with
+/// `Duration::from_secs_f64`, which panics on it.
+pub fn duration_of(secs: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(secs).ok()
+}
+
 pub fn parse_duration_secs(text: &str) -> Option<f64> {
     let t = text.trim();
     let (num, mult) = if let Some(n) = t.strip_suffix("ms") {

@@ -1,12 +1,10 @@
 //! Script values to the contract's types, with errors naming the offending field.
 
-use std::time::Duration;
-
 use rhai::{Array, Dynamic, Map};
 
 use super::api::number;
 use super::RhaiScenario;
-use crate::scenario::params::{parse_duration_secs, ParamSpec, ParamValue};
+use crate::scenario::params::{duration_of, parse_duration_secs, ParamSpec, ParamValue};
 use crate::scenario::spec::{ArrivalSpec, Next, PhaseSpec, Prompt, RequestSpec};
 use crate::scenario::{Description, ScenarioError};
 
@@ -136,7 +134,7 @@ impl RhaiScenario {
                 } else {
                     number(v, "").ok().filter(|s| s.is_finite() && *s >= 0.0)
                 };
-                let secs = secs.ok_or_else(|| {
+                let duration = secs.and_then(duration_of).ok_or_else(|| {
                     self.invalid(
                         f,
                         format!(
@@ -145,7 +143,7 @@ impl RhaiScenario {
                         ),
                     )
                 })?;
-                Some(Duration::from_secs_f64(secs))
+                Some(duration)
             }
         };
         let arrival = match map.get("arrival") {

@@ -7,6 +7,8 @@
 
 mod api;
 mod convert;
+mod hooks;
+mod record;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,6 +21,7 @@ use super::params::Params;
 use super::spec::{LatencySummary, Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Snapshot};
 use super::{Description, HostContext, Scenario, ScenarioError};
 use api::{number, register_host, sandboxed_engine};
+use record::HostRecord;
 
 /// Operations one call may run (a 32,000-token prompt is one host call, so this is generous).
 const MAX_OPERATIONS: u64 = 50_000_000;
@@ -69,6 +72,7 @@ impl RhaiScenario {
         let params = Arc::new(Mutex::new(Params::default()));
         let mut engine = sandboxed_engine();
         register_host(&mut engine, &host, &params);
+        record::register(&mut engine);
 
         let ast = engine.compile(&source).map_err(|e| {
             let pos = e.position();
@@ -83,11 +87,7 @@ impl RhaiScenario {
             ast.iter_functions()
                 .any(|f| f.name == name && f.params.len() == arity)
         };
-        for (name, arity, sig) in [
-            ("describe", 0, "describe()"),
-            ("phases", 0, "phases()"),
-            ("next_request", 2, "next_request(phase, index)"),
-        ] {
+        for &(name, arity, sig) in &hooks::HOOKS[..3] {
             if !has(name, arity) {
                 return Err(ScenarioError::Invalid {
                     file,
@@ -95,6 +95,13 @@ impl RhaiScenario {
                     message: format!("the script must define `fn {sig}`"),
                 });
             }
+        }
+        let defined: Vec<(String, usize)> = ast
+            .iter_functions()
+            .map(|f| (f.name.to_string(), f.params.len()))
+            .collect();
+        for warning in hooks::near_misses(&defined) {
+            eprintln!("warning: {file}: {warning}");
         }
         let (has_arrival, has_on_response, has_stop, has_next_phase) = (
             has("arrival", 2),
@@ -301,7 +308,7 @@ impl Scenario for RhaiScenario {
             "output_tokens".into(),
             Dynamic::from_int(o.output_tokens as INT),
         );
-        self.call("on_response", (Dynamic::from_map(m),))
+        self.call("on_response", (HostRecord::dynamic("outcome", m),))
             .map(|_| ())
     }
 
@@ -329,7 +336,7 @@ impl Scenario for RhaiScenario {
         ] {
             m.insert(k.into(), Dynamic::from_float(v));
         }
-        let d = self.call("stop", (Dynamic::from_map(m),))?;
+        let d = self.call("stop", (HostRecord::dynamic("snapshot", m),))?;
         d.as_bool()
             .map_err(|_| self.invalid("stop", format!("expected true or false, got {d}")))
     }
@@ -349,7 +356,7 @@ fn phase_report_map(r: &PhaseReport) -> Dynamic {
         ] {
             m.insert(k.into(), Dynamic::from_float(v));
         }
-        Dynamic::from_map(m)
+        HostRecord::dynamic("latency summary", m)
     };
     let mut m = Map::new();
     m.insert("index".into(), Dynamic::from_int(r.index as INT));
@@ -378,5 +385,5 @@ fn phase_report_map(r: &PhaseReport) -> Dynamic {
     m.insert("tpot".into(), latency(&r.tpot));
     m.insert("itl".into(), latency(&r.itl));
     m.insert("e2el".into(), latency(&r.e2el));
-    Dynamic::from_map(m)
+    HostRecord::dynamic("phase", m)
 }

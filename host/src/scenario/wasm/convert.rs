@@ -1,8 +1,6 @@
 //! WIT values to the contract's types. The WIT types already fix the shape; what is left
 //! to check are the ranges and the JSON texts, with errors naming the field.
 
-use std::time::Duration;
-
 use super::bindings::bench::scenario::types as wit;
 use crate::scenario::params::{ParamSpec, ParamValue};
 use crate::scenario::spec::{
@@ -83,7 +81,9 @@ pub fn phase(i: usize, p: wit::Phase) -> Result<PhaseSpec, String> {
     }
     let max_duration = match p.max_duration {
         None => None,
-        Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(s) if crate::scenario::params::duration_of(s).is_some() => {
+            crate::scenario::params::duration_of(s)
+        }
         Some(s) => {
             return Err(format!(
                 "phase {i}: `max-duration` must be seconds >= 0, got {s}"

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Engine, Store, Trap};
+use wasmtime::{Engine, Store, Trap, WasmBacktrace};
 
 use super::params::Params;
 use super::spec::{Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Snapshot};
@@ -51,7 +51,8 @@ pub struct WasmScenario {
     file: String,
     engine: Engine,
     pre: bindings::ScenarioPre<GuestState>,
-    package_dir: Option<PathBuf>,
+    /// The readable directory mounted in every instance, and where.
+    mount: Option<(PathBuf, String)>,
     live: Option<Live>,
     description: Description,
     hooks: Hooks,
@@ -105,12 +106,14 @@ impl WasmScenario {
                 ))
             })?;
 
-        let package_dir = host.package_dir().map(Path::to_path_buf);
+        let mount = host
+            .mount()
+            .map(|(d, at)| (d.to_path_buf(), at.to_string()));
         let mut scenario = WasmScenario {
             file,
             engine,
             pre,
-            package_dir,
+            mount,
             live: None,
             description: Description {
                 name: String::new(),
@@ -133,14 +136,21 @@ impl WasmScenario {
         Ok(scenario)
     }
 
+    fn mount(&self) -> Option<(&Path, &str)> {
+        self.mount
+            .as_ref()
+            .map(|(d, at)| (d.as_path(), at.as_str()))
+    }
+
     /// A fresh instance in a fresh store: the sandbox's randomness is seeded from the
     /// parameters, so instantiating again after `configure` makes the run reproducible.
     fn instantiate(&mut self, host: HostContext, params: Params) -> Result<(), ScenarioError> {
-        let state = GuestState::new(host, params, MEMORY_CAP_BYTES, self.package_dir.as_deref())
-            .map_err(|e| ScenarioError::Unsupported {
+        let state = GuestState::new(host, params, MEMORY_CAP_BYTES, self.mount()).map_err(|e| {
+            ScenarioError::Unsupported {
                 file: self.file.clone(),
                 message: format!("cannot set up the sandbox: {e}"),
-            })?;
+            }
+        })?;
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
         store.epoch_deadline_trap();

@@ -24,9 +24,6 @@ use crate::scenario::HostContext;
 /// How often the engine's epoch advances; call deadlines are counted in these ticks.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// Where the scenario's own directory appears inside the sandbox (read-only).
-pub const PACKAGE_MOUNT: &str = "/scenario";
-
 /// What a guest may write to stderr (a Rust panic message lands there); kept to quote
 /// it when the guest traps.
 const STDERR_CAPACITY: usize = 1 << 20;
@@ -170,12 +167,13 @@ impl WasiView for GuestState {
 impl GuestState {
     /// A closed WASI context: no environment, arguments, stdin, network or sockets; stdout
     /// discarded; stderr captured; a fixed clock; randomness from the run's seed; the
-    /// scenario's directory mounted read-only at [`PACKAGE_MOUNT`] when there is one.
+    /// scenario's readable files mounted read-only where `mount` says (see
+    /// [`crate::scenario::files`]).
     pub fn new(
         host: HostContext,
         params: Params,
         memory_bytes: usize,
-        package_dir: Option<&Path>,
+        mount: Option<(&Path, &str)>,
     ) -> wasmtime::Result<GuestState> {
         let seed = params.seed();
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
@@ -190,8 +188,8 @@ impl GuestState {
             .secure_random(Deterministic::new(seeded_bytes(seed ^ 0x5EC0_5EC0)))
             .insecure_random(Deterministic::new(seeded_bytes(seed ^ 0x1A5E_C0DE)))
             .insecure_random_seed(u128::from(seed));
-        if let Some(dir) = package_dir {
-            b.preopened_dir(dir, PACKAGE_MOUNT, FsPerms::ReadOnly)?;
+        if let Some((dir, at)) = mount {
+            b.preopened_dir(dir, at, FsPerms::ReadOnly)?;
         }
         Ok(GuestState {
             host,

@@ -62,7 +62,10 @@ impl Scenario for ChatTurns {
 
     fn phases(&mut self) -> Result<Vec<Phase>, String> {
         let n = self.conversations.len() as u64;
-        Ok(vec![Phase::new("chat").closed(n)])
+        // Every conversation ends after `turns` turns; the bound says so to the runner too.
+        Ok(vec![Phase::new("chat")
+            .closed(n)
+            .max_requests(n * u64::from(self.turns))])
     }
 
     fn next_request(&mut self, _phase: u32, _index: u64) -> Result<Next, String> {

@@ -86,7 +86,10 @@ impl Scenario for MultiTurn {
                 }
             })
             .collect();
-        Ok(vec![Phase::new("multi turn").closed(n as u64)])
+        // Every conversation ends after `turns` turns; the bound says so to the runner too.
+        Ok(vec![Phase::new("multi turn")
+            .closed(n as u64)
+            .max_requests(n as u64 * self.turns)])
     }
 
     fn next_request(&mut self, _phase: u32, _index: u64) -> Result<Next, String> {

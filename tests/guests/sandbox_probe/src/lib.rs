@@ -67,14 +67,18 @@ impl Scenario for Probe {
                 ] {
                     log(&line);
                 }
+                // A file beside the component, outside its `data/` folder.
+                log(&attempt("std beside", std_read("/scenario/beside.txt")));
+                log(&attempt("host beside", read_file("beside.txt")));
                 let inside =
-                    std_read("/scenario/inside.txt").unwrap_or_else(|e| format!("error {e}"));
+                    std_read("/scenario/data/inside.txt").unwrap_or_else(|e| format!("error {e}"));
                 log(&format!("std inside: {}", inside.trim()));
-                let inside = read_file("inside.txt").unwrap_or_else(|e| format!("error {e}"));
+                let inside = read_file("data/inside.txt").unwrap_or_else(|e| format!("error {e}"));
                 log(&format!("host inside: {}", inside.trim()));
-                let write = std::fs::write("/scenario/written.txt", "x").map_err(|e| e.to_string());
+                let write =
+                    std::fs::write("/scenario/data/written.txt", "x").map_err(|e| e.to_string());
                 log(&attempt(
-                    "std write /scenario/written.txt",
+                    "std write /scenario/data/written.txt",
                     write.map(|_| String::new()),
                 ));
             }
