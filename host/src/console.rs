@@ -22,11 +22,6 @@ pub fn err(text: &str) {
     write(&mut std::io::stderr().lock(), &STDERR_GONE, text);
 }
 
-/// Whether stdout could not be written (a closed pipe or terminal).
-pub fn stdout_gone() -> bool {
-    STDOUT_GONE.load(Ordering::Relaxed)
-}
-
 fn write(stream: &mut impl Write, gone: &AtomicBool, text: &str) {
     if gone.load(Ordering::Relaxed) {
         return;
