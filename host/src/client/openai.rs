@@ -197,6 +197,13 @@ const ERROR_BODY_BYTES: usize = 4096;
 /// account of a request can be matched with its line in requests.jsonl.
 pub const REQUEST_ID: &str = "x-request-id";
 
+/// A response header's value as text (bytes that are not UTF-8 replaced).
+fn header_text(resp: &reqwest::Response, name: reqwest::header::HeaderName) -> Option<String> {
+    resp.headers()
+        .get(name)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+}
+
 /// What a server's error body may say, on one line and not too long.
 fn excerpt(body: &str) -> String {
     let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -406,30 +413,32 @@ impl Client {
 
     /// Fails `ex` with a non-2xx status. The status decides the kind, even if the body then
     /// stalls or breaks; the message quotes `Retry-After`, a redirect's `Location` and the
-    /// start of a text body (a compressed or binary one is only described).
+    /// body (see [`Client::body_excerpt`]).
     async fn fail_status(&self, mut resp: reqwest::Response, ex: &mut Exchange) {
-        use reqwest::header::{
-            CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, RETRY_AFTER,
-        };
+        use reqwest::header::{LOCATION, RETRY_AFTER};
         let status = resp.status().as_u16();
-        let header = |name| {
-            resp.headers()
-                .get(name)
-                .map(|v: &reqwest::header::HeaderValue| {
-                    String::from_utf8_lossy(v.as_bytes()).into_owned()
-                })
-        };
         let mut head = format!("HTTP {status}");
-        if let Some(v) = header(RETRY_AFTER) {
+        if let Some(v) = header_text(&resp, RETRY_AFTER) {
             head += &format!(" (Retry-After: {})", excerpt(&self.redact(v)));
         }
-        if let Some(v) = header(LOCATION).filter(|_| (300..400).contains(&status)) {
+        if let Some(v) = header_text(&resp, LOCATION).filter(|_| (300..400).contains(&status)) {
             let location = excerpt(&self.redact(v));
             head += &format!(" (Location: \"{}\")", escape_control(&location));
         }
-        let (content_type, encoding) = (header(CONTENT_TYPE), header(CONTENT_ENCODING));
-        let length = header(CONTENT_LENGTH).and_then(|v| v.trim().parse().ok());
         ex.fail(ErrorKind::of_status(status), head.clone());
+        let body = self.body_excerpt(&mut resp).await;
+        if let Some(e) = ex.error.as_mut() {
+            e.message = format!("{head}: {body}");
+        }
+    }
+
+    /// What an error response's body adds to its message, read up to [`ERROR_BODY_BYTES`]:
+    /// the start of a text body, redacted, or a description of a compressed or binary one.
+    async fn body_excerpt(&self, resp: &mut reqwest::Response) -> String {
+        use reqwest::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
+        let content_type = header_text(resp, CONTENT_TYPE);
+        let encoding = header_text(resp, CONTENT_ENCODING);
+        let length = header_text(resp, CONTENT_LENGTH).and_then(|v| v.trim().parse().ok());
         let mut body = Vec::new();
         let mut ended = false;
         while body.len() < ERROR_BODY_BYTES {
@@ -443,17 +452,10 @@ impl Client {
             }
         }
         let length = length.or(ended.then_some(body.len() as u64));
-        let summary =
-            error_body::summary(content_type.as_deref(), encoding.as_deref(), &body, length);
-        if let Some(e) = ex.error.as_mut() {
-            e.message = match summary {
-                Some(summary) => format!("{head}: {summary}"),
-                None => {
-                    // Redacted whole, then cut: an excerpt must not end inside a secret.
-                    let body = self.redact(String::from_utf8_lossy(&body).into_owned());
-                    format!("{head}: {}", excerpt(&body))
-                }
-            };
+        match error_body::summary(content_type.as_deref(), encoding.as_deref(), &body, length) {
+            Some(summary) => summary,
+            // Redacted whole, then cut: an excerpt must not end inside a secret.
+            None => excerpt(&self.redact(String::from_utf8_lossy(&body).into_owned())),
         }
     }
 
@@ -479,9 +481,9 @@ impl Client {
                     reason: chain(&e),
                 })
             }
-            Ok(r) if r.status().is_server_error() => {
+            Ok(mut r) if r.status().is_server_error() => {
                 let status = r.status().as_u16();
-                let body = excerpt(&self.redact(r.text().await.unwrap_or_default()));
+                let body = self.body_excerpt(&mut r).await;
                 return Err(ClientError::Status {
                     url: health,
                     status,
