@@ -269,13 +269,17 @@ fn a_signal_during_a_long_scenario_call_stops_at_once() {
 fn a_signal_during_the_pre_run_checks_exits_130() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    // Accepts and holds connections, answering nothing (bounded: the test ends first).
+    // Accepts and holds connections for 30 s, answering nothing.
+    listener.set_nonblocking(true).unwrap();
     let _holder = std::thread::spawn(move || {
+        let start = std::time::Instant::now();
         let mut held = Vec::new();
-        for stream in listener.incoming().take(4) {
-            held.push(stream);
+        while start.elapsed() < Duration::from_secs(30) {
+            if let Ok((stream, _)) = listener.accept() {
+                held.push(stream);
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        std::thread::sleep(Duration::from_secs(30));
     });
     let mut child = spawn_runner(&[&fixture("faults.rhai"), "--target", &url]);
     let pipes = Pipes::take(&mut child);
