@@ -870,3 +870,14 @@ fn info_shows_control_characters_from_the_manifest_escaped() {
         }
     }
 }
+
+#[test]
+fn pack_refuses_a_listed_directory_its_archive_could_not_hold() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = package_dir(tmp.path(), "1.0.0", &rhai_entry());
+    std::fs::remove_file(dir.join("data/notes.txt")).unwrap();
+    let d = dir.display().to_string();
+    let o = tmp.path().display().to_string();
+    let r = runner_within(&["pack", &d, "--out", &o], tmp.path());
+    assert_refused("empty data", &r, "lists `data`, which holds no files");
+}

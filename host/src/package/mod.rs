@@ -48,15 +48,11 @@ impl Package {
         } else {
             let (files, digest) = archive::read(path)?;
             let manifest = manifest_of(&files, path)?;
-            for listed in std::iter::once(&manifest.entry).chain(&manifest.data) {
-                let listed = manifest::canonical(listed);
-                if !holds(&files, &listed) {
-                    return Err(format!(
-                        "{}: {MANIFEST} lists `{}`, which the archive does not hold",
-                        path.display(),
-                        escape_control(&listed)
-                    ));
-                }
+            if let Some(listed) = missing(&files, &manifest) {
+                return Err(format!(
+                    "{}: {MANIFEST} lists `{listed}`, which the archive does not hold",
+                    path.display()
+                ));
             }
             let dir = unpacked::UnpackDir::new()
                 .map_err(|e| format!("cannot make a directory to unpack into: {e}"))?;
@@ -120,6 +116,16 @@ impl Package {
     }
 }
 
+/// The first path the manifest lists (entry or data) that the files do not hold, escaped
+/// for display.
+fn missing(files: &Files, manifest: &Manifest) -> Option<String> {
+    std::iter::once(&manifest.entry)
+        .chain(&manifest.data)
+        .map(|listed| manifest::canonical(listed))
+        .find(|listed| !holds(files, listed))
+        .map(|listed| escape_control(&listed).into_owned())
+}
+
 /// Whether the files hold `listed`, or files under it as a directory (one look-up in the
 /// sorted map, not a scan per listed name).
 fn holds(files: &Files, listed: &str) -> bool {
@@ -167,6 +173,13 @@ fn manifest_of(files: &Files, archive: &Path) -> Result<Manifest, String> {
 /// Packs a package directory into `out_dir`; returns the archive's path and digest.
 pub fn pack(dir: &Path, out_dir: &Path) -> Result<(PathBuf, Package), String> {
     let (package, files) = Package::open_dir(dir)?;
+    // The archive must open: a listed directory without files would not be in it.
+    if let Some(listed) = missing(&files, &package.manifest) {
+        return Err(format!(
+            "{}: {MANIFEST} lists `{listed}`, which holds no files (an archive carries files, not empty directories)",
+            dir.display()
+        ));
+    }
     let out = out_dir.join(package.manifest.archive_name());
     archive::write(&out, &files, &package.digest)?;
     Ok((out, package))
