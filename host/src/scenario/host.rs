@@ -149,7 +149,8 @@ impl HostContext {
             return;
         }
         if let Some(line) = self.log_budget.admit(message) {
-            eprintln!("[{}] {line}", self.scenario);
+            // Escaped, and never a panic on a closed stderr (see `console`).
+            crate::errln!("[{}] {line}", self.scenario);
         }
     }
 }

@@ -101,7 +101,7 @@ impl RhaiScenario {
             .map(|f| (f.name.to_string(), f.params.len()))
             .collect();
         for warning in hooks::near_misses(&defined) {
-            eprintln!("warning: {file}: {warning}");
+            crate::errln!("warning: {file}: {warning}");
         }
         let (has_arrival, has_on_response, has_stop, has_next_phase) = (
             has("arrival", 2),
