@@ -862,8 +862,15 @@ fn run_command(a: RunArgs) -> Result<i32> {
         interrupts.receiver(),
     ));
     progress.finish();
-    let result: RunResult = result?;
+    let mut result: RunResult = result?;
     drop(sim);
+    // A run that failed part-way reports what finished, then its error; one that failed
+    // before sending anything, and a shard (whose partial file must not be merged), only
+    // the error.
+    let mut failure = result.failure.take();
+    if let Some(e) = failure.take_if(|_| shard_plan.is_some() || nothing_sent(&result)) {
+        return Err(e.into());
+    }
     header.request_digest = Some(result.digest.clone());
     if let (Some(plan), Some(dir)) = (&shard_plan, &a.output) {
         merge::shard_file::ShardFile::from_run(&merge::shard_file::ShardRun {
@@ -954,6 +961,9 @@ fn run_command(a: RunArgs) -> Result<i32> {
     })();
     crate::out!("{body}");
     written?;
+    if let Some(e) = failure {
+        return Err(e.into());
+    }
     if result.interrupted {
         return Ok(EXIT_INTERRUPTED);
     }
@@ -974,14 +984,21 @@ fn run_command(a: RunArgs) -> Result<i32> {
         );
     }
     let completed: u64 = result.phases.iter().map(|p| p.summary.completed).sum();
-    let failed: u64 = result.phases.iter().map(|p| p.summary.failed).sum();
-    if completed + failed == 0 {
+    if nothing_sent(&result) {
         bail!("nothing was sent: the scenario's phases ended before their first request (an empty dataset, or max_requests of 0?)");
     }
     if completed == 0 {
         bail!("no request succeeded; see the failure counts above");
     }
     Ok(0)
+}
+
+/// No request of any phase finished, well or badly.
+fn nothing_sent(result: &RunResult) -> bool {
+    result
+        .phases
+        .iter()
+        .all(|p| p.summary.completed + p.summary.failed == 0)
 }
 
 /// One measured phase: the vLLM keys at the top level. Several: a `phases` array of them.

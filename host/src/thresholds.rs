@@ -372,6 +372,8 @@ mod tests {
                 http_status: Some(200),
                 error: None,
                 server_timings: None,
+                reached: Default::default(),
+                retried: false,
             });
         }
         for i in 0..failed {
@@ -396,6 +398,8 @@ mod tests {
                     message: "boom".into(),
                 }),
                 server_timings: None,
+                reached: Default::default(),
+                retried: false,
             });
         }
         acc.summarize(&PhaseInfo {

@@ -52,6 +52,12 @@ pub enum Fault {
     Bom,
     /// The request is read, then the connection is reset (RST) before any response.
     Reset,
+    /// The request is read, then the connection is closed (FIN) without an answer: the
+    /// client cannot tell this from a pooled connection the server had already closed.
+    CloseAfterRead,
+    /// A normal answer, then the connection is closed without `Connection: close`, as
+    /// llama.cpp's server does after every stream.
+    CloseAfterAnswer,
     /// Headers and one content event, then the connection closes mid-body.
     Cut,
     /// Headers and one content event, then nothing: only the request timeout ends it.
@@ -279,6 +285,17 @@ const STREAM_HEAD: &str =
 const TOKEN: &str = r#"{"choices":[{"index":0,"text":" tok"}]}"#;
 const USAGE: &str = r#"{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3}}"#;
 
+/// A normal streamed answer of three tokens.
+fn normal_stream() -> String {
+    let mut s = STREAM_HEAD.to_string();
+    for _ in 0..3 {
+        s += &event(TOKEN);
+    }
+    s += &event(USAGE);
+    s += &event("[DONE]");
+    s + "0\r\n\r\n"
+}
+
 /// Holds the connection until the client gives up (bounded, should it never).
 async fn stall(stream: &mut TcpStream) {
     let mut sink = [0u8; 1024];
@@ -297,15 +314,7 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
             "",
             r#"{"object":"list","data":[{"id":"fault-model","object":"model"}]}"#,
         ),
-        (_, Fault::None) => {
-            let mut s = STREAM_HEAD.to_string();
-            for _ in 0..3 {
-                s += &event(TOKEN);
-            }
-            s += &event(USAGE);
-            s += &event("[DONE]");
-            s + "0\r\n\r\n"
-        }
+        (_, Fault::None) => normal_stream(),
         (_, Fault::BadRequest) => simple(
             "400 Bad Request",
             "",
@@ -400,6 +409,12 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
                 start = "";
             }
             s + "0\r\n\r\n"
+        }
+        (_, Fault::CloseAfterRead) => return false,
+        (_, Fault::CloseAfterAnswer) => {
+            let _ = stream.write_all(normal_stream().as_bytes()).await;
+            let _ = stream.flush().await;
+            return false;
         }
         (_, Fault::Reset) => {
             let _ = stream.set_zero_linger();

@@ -5,6 +5,7 @@
 
 mod support;
 
+mod accounting;
 mod bad_input;
 mod budgets;
 mod cli;

@@ -117,3 +117,69 @@ fn a_scenario_that_sends_nothing_says_so() {
     assert!(err.contains("nothing was sent"), "{err}");
     assert!(!err.contains("see the failure counts"), "{err}");
 }
+
+#[test]
+fn a_scenario_failing_mid_run_reports_what_finished_then_one_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let path = dir.path().join("fails.rhai");
+    std::fs::write(
+        &path,
+        r#"
+fn describe() { #{ name: "fails", description: "Throws at its fifth answer." } }
+fn phases() {
+    this.answers = 0;
+    [#{ name: "main", arrival: #{ process: "closed", concurrency: 1 }, max_requests: 10 }]
+}
+fn next_request(phase, index) { #{ prompt: "hi", max_tokens: 2 } }
+fn on_response(outcome) {
+    this.answers += 1;
+    if this.answers == 5 { throw "no sixth request"; }
+}
+"#,
+    )
+    .unwrap();
+    let out = runner(&[
+        &path.display().to_string(),
+        "--output",
+        &out_dir.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    let lines = error_lines(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("no sixth request"), "{err}");
+    // The report of what was sent before it, on stdout and on disk.
+    let text = crate::support::stdout(&out);
+    assert!(text.contains("Successful requests:"), "{text}");
+    assert!(out_dir.join("result.json").exists());
+    let records = std::fs::read_to_string(out_dir.join("requests.jsonl")).unwrap();
+    assert!(records.lines().count() >= 5, "{records}");
+}
+
+/// Numbers beyond any clock, from a flag or a parameter, end with one line, never a panic
+/// in a seconds-to-Duration conversion (scenario answers of 1e300 are in fuzz.rs).
+#[test]
+fn huge_numbers_are_refused_in_one_line() {
+    let poisson = crate::support::scenario("poisson_duration.rhai");
+    let throughput = crate::support::scenario("throughput.rhai");
+    let cases: [&[&str]; 6] = [
+        &[&throughput, "--request-timeout", "1e300s"],
+        &[&throughput, "--drain-timeout", "1e20s"],
+        &[
+            &throughput,
+            "--first-token-timeout",
+            "18446744073709551615s",
+        ],
+        &[&throughput, "--start-at", "1e300"],
+        &[&poisson, "-p", "duration=1e300"],
+        &[&poisson, "-p", "duration=1e300s"],
+    ];
+    for args in cases {
+        let out = runner(args);
+        let err = stderr(&out);
+        assert!(matches!(out.status.code(), Some(1 | 2)), "{args:?}: {err}");
+        assert_eq!(error_lines(&err).len(), 1, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

@@ -358,6 +358,7 @@ impl Client {
         // is already closing and fail before the server read it. Such a request is sent
         // once more, on a new connection; the time lost stays in its latency.
         if sent.as_ref().err().is_some_and(closed_before_response) {
+            ex.retried = true;
             sent = request(&self.unpooled).send().await;
         }
         let mut resp = match sent {

@@ -26,6 +26,8 @@ pub struct Exchange {
     pub server_timings: Option<serde_json::Value>,
     pub error: Option<RequestError>,
     pub end: Instant,
+    /// Sent a second time after its pooled connection closed with no answer.
+    pub retried: bool,
 }
 
 impl Default for Exchange {
@@ -44,6 +46,7 @@ impl Exchange {
             prompt_tokens: None,
             completion_tokens: None,
             server_timings: None,
+            retried: false,
             error: None,
             end: Instant::now(),
         }

@@ -1,8 +1,6 @@
 //! The collector task: statistics, the JSONL record file, the live snapshot, and the
 //! outcomes fed back to the scenario, all in completion order.
 
-use std::io::Write;
-use std::path::PathBuf;
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 
@@ -10,32 +8,24 @@ use tokio::sync::mpsc;
 
 use tokio::sync::watch;
 
+use super::record_file::RecordFile;
 use super::{Collect, EngineError, Live, StopReason, ToScenario, ERROR_RATE_MIN_FINISHED};
 use crate::metrics::{MetricsOptions, PhaseAccumulator};
 
 pub(super) async fn collect(
     mut rx: mpsc::UnboundedReceiver<Collect>,
-    mut records: Option<std::io::BufWriter<std::fs::File>>,
-    path: Option<PathBuf>,
+    mut records: Option<RecordFile>,
     options: MetricsOptions,
     max_error_rate: Option<(f64, watch::Sender<Option<StopReason>>)>,
     live: Arc<Mutex<Live>>,
     outcomes: Option<std_mpsc::Sender<ToScenario>>,
 ) -> Result<(), EngineError> {
     let mut acc = PhaseAccumulator::new(&options);
-    let mut write_error = None;
     while let Some(msg) = rx.recv().await {
         match msg {
             Collect::Record(record, outcome) => {
-                if let (Some(w), None) = (records.as_mut(), &write_error) {
-                    // One write per record, so a line on disk is always a whole record.
-                    // Redacted whole: the record's server text is, and so is anything else.
-                    let json = serde_json::to_string(&*record).unwrap_or_default();
-                    let mut line = crate::redact::string(json);
-                    line.push('\n');
-                    if let Err(e) = w.write_all(line.as_bytes()) {
-                        write_error = Some(e);
-                    }
+                if let Some(f) = records.as_mut() {
+                    f.write(&record);
                 }
                 acc.record(&record);
                 if let Some((limit, tx)) = &max_error_rate {
@@ -69,18 +59,14 @@ pub(super) async fn collect(
                 // Records reach the disk as soon as the queue is idle, so a crash or a
                 // second Ctrl-C loses only what was still in the queue.
                 if rx.is_empty() {
-                    if let (Some(w), None) = (records.as_mut(), &write_error) {
-                        if let Err(e) = w.flush() {
-                            write_error = Some(e);
-                        }
+                    if let Some(f) = records.as_mut() {
+                        f.flush();
                     }
                 }
             }
             Collect::EndPhase { info, reply } => {
-                if let Some(w) = records.as_mut() {
-                    if let Err(e) = w.flush() {
-                        write_error.get_or_insert(e);
-                    }
+                if let Some(f) = records.as_mut() {
+                    f.flush();
                 }
                 let _ = reply.send((acc.summarize(&info), acc.decision_latencies()));
                 acc = PhaseAccumulator::new(&options);
@@ -90,16 +76,5 @@ pub(super) async fn collect(
             }
         }
     }
-    if let Some(w) = records.as_mut() {
-        if let Err(e) = w.flush() {
-            write_error.get_or_insert(e);
-        }
-    }
-    match write_error {
-        Some(source) => Err(EngineError::Records {
-            path: path.map(|p| p.display().to_string()).unwrap_or_default(),
-            source,
-        }),
-        None => Ok(()),
-    }
+    records.map_or(Ok(()), RecordFile::finish)
 }

@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 
 use super::{Collect, EngineConfig, EngineError, FromScenario, Live, Planned, Signals, StopReason};
 use crate::client::{Client, Exchange};
-use crate::metrics::record::{Chunk, RequestRecord};
+use crate::metrics::record::{Chunk, ErrorKind, Reach, RequestRecord};
 use crate::scenario::{Outcome, PhaseSpec};
 use crate::sim::Clock;
 use crate::tokenizer::Tokenizer;
@@ -195,19 +195,17 @@ pub(super) async fn dispatch_phase(
         });
     };
 
-    if stop == StopReason::ScenarioFailed {
-        return Err(queued_failure(req_rx).await);
-    }
     // Drain. Requests of a phase that ran out of work are all part of it: wait for every
     // one (each is bounded by the request timeout). A phase stopped by time or by its stop
     // condition lets in-flight requests finish up to the drain limit, then cuts them.
     let drain = match stop {
         StopReason::Exhausted => None,
-        StopReason::Interrupted => Some(config.interrupt_drain),
-        StopReason::MaxDuration
-        | StopReason::ScenarioStop
-        | StopReason::ScenarioFailed
-        | StopReason::MaxErrorRate { .. } => Some(config.drain_timeout),
+        // The run ends on an error (left in the queue for the phase's close): what is in
+        // flight gets the short drain of an interrupt.
+        StopReason::Interrupted | StopReason::ScenarioFailed => Some(config.interrupt_drain),
+        StopReason::MaxDuration | StopReason::ScenarioStop | StopReason::MaxErrorRate { .. } => {
+            Some(config.drain_timeout)
+        }
     };
     let wait_all = async {
         loop {
@@ -237,14 +235,17 @@ pub(super) async fn dispatch_phase(
     Ok((stop, cut, phase_start.elapsed()))
 }
 
-/// The scenario's error, queued behind requests it generated ahead that will not be sent.
-async fn queued_failure(req_rx: &mut mpsc::Receiver<FromScenario>) -> EngineError {
-    loop {
-        match req_rx.recv().await {
-            Some(FromScenario::Failed(e)) => return e.into(),
-            Some(_) => continue,
-            None => return EngineError::ScenarioThread,
-        }
+/// Whether the request reached the server: an answer says yes; a refused connection on
+/// the only attempt says no; anything else cannot be known from the client.
+fn reach(ex: &Exchange) -> Reach {
+    let refused = ex
+        .error
+        .as_ref()
+        .is_some_and(|e| e.kind == ErrorKind::Connect);
+    match (ex.status, refused && !ex.retried) {
+        (Some(_), _) => Reach::Yes,
+        (None, true) => Reach::No,
+        (None, false) => Reach::Unknown,
     }
 }
 
@@ -295,6 +296,7 @@ fn build_record(
             tokens,
         })
         .collect();
+    let reached = reach(&ex);
     let text_tokens = tokenizer.count(&ex.text) as u64;
     let output_tokens = usage_output.unwrap_or(text_tokens);
     let input_tokens = ex
@@ -318,6 +320,8 @@ fn build_record(
         warmup: planned.warmup,
         http_status: ex.status,
         error: ex.error,
+        reached,
+        retried: ex.retried,
         server_timings: ex.server_timings,
     };
     let outcome = wants_responses.then(|| Outcome {

@@ -11,6 +11,7 @@
 mod collect;
 mod dispatch;
 mod generator;
+mod record_file;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -32,6 +33,7 @@ use crate::tokenizer::Tokenizer;
 use collect::collect;
 use dispatch::dispatch_phase;
 use generator::{scenario_loop, ThreadContext};
+use record_file::RecordFile;
 
 /// How long a stopped run waits for the scenario thread to end its current call (after a
 /// signal, within the 5 s drain's budget).
@@ -154,6 +156,9 @@ pub struct RunResult {
     pub interrupted: bool,
     /// Results the scenario reported with `note` (an SLO search's answer).
     pub notes: Vec<(String, NoteValue)>,
+    /// What ended the run early (the scenario failed, requests.jsonl could not be
+    /// written): the phases above are what finished before it, to report, then the error.
+    pub failure: Option<EngineError>,
 }
 
 struct Planned {
@@ -324,12 +329,7 @@ pub async fn run(
     interrupt: watch::Receiver<bool>,
 ) -> Result<RunResult, EngineError> {
     let records = match &config.records {
-        Some(path) => Some(std::io::BufWriter::new(
-            std::fs::File::create(path).map_err(|source| EngineError::Records {
-                path: path.display().to_string(),
-                source,
-            })?,
-        )),
+        Some(path) => Some(RecordFile::create(path.clone())?),
         None => None,
     };
     let wants_responses = scenario.wants_responses();
@@ -373,7 +373,6 @@ pub async fn run(
     let collector = tokio::spawn(collect(
         rec_rx,
         records,
-        config.records.clone(),
         config.metrics.clone(),
         config.max_error_rate.map(|limit| (limit, error_rate_tx)),
         live.clone(),
@@ -531,15 +530,12 @@ pub async fn run(
     } else {
         scenario_thread.join().unwrap_or_default()
     };
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    written?;
     Ok(RunResult {
         phases: results,
         digest: crate::package::archive::hex(&digest.finalize()),
         interrupted,
         notes,
+        failure: failure.or(written.err()),
     })
 }
 

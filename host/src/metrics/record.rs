@@ -155,6 +155,14 @@ pub struct RequestRecord {
     pub http_status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RequestError>,
+    /// Whether the request reached the server, as far as the client can know.
+    #[serde(default)]
+    pub reached: Reach,
+    /// Sent a second time, once: its pooled connection closed before any byte of an
+    /// answer, as llama.cpp's server does after each stream. The server may have received
+    /// the first copy too; such requests are counted (`retried_requests`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retried: bool,
     /// The server's own account of the request's timing, as it sent it: llama.cpp's
     /// `timings` object (`prompt_ms`, `predicted_per_token_ms`, …) on the final chunk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -200,6 +208,19 @@ impl RequestRecord {
     pub fn lateness_ns(&self) -> u64 {
         self.sent_ns.saturating_sub(self.scheduled_ns)
     }
+}
+
+/// Whether a request reached the server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reach {
+    /// An answer (a status line) came back.
+    Yes,
+    /// Written, or partly written, with no answer: the server may or may not have read it.
+    #[default]
+    Unknown,
+    /// No connection was made: the server never saw it.
+    No,
 }
 
 #[cfg(test)]

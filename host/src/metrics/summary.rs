@@ -95,6 +95,10 @@ pub struct PhaseSummary {
     /// Successful requests.
     pub completed: u64,
     pub failed: u64,
+    /// Requests sent a second time, once, after their pooled connection closed with no
+    /// answer: the server may have received both copies.
+    #[serde(default)]
+    pub retried: u64,
     /// Non-zero counts only, in [`ERROR_KINDS`] order.
     pub failures_by_kind: Vec<FailureCount>,
     pub max_concurrency: Option<u64>,
@@ -196,6 +200,8 @@ pub struct PhaseAccumulator {
     opts: MetricsOptions,
     completed: u64,
     failed: u64,
+    /// Requests sent a second time (see `RequestRecord::retried`).
+    retried: u64,
     failures: [u64; ERROR_KINDS.len()],
     first_messages: [Option<String>; ERROR_KINDS.len()],
     input_tokens: u64,
@@ -257,6 +263,7 @@ impl PhaseAccumulator {
             opts: opts.clone(),
             completed: 0,
             failed: 0,
+            retried: 0,
             failures: [0; ERROR_KINDS.len()],
             first_messages: std::array::from_fn(|_| None),
             input_tokens: 0,
@@ -300,6 +307,7 @@ impl PhaseAccumulator {
             insert_sorted(&mut self.ends, r.end_ns);
         }
 
+        self.retried += u64::from(r.retried);
         if let Some(err) = &r.error {
             self.failed += 1;
             let k = kind_index(err.kind);
@@ -309,11 +317,12 @@ impl PhaseAccumulator {
         }
 
         self.completed += 1;
-        self.input_tokens += r.input_tokens;
-        self.output_tokens += r.output_tokens;
-        self.text_tokens += r.text_tokens;
+        // A scenario's `input_tokens` may be any u64: totals saturate, never overflow.
+        self.input_tokens = self.input_tokens.saturating_add(r.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(r.output_tokens);
+        self.text_tokens = self.text_tokens.saturating_add(r.text_tokens);
         if let Some(u) = r.usage_output_tokens {
-            self.usage_tokens += u;
+            self.usage_tokens = self.usage_tokens.saturating_add(u);
             self.usage_requests += 1;
         }
 
@@ -421,6 +430,7 @@ impl PhaseAccumulator {
             name: info.name.clone(),
             completed: self.completed,
             failed: self.failed,
+            retried: self.retried,
             failures_by_kind: self.failure_counts(),
             max_concurrency: info.max_concurrency,
             request_rate: info.request_rate,
@@ -510,6 +520,8 @@ mod tests {
             http_status: Some(200),
             error: None,
             server_timings: None,
+            reached: Default::default(),
+            retried: false,
         }
     }
 
@@ -535,6 +547,8 @@ mod tests {
                 message: format!("boom {index}"),
             }),
             server_timings: None,
+            reached: Default::default(),
+            retried: false,
         }
     }
 

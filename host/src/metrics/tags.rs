@@ -204,6 +204,8 @@ mod tests {
                 message: "503".into(),
             }),
             server_timings: None,
+            reached: Default::default(),
+            retried: false,
         }
     }
 

@@ -133,6 +133,8 @@ mod tests {
             http_status: Some(200),
             error: None,
             server_timings: None,
+            reached: Default::default(),
+            retried: false,
         };
         let columns = REQUEST_CSV_HEADER.trim_end().split(',').count();
         let row = request_csv_row(&r, "2 prompts");

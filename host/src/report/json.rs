@@ -158,6 +158,7 @@ fn runner_object(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Value 
         "peak_concurrency": s.peak_concurrency,
         "failures_by_kind": failures,
         "first_error_by_kind": first_errors,
+        "retried_requests": s.retried,
         "token_latency": distribution_object(&s.token_latency),
         "itl_per_token": distribution_object(&s.itl_per_token),
         "send_lateness": distribution_object(&s.lateness),
@@ -247,6 +248,8 @@ mod tests {
             http_status: Some(200),
             error: None,
             server_timings: None,
+            reached: Default::default(),
+            retried: false,
         });
         acc.record(&RequestRecord {
             request_id: String::new(),
@@ -269,6 +272,8 @@ mod tests {
                 message: "500".into(),
             }),
             server_timings: None,
+            reached: Default::default(),
+            retried: false,
         });
         acc.summarize(&PhaseInfo {
             name: "main".into(),

@@ -250,6 +250,8 @@ mod tests {
             http_status: Some(200),
             error: None,
             server_timings: None,
+            reached: Default::default(),
+            retried: false,
         }
     }
 

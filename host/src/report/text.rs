@@ -132,6 +132,10 @@ pub fn render_vllm_block(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -
     title(&mut out, " Serving Benchmark Result ");
     row(&mut out, "Successful requests:", s.completed);
     row(&mut out, "Failed requests:", s.failed);
+    // Shown only when it happened: the block keeps vLLM's layout otherwise.
+    if s.retried > 0 {
+        row(&mut out, "Retried requests:", s.retried);
+    }
     if let Some(c) = s.max_concurrency {
         row(&mut out, "Maximum request concurrency:", c);
     }
@@ -485,6 +489,7 @@ mod tests {
             name: "main".into(),
             completed: 1000,
             failed: 0,
+            retried: 0,
             failures_by_kind: vec![],
             max_concurrency: Some(64),
             request_rate: Some(20.0),

@@ -14,6 +14,8 @@ use super::{kind_index, FailureCount, PhaseAccumulator, ERROR_KINDS};
 pub struct PhaseState {
     pub completed: u64,
     pub failed: u64,
+    #[serde(default)]
+    pub retried: u64,
     /// Non-zero kinds only.
     pub failures: Vec<FailureCount>,
     pub input_tokens: u64,
@@ -67,6 +69,7 @@ impl PhaseAccumulator {
         PhaseState {
             completed: self.completed,
             failed: self.failed,
+            retried: self.retried,
             failures: self.failure_counts(),
             input_tokens: self.input_tokens,
             output_tokens: self.output_tokens,
@@ -98,6 +101,7 @@ impl PhaseAccumulator {
         let mut acc = PhaseAccumulator::new(opts);
         acc.completed = s.completed;
         acc.failed = s.failed;
+        acc.retried = s.retried;
         for f in &s.failures {
             let k = kind_index(f.kind);
             acc.failures[k] = f.count;
@@ -130,6 +134,7 @@ impl PhaseAccumulator {
     pub fn merge(&mut self, o: &PhaseAccumulator) -> Result<(), StatStateError> {
         self.completed += o.completed;
         self.failed += o.failed;
+        self.retried += o.retried;
         for k in 0..ERROR_KINDS.len() {
             self.failures[k] += o.failures[k];
             if self.first_messages[k].is_none() {

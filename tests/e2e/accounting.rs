@@ -1,0 +1,87 @@
+//! The runner's counts against the server's own: every request is sent once, unless its
+//! pooled connection closed with no answer, when it is sent once more and counted as
+//! retried (`retried: true` in its record, `runner.retried_requests` in result.json). The fault
+//! server logs every request body it reads.
+
+use std::collections::HashMap;
+
+use crate::fault_server::{Fault, FaultServer};
+use crate::support::{fixture, num, records_in, runner, stderr};
+
+fn plan(i: u64) -> Fault {
+    match i % 10 {
+        0 => Fault::Unavailable,
+        1 => Fault::CloseAfterRead,
+        2 => Fault::Reset,
+        5 | 6 => Fault::CloseAfterAnswer,
+        _ => Fault::None,
+    }
+}
+
+#[test]
+fn the_runners_counts_equal_the_servers_and_every_second_copy_is_counted() {
+    let server = FaultServer::start(plan);
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().display().to_string();
+    let saved = dir.path().join("saved.json").display().to_string();
+    let out = runner(&[
+        &fixture("faults.rhai"),
+        "--target",
+        &server.url,
+        "-p",
+        "requests=1000",
+        "--output",
+        &out_dir,
+        "--save-result",
+        &saved,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let records = records_in(dir.path());
+    assert_eq!(records.len(), 1000);
+    let (completed, failed) = (num(&result, "completed"), num(&result, "failed"));
+    assert_eq!(completed + failed, 1000.0);
+
+    let mut bodies: HashMap<u64, u64> = HashMap::new();
+    for i in server.seen.lock().unwrap().indices.iter() {
+        *bodies.entry(*i).or_default() += 1;
+    }
+    let retried: Vec<u64> = records
+        .iter()
+        .filter(|r| r["retried"] == true)
+        .map(|r| r["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        num(&result["runner"], "retried_requests"),
+        retried.len() as f64
+    );
+    for r in &records {
+        let i = r["index"].as_u64().unwrap();
+        let copies = bodies.get(&i).copied().unwrap_or(0);
+        let limit = if r["retried"] == true { 2 } else { 1 };
+        assert!(
+            copies <= limit,
+            "request {i} reached the server {copies} times: {r}"
+        );
+        // An answer means the server read it.
+        if r["reached"] == "yes" {
+            assert!(copies >= 1, "{r}");
+        }
+    }
+    let total: u64 = bodies.values().sum();
+    assert!(
+        total >= 1000 - retried.len() as u64 && total <= 1000 + retried.len() as u64,
+        "server read {total} bodies for 1000 requests, {} retried",
+        retried.len()
+    );
+    // A request the server read and dropped is sent again, counted; one it reset is not.
+    let closed = records.iter().find(|r| r["index"] == 1).unwrap();
+    assert_eq!(closed["retried"], true, "{closed}");
+    assert_eq!(bodies.get(&1), Some(&2));
+    assert_eq!(bodies.get(&2), Some(&1));
+    eprintln!(
+        "accounting: 1000 requests, {completed} ok, {failed} failed, {} retried, server read {total} bodies",
+        retried.len()
+    );
+}
