@@ -216,10 +216,15 @@ impl Members {
         if self.files.contains_key(&path) || (path == DIGEST_MEMBER && self.stored.is_some()) {
             return Err(format!("member `{shown}` appears twice"));
         }
+        if path == DIGEST_MEMBER && size > 128 {
+            return Err(format!("member `{DIGEST_MEMBER}` is not a digest"));
+        }
         let bytes =
             read_member(&mut entry, size).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
         if path == DIGEST_MEMBER {
-            self.stored = Some(String::from_utf8_lossy(&bytes).trim().to_string());
+            // Quoted in errors: shown escaped.
+            let stored = String::from_utf8_lossy(&bytes);
+            self.stored = Some(crate::display::escape_control(stored.trim()).into_owned());
         } else {
             self.files.insert(path, bytes);
         }
@@ -431,6 +436,18 @@ mod tests {
         write(&a, &files(), &digest_v1(&files())).unwrap();
         let e = read(&a).unwrap_err();
         assert!(e.contains("packed by an older runner"), "{e}");
+    }
+
+    #[test]
+    fn a_stored_digest_is_quoted_escaped_and_must_be_short() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.tar.gz");
+        write(&a, &files(), "\u{1b}]0;pwned\u{7}").unwrap();
+        let e = read(&a).unwrap_err();
+        assert!(e.contains("stored \\u{1b}]0;pwned\\u{7}"), "{e}");
+        write(&a, &files(), &"0".repeat(1000)).unwrap();
+        let e = read(&a).unwrap_err();
+        assert!(e.contains("`package.sha256` is not a digest"), "{e}");
     }
 
     #[test]
