@@ -109,19 +109,29 @@ impl FastBpe {
         Some(())
     }
 
-    /// Splits like tiktoken-rs's `find_iter` over the pattern. Should the regex give up
-    /// (its backtracking limit), the text up to the next whitespace is taken as one piece.
+    /// Splits like tiktoken-rs (`find_iter` over the pattern, whose state is reused
+    /// from match to match). Should the regex give up (its backtracking limit), the text
+    /// up to the next whitespace is taken as one piece and the search starts again after
+    /// it: the patterns look ahead, never behind, so a restart matches the same.
     fn encode_unicode(&self, text: &str, out: &mut Vec<u32>) -> Option<()> {
-        let mut pos = 0;
-        while pos < text.len() {
-            let (start, end) = match self.regex.find_from_pos(text, pos) {
-                Ok(Some(m)) => (m.start(), m.end().max(m.start() + 1)),
-                Ok(None) => break,
-                Err(_) => (pos, next_whitespace(text, pos)),
-            };
-            let end = ceil_char_boundary(text, end);
-            self.encode_piece(&text.as_bytes()[start..end], out)?;
-            pos = end;
+        let mut rest = text;
+        while !rest.is_empty() {
+            let mut done = 0;
+            let mut gave_up = false;
+            for found in self.regex.find_iter(rest) {
+                let Ok(m) = found else {
+                    gave_up = true;
+                    break;
+                };
+                self.encode_piece(m.as_str().as_bytes(), out)?;
+                done = m.end();
+            }
+            if !gave_up || done >= rest.len() {
+                break;
+            }
+            let end = next_whitespace(rest, done);
+            self.encode_piece(&rest.as_bytes()[done..end], out)?;
+            rest = &rest[end..];
         }
         Some(())
     }
@@ -292,14 +302,6 @@ fn next_whitespace(text: &str, from: usize) -> usize {
         .char_indices()
         .find(|&(i, c)| i > 0 && c.is_whitespace())
         .map_or(text.len(), |(i, _)| from + i)
-}
-
-/// `at`, moved forward to the next character boundary.
-fn ceil_char_boundary(text: &str, mut at: usize) -> usize {
-    while at < text.len() && !text.is_char_boundary(at) {
-        at += 1;
-    }
-    at.min(text.len())
 }
 
 // Byte classes of the split patterns, restricted to ASCII. `\s` is Unicode White_Space:
@@ -542,7 +544,7 @@ mod tests {
         }
         const HOT: &[char] = &[
             ' ', ' ', '\n', 'a', 'A', 'é', 'É', '你', '好', '🚀', '\u{301}', '\u{a0}', '\'', 's',
-            '1', '٣', '!', '/', 'ǅ', 'ß',
+            '1', '٣', '!', '/', 'ǅ', 'ß', '\t', '\r', '\u{3000}', '\u{2003}',
         ];
         let mut rng = ChaCha8Rng::seed_from_u64(2025);
         for _ in 0..5_000 {
