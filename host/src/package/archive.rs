@@ -94,10 +94,32 @@ pub fn check_name(name: &str) -> Result<(), &'static str> {
 }
 
 /// Writes the archive: members in path order with fixed metadata, so packing the same
-/// files twice gives the same bytes.
+/// files twice gives the same bytes. It is written beside `out` and renamed into place
+/// once complete, so `out` is never a partial archive (a full disk, an interrupted pack),
+/// and whatever `out` was (a link, a FIFO) is replaced, not written through.
 pub fn write(out: &Path, files: &Files, digest: &str) -> Result<(), String> {
-    let file =
-        std::fs::File::create(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let dir = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let fail = |e: std::io::Error| format!("cannot write {}: {e}", out.display());
+    let tmp = tempfile::Builder::new()
+        .prefix(".runner-pack-")
+        .tempfile_in(dir)
+        .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    write_to(tmp.as_file(), files, digest).map_err(fail)?;
+    #[cfg(unix)]
+    {
+        // A file to share: readable by all, as `File::create` under the usual umask makes.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::Permissions::from_mode(0o644);
+        tmp.as_file().set_permissions(mode).map_err(fail)?;
+    }
+    tmp.persist(out).map_err(|e| fail(e.error))?;
+    Ok(())
+}
+
+fn write_to(file: &std::fs::File, files: &Files, digest: &str) -> std::io::Result<()> {
     let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
     let mut tar = tar::Builder::new(gz);
     tar.mode(tar::HeaderMode::Deterministic);
@@ -112,13 +134,9 @@ pub fn write(out: &Path, files: &Files, digest: &str) -> Result<(), String> {
         header.set_mode(0o644);
         header.set_mtime(0);
         header.set_cksum();
-        tar.append_data(&mut header, path, bytes)
-            .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        tar.append_data(&mut header, path, bytes)?;
     }
-    tar.into_inner()
-        .and_then(|gz| gz.finish())
-        .and_then(|mut f| f.flush())
-        .map_err(|e| format!("cannot write {}: {e}", out.display()))
+    tar.into_inner()?.finish()?.flush()
 }
 
 /// Reads an archive into memory, refusing anything `runner pack` would not have written
@@ -350,6 +368,21 @@ mod tests {
         let (back, digest_back) = read(&a).unwrap();
         assert_eq!(back, files());
         assert_eq!(digest_back, d);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_archive_replaces_a_link_at_its_path_instead_of_writing_through_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere.txt");
+        std::fs::write(&target, "keep me").unwrap();
+        let a = dir.path().join("a.tar.gz");
+        std::os::unix::fs::symlink(&target, &a).unwrap();
+        write(&a, &files(), &digest(&files())).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+        assert_eq!(read(&a).unwrap().0, files());
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 2, "no temporary file is left: {names:?}");
     }
 
     #[test]
