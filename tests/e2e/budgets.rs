@@ -79,9 +79,9 @@ fn rhai_synthetic_text_of_a_negative_count_is_refused() {
 #[test]
 fn wasm_text_of_u32_max_tokens_is_refused_naming_the_function() {
     let probe = component("sandbox_probe");
-    for (attack, function) in [
-        ("synthetic", "synthetic-text(4294967295)"),
-        ("random-text", "random-token-text(4294967295)"),
+    for (attack, function, limit) in [
+        ("synthetic", "synthetic-text(4294967295)", "4194304"),
+        ("random-text", "random-token-text(4294967295)", "1048576"),
     ] {
         let out = run_bounded(&[&probe, "-p", &format!("attack={attack}")]);
         assert_one_clean_error(
@@ -90,7 +90,7 @@ fn wasm_text_of_u32_max_tokens_is_refused_naming_the_function() {
                 "sandbox_probe.wasm",
                 "`next-request`",
                 function,
-                "over the limit of 4194304 tokens per call",
+                &format!("over the limit of {limit} tokens per call"),
             ],
         );
     }

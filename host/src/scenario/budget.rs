@@ -6,9 +6,13 @@
 //! The bounds leave room for long-context benchmarks: 4 Mi tokens is four times the
 //! longest context windows served today, and its synthetic text is about 28 MiB.
 
-/// Most tokens one call may produce or take: `synthetic_text`, `random_token_text` and
-/// the ids given to `decode`.
+/// Most tokens one call may produce or take: `synthetic_text`, the ids given to
+/// `decode` and those `encode` returns.
 pub const MAX_TOKENS_PER_CALL: u64 = 4 << 20;
+
+/// `random_token_text` takes less: its text is mostly not ASCII, and re-encoding it to hit
+/// the count exactly takes about 3 s for 1 Mi tokens in a release build (30 s for 4 Mi).
+pub const MAX_RANDOM_TEXT_TOKENS_PER_CALL: u64 = 1 << 20;
 
 /// Most bytes of text one call may take or produce: the text given to `encode` and
 /// `count_tokens`, and the text `decode` would return. Rhai's own string cap is the same.
@@ -49,6 +53,17 @@ pub fn check_tokens(function: &str, argument: impl ToString, n: u64) -> Result<(
         argument.to_string(),
         n,
         MAX_TOKENS_PER_CALL,
+        "tokens",
+    )
+}
+
+/// Refuses a `random_token_text` count over [`MAX_RANDOM_TEXT_TOKENS_PER_CALL`].
+pub fn check_random_tokens(n: u64) -> Result<(), OverBudget> {
+    check(
+        "random_token_text",
+        n.to_string(),
+        n,
+        MAX_RANDOM_TEXT_TOKENS_PER_CALL,
         "tokens",
     )
 }
@@ -144,6 +159,9 @@ mod tests {
             "synthetic_text(1000000000000): 1000000000000 tokens is over the limit of 4194304 tokens per call"
         );
         assert!(err.in_wit().to_string().starts_with("synthetic-text("));
+        assert!(check_random_tokens(MAX_RANDOM_TEXT_TOKENS_PER_CALL).is_ok());
+        let err = check_random_tokens(MAX_RANDOM_TEXT_TOKENS_PER_CALL + 1).unwrap_err();
+        assert_eq!(err.function, "random_token_text");
     }
 
     #[test]

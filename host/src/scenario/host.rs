@@ -96,7 +96,7 @@ impl HostContext {
     }
 
     pub fn random_token_text(&mut self, n: u64) -> Result<String, OverBudget> {
-        budget::check_tokens("random_token_text", n, n)?;
+        budget::check_random_tokens(n)?;
         Ok(self.tokenizer.random_token_text(n as usize, &mut self.rng))
     }
 
