@@ -178,6 +178,7 @@ pub(super) async fn dispatch_phase(
             // blocking pool, never on the I/O threads that timestamp other streams' chunks.
             // The record is sent from there, so a drain that gives up waiting loses none.
             let _ = tokio::task::spawn_blocking(move || {
+                yield_to_io_threads();
                 let (record, outcome) = build_record(
                     phase,
                     &planned,
@@ -235,6 +236,25 @@ pub(super) async fn dispatch_phase(
     Ok((stop, cut, phase_start.elapsed()))
 }
 
+/// Lowers the priority of the blocking-pool thread this runs on, once: building records
+/// (counting tokens of whatever text a server sent) must take CPU only when the threads
+/// that timestamp chunks, and a server on the same machine, do not need it.
+fn yield_to_io_threads() {
+    thread_local! {
+        static LOWERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    LOWERED.with(|lowered| {
+        if !lowered.replace(true) {
+            // SAFETY: plain system calls on this thread's own id; a failure leaves the
+            // priority as it was.
+            unsafe {
+                let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+                libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+            }
+        }
+    });
+}
+
 /// Whether the request reached the server: an answer says yes; a refused connection on
 /// the only attempt says no; anything else cannot be known from the client.
 fn reach(ex: &Exchange) -> Reach {
@@ -255,10 +275,13 @@ fn reach(ex: &Exchange) -> Reach {
 fn chunk_tokens<'a>(
     ex: &'a Exchange,
     usage_output: Option<u64>,
+    text_tokens: u64,
     tokenizer: &'a Tokenizer,
 ) -> impl Iterator<Item = u32> + 'a {
     let continuous = !ex.chunks.is_empty() && ex.chunks.iter().all(|c| c.3.is_some());
     let ones = usage_output == Some(ex.chunks.len() as u64);
+    // One chunk holds the whole text, already counted.
+    let whole = ex.chunks.len() == 1;
     let mut previous = 0u64;
     ex.chunks.iter().map(move |&(_, a, b, cumulative)| {
         let n = if continuous {
@@ -268,6 +291,8 @@ fn chunk_tokens<'a>(
             n
         } else if ones {
             1
+        } else if whole {
+            text_tokens
         } else {
             tokenizer.count(&ex.text[a..b]) as u64
         };
@@ -289,7 +314,8 @@ fn build_record(
 ) -> (RequestRecord, Option<Outcome>) {
     let ns = |t: Instant| t.saturating_duration_since(phase_start).as_nanos() as u64;
     let usage_output = ex.completion_tokens.filter(|&n| n > 0);
-    let chunks = chunk_tokens(&ex, usage_output, tokenizer)
+    let text_tokens = tokenizer.count(&ex.text) as u64;
+    let chunks = chunk_tokens(&ex, usage_output, text_tokens, tokenizer)
         .zip(&ex.chunks)
         .map(|(tokens, c)| Chunk {
             t_ns: ns(c.0),
@@ -297,7 +323,6 @@ fn build_record(
         })
         .collect();
     let reached = reach(&ex);
-    let text_tokens = tokenizer.count(&ex.text) as u64;
     let output_tokens = usage_output.unwrap_or(text_tokens);
     let input_tokens = ex
         .prompt_tokens
