@@ -81,3 +81,22 @@ fn a_lone_script_reads_its_data_folder_and_a_granted_directory() {
     let out = read(dir.path(), &y, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 }
+
+#[test]
+fn a_scenario_that_is_a_fifo_is_refused_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("blocked.rhai");
+    let c = std::ffi::CString::new(fifo.display().to_string()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let path = fifo.display().to_string();
+    for args in [vec![path.as_str()], vec!["info", path.as_str()]] {
+        let out = runner(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr(&out).contains("not a regular file"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}

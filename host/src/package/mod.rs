@@ -209,6 +209,12 @@ pub fn resolve(arg: &Path, search: &[PathBuf]) -> Result<Resolved, String> {
             Ok(Resolved::File(arg.to_path_buf()))
         };
     }
+    if arg.exists() {
+        return Err(format!(
+            "{} is not a regular file (a FIFO or a device would block the run)",
+            crate::display::escape_control(&arg.display().to_string())
+        ));
+    }
     let text = arg.to_string_lossy();
     let looks_like_name = arg.extension().is_none() || text.contains('@');
     if !looks_like_name || search.is_empty() {

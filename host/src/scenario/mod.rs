@@ -140,9 +140,30 @@ pub trait Scenario: Send {
     }
 }
 
+/// The largest scenario file loaded (a componentized Python or JavaScript guest is tens
+/// of MiB).
+const MAX_SCENARIO_BYTES: u64 = 512 << 20;
+
 /// Loads a scenario from a file, choosing the implementation by extension.
 pub fn load(path: &Path, host: HostContext) -> Result<Box<dyn Scenario>, ScenarioError> {
     let file = path.display().to_string();
+    // A FIFO or a device would block the read or never end it; a file of gigabytes
+    // would be read whole.
+    if let Ok(meta) = std::fs::metadata(path) {
+        let problem = if !meta.is_file() {
+            Some("not a regular file".to_string())
+        } else if meta.len() > MAX_SCENARIO_BYTES {
+            Some(format!(
+                "{} bytes, over the {MAX_SCENARIO_BYTES}-byte limit for a scenario",
+                meta.len()
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = problem {
+            return Err(ScenarioError::Unsupported { file, message });
+        }
+    }
     match path.extension().and_then(|e| e.to_str()) {
         Some("rhai") => Ok(Box::new(rhai::RhaiScenario::load(path, host)?)),
         Some("wasm") => Ok(Box::new(wasm::WasmScenario::load(path, host)?)),
