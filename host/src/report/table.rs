@@ -22,6 +22,14 @@ pub(crate) fn columns(s: &PhaseSummary) -> [(&'static str, String); 12] {
     ]
 }
 
+/// A cell of a markdown table row: a `|` or a line break in a name or tag would end the
+/// cell or the row.
+fn markdown_cell(text: &str) -> String {
+    text.replace('|', "\\|")
+        .replace("\r\n", " ")
+        .replace(['\n', '\r'], " ")
+}
+
 pub fn render_phase_table_markdown(phases: &[PhaseSummary]) -> String {
     let mut out = String::new();
     let Some(first) = phases.first() else {
@@ -33,7 +41,7 @@ pub fn render_phase_table_markdown(phases: &[PhaseSummary]) -> String {
     for s in phases {
         let cells: Vec<String> = columns(s)
             .into_iter()
-            .map(|c| c.1.replace('|', "\\|"))
+            .map(|c| markdown_cell(&c.1))
             .collect();
         out.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
@@ -154,7 +162,7 @@ pub fn render_tag_table_markdown(tags: &[TagSummary]) -> String {
     for t in tags {
         let cells: Vec<String> = tag_columns(t)
             .into_iter()
-            .map(|c| c.1.replace('|', "\\|"))
+            .map(|c| markdown_cell(&c.1))
             .collect();
         out.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
@@ -244,5 +252,15 @@ mod tests {
             rows[3].starts_with("| turn-10 \\| x | 2 | 1 | 1234.5 | 8.0 | 10.00 | 10.00 | 11.00 |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_line_break_or_a_long_name_cannot_break_a_table() {
+        assert_eq!(markdown_cell("a|b\nc\r\nd"), "a\\|b c d");
+        let long = "t".repeat(70_000);
+        let cut = cut_cell(&long);
+        assert_eq!(cut.chars().count(), MAX_CELL_CHARS);
+        assert!(cut.ends_with('…'));
+        assert_eq!(cut_cell("short"), "short");
     }
 }
