@@ -216,7 +216,7 @@ fn cases(dir: &str) -> Vec<Case> {
             "dataset outside allowed dirs",
             &[s, "-p", &format!("dataset={not_json}")],
             1,
-            &["outside the scenario's directory", "--data-dir"],
+            &["outside what this scenario may read", "--data-dir"],
         ),
         case(
             "dataset not JSON",

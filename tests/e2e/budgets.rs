@@ -136,3 +136,32 @@ fn wasm_log_messages_are_cut_to_their_budget() {
         &err[..err.len().min(2000)]
     );
 }
+
+/// Host calls count toward a Rhai call's wall-clock limit (10 s for a request hook): a
+/// loop of large `synthetic_text` calls, each one operation, is stopped there instead of
+/// running for as long as it likes within the operation limit.
+#[test]
+fn rhai_host_calls_count_toward_the_call_time_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("slow.rhai");
+    std::fs::write(
+        &path,
+        r#"fn describe() { #{ name: "slow", params: [] } }
+fn phases() { [#{ name: "main", arrival: #{ process: "burst" }, max_requests: 1 }] }
+fn next_request(phase, index) {
+    let n = 0;
+    loop { n += synthetic_text(100000).len(); }
+}
+"#,
+    )
+    .unwrap();
+    let start = Instant::now();
+    let out = runner(&[&path.display().to_string(), "--sim-profile", "zero"]);
+    let took = start.elapsed();
+    assert_one_clean_error(
+        &out,
+        &["next_request", "longer than 10 s", "host calls included"],
+    );
+    // Bounded: the limit plus at most a few host calls, not the minutes the loop wants.
+    assert!(took < Duration::from_secs(60), "took {took:?}");
+}

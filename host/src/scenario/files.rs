@@ -80,6 +80,9 @@ impl FileAccess {
         let real = self.resolve(path)?;
         let meta = std::fs::metadata(&real).map_err(|e| format!("cannot read `{path}`: {e}"))?;
         // A FIFO or a device would block or never end: only plain files are data.
+        if meta.is_dir() {
+            return Err(format!("cannot read `{path}`: it is a directory"));
+        }
         if !meta.is_file() {
             return Err(format!("cannot read `{path}`: not a regular file"));
         }

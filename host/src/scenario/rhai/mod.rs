@@ -7,6 +7,7 @@
 
 mod api;
 mod convert;
+mod deadline;
 mod hooks;
 mod record;
 
@@ -21,6 +22,7 @@ use super::params::Params;
 use super::spec::{LatencySummary, Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Snapshot};
 use super::{Description, HostContext, Scenario, ScenarioError};
 use api::{number, register_host, sandboxed_engine};
+use deadline::CallDeadline;
 use record::HostRecord;
 
 /// Operations one call may run (a 32,000-token prompt is one host call, so this is generous).
@@ -48,6 +50,8 @@ pub struct RhaiScenario {
     has_next_phase: bool,
     /// Phases given so far, so `next_phase`'s phases are numbered after them.
     phases_given: usize,
+    /// The wall-clock limit of the call in progress.
+    deadline: CallDeadline,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -73,6 +77,7 @@ impl RhaiScenario {
         let mut engine = sandboxed_engine();
         register_host(&mut engine, &host, &params);
         record::register(&mut engine);
+        let deadline = CallDeadline::install(&mut engine);
 
         let ast = engine.compile(&source).map_err(|e| {
             let pos = e.position();
@@ -129,9 +134,11 @@ impl RhaiScenario {
             has_stop,
             has_next_phase,
             phases_given: 0,
+            deadline,
         };
         // Top-level statements run once, so scripts may define constants there.
         let ast = scenario.ast.clone();
+        scenario.deadline.start("<top level>");
         if let Err(e) = scenario
             .engine
             .run_ast_with_scope(&mut scenario.scope, &ast)
@@ -145,6 +152,7 @@ impl RhaiScenario {
     }
 
     fn call(&mut self, function: &str, args: impl FuncArgs) -> Result<Dynamic, ScenarioError> {
+        self.deadline.start(function);
         let options = CallFnOptions::new()
             .eval_ast(false)
             .rewind_scope(true)
@@ -175,6 +183,12 @@ impl RhaiScenario {
             ),
             EvalAltResult::ErrorDataTooLarge(what, _) => {
                 format!("{what} grew past the scenario size limit (strings {MAX_STRING_BYTES} bytes, arrays {MAX_ARRAY_LEN}, maps {MAX_MAP_LEN})")
+            }
+            EvalAltResult::ErrorTerminated(token, _) if token.to_string() == deadline::TOKEN => {
+                format!(
+                    "the call ran longer than {} s (wall clock, host calls included) and was stopped",
+                    CallDeadline::limit_of(function).as_secs()
+                )
             }
             EvalAltResult::ErrorStackOverflow(_) => {
                 format!("calls nested deeper than {MAX_CALL_LEVELS} levels (endless recursion?)")

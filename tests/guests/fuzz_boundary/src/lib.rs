@@ -60,7 +60,11 @@ struct Fuzz {
 impl Fuzz {
     fn phase(&self, i: u64) -> Phase {
         let c = self.chaos;
-        let name = if draw(c / 4.0) { String::new() } else { format!("p{i}") };
+        let name = if draw(c / 4.0) {
+            String::new()
+        } else {
+            format!("p{i}")
+        };
         let p = Phase::new(&name);
         let rate = or_wild(c, rand_int(1, 500).unwrap_or(1) as f64, &FLOATS);
         let mut p = match rand_int(0, 5).unwrap_or(0) {
@@ -102,7 +106,11 @@ impl Fuzz {
             r = r.no_stream();
         }
         if draw(0.2) {
-            r = r.extra_json(or_wild(c, r#"{"temperature":0}"#, &["not json", "[1]", "{"]));
+            r = r.extra_json(or_wild(
+                c,
+                r#"{"temperature":0}"#,
+                &["not json", "[1]", "{"],
+            ));
         }
         if draw(0.3) {
             r = r.tag(text(c));
@@ -129,8 +137,11 @@ impl Scenario for Fuzz {
     const NEXT_PHASE: bool = true;
 
     fn describe() -> Description {
-        Description::new("fuzz_boundary", "Random values at every export of the contract.")
-            .param("seed", 1, "seed of the draws")
+        Description::new(
+            "fuzz_boundary",
+            "Random values at every export of the contract.",
+        )
+        .param("seed", 1, "seed of the draws")
     }
 
     fn new() -> Result<Self, String> {
