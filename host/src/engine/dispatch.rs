@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use super::record_builder::builders;
 use super::{Collect, EngineConfig, EngineError, FromScenario, Live, Planned, Signals, StopReason};
 use crate::client::{Client, Exchange};
 use crate::metrics::record::{Chunk, ErrorKind, Reach, RequestRecord};
@@ -175,24 +176,25 @@ pub(super) async fn dispatch_phase(
                 .await;
             drop(permit);
             // Counting tokens is CPU work on text of any size a server sends: done on the
-            // blocking pool, never on the I/O threads that timestamp other streams' chunks.
-            // The record is sent from there, so a drain that gives up waiting loses none.
-            let _ = tokio::task::spawn_blocking(move || {
-                yield_to_io_threads();
-                let (record, outcome) = build_record(
-                    phase,
-                    &planned,
-                    request_id,
-                    phase_start,
-                    scheduled,
-                    sent,
-                    exchange,
-                    &tokenizer,
-                    wants_responses,
-                );
-                let _ = rec_tx.send(Collect::Record(Box::new(record), outcome.map(Box::new)));
-            })
-            .await;
+            // record builders, never on the I/O threads that timestamp other streams'
+            // chunks. The record is sent from there, so a drain that gives up waiting
+            // loses none.
+            builders()
+                .run(move || {
+                    let (record, outcome) = build_record(
+                        phase,
+                        &planned,
+                        request_id,
+                        phase_start,
+                        scheduled,
+                        sent,
+                        exchange,
+                        &tokenizer,
+                        wants_responses,
+                    );
+                    let _ = rec_tx.send(Collect::Record(Box::new(record), outcome.map(Box::new)));
+                })
+                .await;
         });
     };
 
@@ -234,25 +236,6 @@ pub(super) async fn dispatch_phase(
         stop
     };
     Ok((stop, cut, phase_start.elapsed()))
-}
-
-/// Lowers the priority of the blocking-pool thread this runs on, once: building records
-/// (counting tokens of whatever text a server sent) must take CPU only when the threads
-/// that timestamp chunks, and a server on the same machine, do not need it.
-fn yield_to_io_threads() {
-    thread_local! {
-        static LOWERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    }
-    LOWERED.with(|lowered| {
-        if !lowered.replace(true) {
-            // SAFETY: plain system calls on this thread's own id; a failure leaves the
-            // priority as it was.
-            unsafe {
-                let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-                libc::setpriority(libc::PRIO_PROCESS, tid, 19);
-            }
-        }
-    });
 }
 
 /// Whether the request reached the server: an answer says yes; a refused connection on

@@ -11,6 +11,7 @@
 mod collect;
 mod dispatch;
 mod generator;
+mod record_builder;
 mod record_file;
 
 use std::collections::VecDeque;
