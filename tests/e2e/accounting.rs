@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use crate::fault_server::{Fault, FaultServer};
-use crate::support::{fixture, num, records_in, runner, stderr};
+use crate::support::{exclusive, fixture, num, records_in, runner, stderr};
 
 fn plan(i: u64) -> Fault {
     match i % 10 {
@@ -20,6 +20,8 @@ fn plan(i: u64) -> Fault {
 
 #[test]
 fn the_runners_counts_equal_the_servers_and_every_second_copy_is_counted() {
+    // A thousand requests as fast as they go: not beside the tests that time an engine.
+    let _quiet = exclusive();
     let server = FaultServer::start(plan);
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().display().to_string();

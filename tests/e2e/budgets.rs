@@ -142,6 +142,8 @@ fn wasm_log_messages_are_cut_to_their_budget() {
 /// running for as long as it likes within the operation limit.
 #[test]
 fn rhai_host_calls_count_toward_the_call_time_limit() {
+    // Ten seconds of host calls at full speed: not beside the tests that time an engine.
+    let _quiet = crate::support::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("slow.rhai");
     std::fs::write(

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::support::{fixture, spawn_runner, wait_exit, Pipes};
+use crate::support::{exclusive, fixture, spawn_runner, wait_exit, Pipes};
 
 /// What one seed did; `Err` says what went wrong.
 fn case(scenario: &str, seed: u64) -> Result<bool, String> {
@@ -38,6 +38,8 @@ fn case(scenario: &str, seed: u64) -> Result<bool, String> {
 }
 
 fn fuzz(scenario: &str) {
+    // Forty runs back to back are heavy: not beside the tests that time an engine.
+    let _quiet = exclusive();
     let cases: u64 = std::env::var("RUNNER_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
