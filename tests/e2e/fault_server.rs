@@ -58,6 +58,10 @@ pub enum Fault {
     /// A normal answer, then the connection is closed without `Connection: close`, as
     /// llama.cpp's server does after every stream.
     CloseAfterAnswer,
+    /// One content event holding a 100,000-character word (no whitespace).
+    LongWord,
+    /// Content events of one character, without end, as fast as the client reads.
+    Endless,
     /// Headers and one content event, then the connection closes mid-body.
     Cut,
     /// Headers and one content event, then nothing: only the request timeout ends it.
@@ -411,6 +415,21 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
             s + "0\r\n\r\n"
         }
         (_, Fault::CloseAfterRead) => return false,
+        (_, Fault::LongWord) => {
+            let word = serde_json::json!({"choices": [{"index": 0, "text": "a".repeat(100_000)}]});
+            STREAM_HEAD.to_string() + &*event(&word.to_string()) + &*event("[DONE]") + "0\r\n\r\n"
+        }
+        (_, Fault::Endless) => {
+            let _ = stream.write_all(STREAM_HEAD.as_bytes()).await;
+            let batch = event(TOKEN).repeat(1000);
+            // Bounded, should the client never stop reading: 10 million events.
+            for _ in 0..10_000 {
+                if stream.write_all(batch.as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+            return false;
+        }
         (_, Fault::CloseAfterAnswer) => {
             let _ = stream.write_all(normal_stream().as_bytes()).await;
             let _ = stream.flush().await;
