@@ -9,8 +9,9 @@ use crate::fault_server::{Fault, FaultServer, ESCAPES};
 use crate::support::*;
 
 /// The arguments of a run of `faults.rhai` against `server`, into `out`.
-fn fault_run<'a>(server: &'a FaultServer, requests: &'a str, out: &'a str) -> Vec<&'a str> {
-    vec![
+fn fault_args(server: &FaultServer, requests: &str, out: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![fixture("faults.rhai")];
+    let common = [
         "--target",
         &server.url,
         "--model",
@@ -21,7 +22,9 @@ fn fault_run<'a>(server: &'a FaultServer, requests: &'a str, out: &'a str) -> Ve
         "concurrency=4",
         "--output",
         out,
-    ]
+    ];
+    args.extend(common.iter().chain(extra).map(|a| a.to_string()));
+    args
 }
 
 /// The failure counts of result.json, by kind.
@@ -70,13 +73,7 @@ fn a_reader_that_closes_stdout_early_costs_no_file() {
     let server = FaultServer::start(|_| Fault::None);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().display().to_string();
-    let mut args = vec![fixture("faults.rhai")];
-    args.extend(
-        fault_run(&server, "requests=200", &out)
-            .into_iter()
-            .map(String::from),
-    );
-    args.extend(["-p".into(), "rate=100".into()]);
+    let args = fault_args(&server, "requests=200", &out, &["-p", "rate=100"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut child = spawn_runner(&args);
     let stdout = child.stdout.take().unwrap();
@@ -122,12 +119,7 @@ fn escape_sequences_and_binary_bodies_are_never_printed_raw() {
     let server = FaultServer::start(plan);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().display().to_string();
-    let mut args = vec![fixture("faults.rhai")];
-    args.extend(
-        fault_run(&server, "requests=40", &out)
-            .into_iter()
-            .map(String::from),
-    );
+    let args = fault_args(&server, "requests=40", &out, &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = runner(&args);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -186,12 +178,7 @@ fn cr_only_and_bom_streams_succeed() {
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().display().to_string();
-    let mut args = vec![fixture("faults.rhai")];
-    args.extend(
-        fault_run(&server, "requests=40", &out)
-            .into_iter()
-            .map(String::from),
-    );
+    let args = fault_args(&server, "requests=40", &out, &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = runner(&args);
     let text = stdout(&o);
@@ -219,12 +206,7 @@ fn redirects_are_failures_and_never_followed() {
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().display().to_string();
-    let mut args = vec![fixture("faults.rhai")];
-    args.extend(
-        fault_run(&server, "requests=30", &out)
-            .into_iter()
-            .map(String::from),
-    );
+    let args = fault_args(&server, "requests=30", &out, &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = runner(&args);
     let text = stdout(&o);

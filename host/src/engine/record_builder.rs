@@ -19,7 +19,7 @@ pub(super) fn builders() -> &'static Builders {
 }
 
 pub(super) struct Builders {
-    jobs: Mutex<mpsc::Sender<Job>>,
+    jobs: mpsc::Sender<Job>,
 }
 
 impl Builders {
@@ -45,18 +45,14 @@ impl Builders {
                 return Builders::inline();
             }
         }
-        Builders {
-            jobs: Mutex::new(tx),
-        }
+        Builders { jobs: tx }
     }
 
     /// No threads: `run` does the work on the caller's thread.
     fn inline() -> Builders {
         let (tx, rx) = mpsc::channel::<Job>();
         drop(rx);
-        Builders {
-            jobs: Mutex::new(tx),
-        }
+        Builders { jobs: tx }
     }
 
     /// Runs `job` on a builder thread and waits for it without blocking the runtime.
@@ -66,12 +62,7 @@ impl Builders {
             job();
             let _ = done_tx.send(());
         });
-        let refused = self
-            .jobs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .send(job);
-        match refused {
+        match self.jobs.send(job) {
             Ok(()) => {
                 let _ = done_rx.await;
             }
