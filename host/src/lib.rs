@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod clock;
 pub mod console;
 pub mod display;
 pub mod engine;

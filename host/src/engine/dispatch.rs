@@ -11,9 +11,9 @@ use tokio::task::JoinSet;
 use super::record_builder::builders;
 use super::{Collect, EngineConfig, EngineError, FromScenario, Live, Planned, Signals, StopReason};
 use crate::client::{Client, Exchange};
+use crate::clock::Clock;
 use crate::metrics::record::{Chunk, ErrorKind, Reach, RequestRecord};
 use crate::scenario::{Outcome, PhaseSpec};
-use crate::sim::Clock;
 use crate::tokenizer::Tokenizer;
 
 /// Waits at least this long end with [`STAY_AWAKE`] on the CPU.

@@ -12,9 +12,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::clock::ClockHandle;
 use super::engine::{after, Event};
 use super::profile::BatchParams;
+use crate::clock::ClockHandle;
 
 /// When the scheduler falls this far behind its simulated clock (CPU starvation), it
 /// restarts the clock at now instead of running a burst of zero-length steps to catch up.

@@ -10,8 +10,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::batch::{Scheduler, Seq};
-use super::clock::{Clock, ClockHandle};
 use super::profile::{SimConfig, Timing};
+use crate::clock::{Clock, ClockHandle};
 
 /// What happens to a request, in order: admitted once, then chunks of tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

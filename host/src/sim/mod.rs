@@ -8,13 +8,12 @@
 //! - [`profile`]: `--sim-*` flags, profiles and their defaults.
 //! - [`server`]: routes, handlers, and the server thread.
 //! - `openai`: request parsing and the JSON / SSE wire format.
-//! - `engine`: a request's timed event stream; `batch`: the continuous-batching scheduler;
-//!   `clock`: a sub-millisecond timer thread for both (and for the client's dispatcher).
+//! - `engine`: a request's timed event stream; `batch`: the continuous-batching scheduler
+//!   (both sleep on [`crate::clock`], the timer the dispatcher uses too).
 //! - `send_log`: `--sim-send-log`, the actual send time of every chunk.
 //! - `words`: the output text, one OpenAI token per word.
 
 mod batch;
-mod clock;
 mod engine;
 mod error;
 mod openai;
@@ -26,8 +25,6 @@ mod words;
 #[cfg(test)]
 mod tests;
 
-// The precise timer serves the client's dispatcher too.
-pub use clock::{Clock, ClockHandle};
 pub use error::SimError;
 pub use profile::{
     BatchParams, SimArgs, SimConfig, SlowRequests, Timing, TokenCounter, DEFAULT_MODEL, PROFILES,

@@ -1,4 +1,4 @@
-//! A precise timer for the simulated engine.
+//! A precise timer, shared by the dispatcher (send times) and the simulated engine (token times).
 //!
 //! tokio's timer wheel ticks in whole milliseconds and rounds deadlines up, so its sleeps end
 //! 0–2 ms late; that bias would land on every simulated TTFT. This clock is one OS thread
