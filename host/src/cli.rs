@@ -416,7 +416,7 @@ fn load_scenario(
             p.apply_defaults(&mut description).map_err(|e| anyhow!(e))?;
             p.digest.clone()
         }
-        None => hex::encode(&sha2::Sha256::digest(
+        None => hex::encode(sha2::Sha256::digest(
             std::fs::read(&entry).with_context(|| format!("cannot read {}", entry.display()))?,
         )),
     };

@@ -331,7 +331,7 @@ fn log_entry(log: &mut impl std::io::Write, phase: usize, planned: &Planned) {
             .offset
             .map(|o| (o * 1e9).round() as i64)
             .unwrap_or(-1),
-        body_sha256: hex::encode(&planned.digest),
+        body_sha256: hex::encode(planned.digest),
     };
     if let Ok(mut line) = serde_json::to_vec(&entry) {
         line.push(b'\n');

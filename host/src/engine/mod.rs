@@ -533,7 +533,7 @@ pub async fn run(
     };
     Ok(RunResult {
         phases: results,
-        digest: hex::encode(&digest.finalize()),
+        digest: hex::encode(digest.finalize()),
         interrupted,
         notes,
         failure: failure.or(written.err()),

@@ -342,7 +342,7 @@ pub fn stream_digest(shards: &[Loaded]) -> Result<String, MergeError> {
                 ),
             });
         }
-        let own = hex::encode(&c.own.finalize());
+        let own = hex::encode(c.own.finalize());
         if s.file.header.request_digest.as_deref() != Some(own.as_str()) {
             return Err(MergeError::Stream {
                 dir,
@@ -352,7 +352,7 @@ pub fn stream_digest(shards: &[Loaded]) -> Result<String, MergeError> {
             });
         }
     }
-    Ok(hex::encode(&all.finalize()))
+    Ok(hex::encode(all.finalize()))
 }
 
 /// Loads, checks and merges shard directories, then checks `checks` on the merged phases.

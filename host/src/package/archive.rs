@@ -47,7 +47,7 @@ pub fn digest(files: &Files) -> String {
         listing.update((bytes.len() as u64).to_be_bytes());
         listing.update(Sha256::digest(bytes));
     }
-    hex::encode(&listing.finalize())
+    hex::encode(listing.finalize())
 }
 
 /// The listing of runners before the length-prefixed one (`path\nlength\nsha256\n`
@@ -56,10 +56,10 @@ pub fn digest(files: &Files) -> String {
 fn digest_v1(files: &Files) -> String {
     let mut listing = Sha256::new();
     for (path, bytes) in files {
-        let sha = hex::encode(&Sha256::digest(bytes));
+        let sha = hex::encode(Sha256::digest(bytes));
         listing.update(format!("{path}\n{}\n{sha}\n", bytes.len()));
     }
-    hex::encode(&listing.finalize())
+    hex::encode(listing.finalize())
 }
 
 /// Why a member or file name is refused, if it is: names must be plain relative paths
@@ -402,7 +402,7 @@ mod tests {
     #[test]
     fn names_cannot_pose_as_other_fields() {
         // Under a newline-separated listing (`path\nlen\nsha\n`) these two were one.
-        let sha = hex::encode(&Sha256::digest(b""));
+        let sha = hex::encode(Sha256::digest(b""));
         let mut one = Files::new();
         one.insert(format!("a\n0\n{sha}\nb"), vec![]);
         let mut two = Files::new();
