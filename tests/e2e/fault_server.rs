@@ -60,6 +60,10 @@ pub enum Fault {
     CloseAfterAnswer,
     /// One content event holding a 100,000-character word (no whitespace).
     LongWord,
+    /// A normal answer of three tokens whose first leaves 10 ms after the request was read;
+    /// the server logs that moment ([`Seen::first_token_ms`]) so a client's TTFT can be
+    /// checked against what the server really did.
+    Paced,
     /// Content events of one character, without end, as fast as the client reads.
     Endless,
     /// Headers and one content event, then the connection closes mid-body.
@@ -89,6 +93,9 @@ pub struct Seen {
     pub authorization: Vec<String>,
     /// Requests with a body over [`BIG_BODY`], read in part and then reset.
     pub big_bodies_reset: usize,
+    /// For [`Fault::Paced`] answers, by request index: when the first token was written,
+    /// in ms after the request had been read.
+    pub first_token_ms: HashMap<u64, f64>,
 }
 
 /// A request body over this is read only up to it, then the connection is reset: a server
@@ -245,8 +252,13 @@ async fn connection(mut stream: TcpStream, plan: Plan, seen: Arc<Mutex<Seen>>, d
             let _ = stream.set_zero_linger();
             return;
         }
+        let read_at = std::time::Instant::now();
+        let index = req
+            .path
+            .ends_with("/completions")
+            .then(|| index_of(&req.body))
+            .flatten();
         let fault = if req.path.ends_with("/completions") {
-            let index = index_of(&req.body);
             let mut s = seen.lock().unwrap();
             if let Some(auth) = req.headers.get("authorization") {
                 s.authorization.push(auth.clone());
@@ -261,6 +273,13 @@ async fn connection(mut stream: TcpStream, plan: Plan, seen: Arc<Mutex<Seen>>, d
         } else {
             Fault::None
         };
+        if let (Fault::Paced, Some(i)) = (fault, index) {
+            match paced_stream(&mut stream, read_at).await {
+                Some(ms) => seen.lock().unwrap().first_token_ms.insert(i, ms),
+                None => return,
+            };
+            continue;
+        }
         let keep_going = respond(&mut stream, &req, fault, dead).await;
         if !keep_going {
             return;
@@ -300,6 +319,22 @@ fn normal_stream() -> String {
     s + "0\r\n\r\n"
 }
 
+/// [`Fault::Paced`]: headers at once, the first token 10 ms after the request was read,
+/// then the rest. Returns when the first token was handed to the socket (ms after
+/// `read_at`), or `None`
+/// when the client went away.
+async fn paced_stream(stream: &mut TcpStream, read_at: std::time::Instant) -> Option<f64> {
+    stream.write_all(STREAM_HEAD.as_bytes()).await.ok()?;
+    tokio::time::sleep_until((read_at + Duration::from_millis(10)).into()).await;
+    // Stamped before the write: the client cannot have the token before this moment.
+    let first = read_at.elapsed().as_secs_f64() * 1e3;
+    stream.write_all(event(TOKEN).as_bytes()).await.ok()?;
+    let mut rest = event(TOKEN) + &*event(TOKEN) + &*event(USAGE) + &*event("[DONE]");
+    rest += "0\r\n\r\n";
+    stream.write_all(rest.as_bytes()).await.ok()?;
+    Some(first)
+}
+
 /// Holds the connection until the client gives up (bounded, should it never).
 async fn stall(stream: &mut TcpStream) {
     let mut sink = [0u8; 1024];
@@ -318,7 +353,7 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
             "",
             r#"{"object":"list","data":[{"id":"fault-model","object":"model"}]}"#,
         ),
-        (_, Fault::None) => normal_stream(),
+        (_, Fault::None | Fault::Paced) => normal_stream(),
         (_, Fault::BadRequest) => simple(
             "400 Bad Request",
             "",

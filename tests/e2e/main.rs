@@ -27,6 +27,7 @@ mod progress;
 mod report;
 mod shards;
 mod signals;
+mod skew;
 mod thresholds;
 mod wasm;
 mod workloads;
