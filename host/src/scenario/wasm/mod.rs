@@ -3,6 +3,7 @@
 //! run and runs in a sandbox (see `sandbox`): no network, no environment, no clock, a
 //! read-only view of its own directory, a memory cap, and a time limit on every call.
 
+mod compile_cache;
 mod convert;
 mod imports;
 mod sandbox;
@@ -11,7 +12,7 @@ pub mod version;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Engine, Store, Trap, WasmBacktrace};
 
 use super::params::Params;
@@ -74,7 +75,7 @@ impl WasmScenario {
         check_is_component(&bytes).map_err(fail)?;
         let engine =
             sandbox::engine().map_err(|e| fail(format!("cannot start the Wasm engine: {e}")))?;
-        let component = Component::new(&engine, &bytes).map_err(|e| {
+        let component = compile_cache::compile(&engine, &bytes).map_err(|e| {
             fail(format!(
                 "not a valid WebAssembly component: {}",
                 e.root_cause()
