@@ -1,0 +1,111 @@
+// The `Scenario` base class, and `exportScenario`, which turns a subclass into the
+// `workload` export ComponentizeJS looks for: it builds the scenario's state on the first
+// call after `describe` (when the run's parameters are known), converts the builders to
+// WIT records, and turns `ScenarioError` into the WIT function's `err`.
+
+import { Phase, Request } from "./builders.js";
+import { ScenarioError } from "./host.js";
+
+/** A benchmark scenario. The runner calls `describe` first (parameters are not known
+ * yet), then builds the scenario (the constructor) once the `-p` overrides are resolved,
+ * then `phases`, then for each phase `nextRequest(phase, 0)`, `nextRequest(phase, 1)`, …
+ * ahead of send time. Calls come one at a time; keep your state on `this`.
+ *
+ * Set `static ON_RESPONSE = true` to have the runner call `onResponse` (it then keeps
+ * every answer's text), `STOP` to poll `stop` during each phase, `NEXT_PHASE` to call
+ * `nextPhase` after the phases given. */
+export class Scenario {
+  static ON_RESPONSE = false;
+  static STOP = false;
+  static NEXT_PHASE = false;
+
+  /** A `Description`: name, description and parameters with defaults. */
+  static describe() {
+    throw new ScenarioError("a scenario must define static describe()");
+  }
+
+  /** The phases of the run, in order: an array of `Phase`. */
+  phases() {
+    throw new ScenarioError("a scenario must define phases()");
+  }
+
+  /** Request `index` of `phase` (numbers, from 0): a `Request`, `DONE` when the phase's
+   * dataset is exhausted, or `WAIT` to be asked again after the next response. */
+  nextRequest(phase, index) {
+    throw new ScenarioError("a scenario must define nextRequest()");
+  }
+
+  /** For `Phase.custom` arrivals: seconds after the previous request's scheduled time
+   * (see `gaps`). */
+  arrival(phase, index) {
+    return 0;
+  }
+
+  /** A finished request (only when ON_RESPONSE is true); its counts are BigInt. */
+  onResponse(outcome) {}
+
+  /** Whether to end the current phase now (only when STOP is true). */
+  stop(snapshot) {
+    return false;
+  }
+
+  /** The next `Phase`, from every finished phase's summary, or undefined to end the run
+   * (only when NEXT_PHASE is true). */
+  nextPhase(history) {
+    return undefined;
+  }
+}
+
+function next(value) {
+  if (value instanceof Request) {
+    return value.wit();
+  }
+  if (value && ["request", "wait", "done"].includes(value.tag)) {
+    return value;
+  }
+  throw new ScenarioError(`nextRequest returned ${value}: want a Request, DONE or WAIT`);
+}
+
+function phase(value) {
+  if (value instanceof Phase) {
+    return value.wit();
+  }
+  throw new ScenarioError(`want a Phase, got ${value}`);
+}
+
+/** The `workload` export for scenario class `cls`:
+ * `export const workload = exportScenario(MyScenario);`. */
+export function exportScenario(cls) {
+  let state;
+  // A `ScenarioError` becomes the WIT function's `err` (ComponentizeJS returns a thrown
+  // value's `payload` as the error); anything else traps.
+  const run = (f) => {
+    try {
+      state ??= new cls();
+      return f(state);
+    } catch (e) {
+      if (e instanceof ScenarioError) {
+        throw { payload: e.message };
+      }
+      throw e;
+    }
+  };
+  return {
+    describe: () =>
+      cls.describe().wit({
+        onResponse: Boolean(cls.ON_RESPONSE),
+        stop: Boolean(cls.STOP),
+        nextPhase: Boolean(cls.NEXT_PHASE),
+      }),
+    phases: () => run((s) => s.phases().map(phase)),
+    nextRequest: (p, index) => run((s) => next(s.nextRequest(p, Number(index)))),
+    arrival: (p, index) => run((s) => Number(s.arrival(p, Number(index)))),
+    onResponse: (outcome) => run((s) => void s.onResponse(outcome)),
+    stop: (snapshot) => run((s) => Boolean(s.stop(snapshot))),
+    nextPhase: (history) =>
+      run((s) => {
+        const p = s.nextPhase(history);
+        return p === undefined || p === null ? undefined : phase(p);
+      }),
+  };
+}

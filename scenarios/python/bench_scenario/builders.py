@@ -1,0 +1,217 @@
+"""Builders for the WIT records, so a scenario reads as
+`Request.text(p).max_tokens(100).ignore_eos()` rather than a dataclass with ten fields.
+Each builder's `wit()` gives the record the component returns."""
+
+import json
+
+from wit_world.imports import types as _wit
+
+from .host import to_value
+
+# What `next_request` returns when it has nothing to send: the phase's dataset is
+# exhausted (DONE), or the next request needs an answer still in flight (WAIT; only with
+# the on-response hook).
+DONE = _wit.Next_Done()
+WAIT = _wit.Next_Wait()
+
+
+class Description:
+    """Name, description, parameters and thresholds of a scenario."""
+
+    def __init__(self, name, description):
+        self._name = name
+        self._description = description
+        self._params = []
+        self._thresholds = []
+
+    def param(self, name, default, help):
+        """Declares a parameter. The default's type is the parameter's type: `-p NAME=VALUE`
+        must parse as it (`100` an integer, `1.0` a number, `True`, `"text"`)."""
+        self._params.append(_wit.ParamSpec(name, to_value(default), help))
+        return self
+
+    def threshold(self, check):
+        """A pass/fail check at the end of the run, as `--threshold` takes it:
+        `"p99_ttft_ms<500"`. A failed one makes the run exit with 99."""
+        self._thresholds.append(check)
+        return self
+
+    def wit(self, hooks):
+        return _wit.Description(
+            self._name, self._description, list(self._params), hooks, list(self._thresholds)
+        )
+
+
+class Phase:
+    """A phase whose requests all start at once, with no limits; chain the methods below."""
+
+    def __init__(self, name):
+        self._name = name
+        self._arrival = _wit.Arrival_Burst()
+        self._max_concurrency = None
+        self._max_requests = None
+        self._max_duration = None
+        self._warmup = False
+
+    def burst(self):
+        """All requests at once."""
+        self._arrival = _wit.Arrival_Burst()
+        return self
+
+    def poisson(self, rate):
+        """Poisson arrivals at `rate` requests per second."""
+        self._arrival = _wit.Arrival_Poisson(float(rate))
+        return self
+
+    def gamma(self, rate, burstiness):
+        """Gamma gaps: mean 1/rate, shape `burstiness` (1 = Poisson)."""
+        self._arrival = _wit.Arrival_Gamma(_wit.GammaArrival(float(rate), float(burstiness)))
+        return self
+
+    def constant(self, rate):
+        """One request every 1/rate seconds."""
+        self._arrival = _wit.Arrival_Constant(float(rate))
+        return self
+
+    def closed(self, concurrency):
+        """Closed loop: keep `concurrency` requests in flight."""
+        self._arrival = _wit.Arrival_Closed(concurrency)
+        return self
+
+    def custom(self):
+        """Gaps from `Scenario.arrival` (see `gaps`)."""
+        self._arrival = _wit.Arrival_Custom()
+        return self
+
+    def max_requests(self, n):
+        self._max_requests = n
+        return self
+
+    def max_concurrency(self, n):
+        self._max_concurrency = n
+        return self
+
+    def max_duration(self, seconds):
+        """Stop sending after this many seconds; in-flight requests drain."""
+        self._max_duration = float(seconds)
+        return self
+
+    def warmup(self):
+        """Send and record, but leave the phase out of the statistics."""
+        self._warmup = True
+        return self
+
+    def wit(self):
+        return _wit.Phase(
+            self._name,
+            self._arrival,
+            self._max_concurrency,
+            self._max_requests,
+            self._max_duration,
+            self._warmup,
+        )
+
+
+class Message:
+    """Chat messages, as the WIT record: `Message.user("hi")`."""
+
+    @staticmethod
+    def new(role, content):
+        return _wit.Message(role, content)
+
+    @staticmethod
+    def system(content):
+        return _wit.Message("system", content)
+
+    @staticmethod
+    def user(content):
+        return _wit.Message("user", content)
+
+    @staticmethod
+    def assistant(content):
+        return _wit.Message("assistant", content)
+
+
+class Request:
+    """One request; start with `Request.text`, `Request.tokens` or `Request.chat`, and set
+    `max_tokens` (the runner refuses a request without it)."""
+
+    def __init__(self, prompt):
+        self._r = _wit.Request(
+            prompt=prompt,
+            max_tokens=0,
+            ignore_eos=False,
+            stream=True,
+            extra_json=None,
+            tag=None,
+            session=None,
+            at=None,
+            delay=None,
+            input_tokens=None,
+        )
+
+    @staticmethod
+    def text(prompt):
+        """A text prompt (the completions endpoint, or one user message with `--api chat`)."""
+        return Request(_wit.Prompt_Text(prompt))
+
+    @staticmethod
+    def tokens(ids):
+        """A prompt of token ids of the run's tokenizer."""
+        return Request(_wit.Prompt_Tokens(list(ids)))
+
+    @staticmethod
+    def chat(messages):
+        """A conversation, sent to the chat endpoint."""
+        return Request(_wit.Prompt_Messages(list(messages)))
+
+    def max_tokens(self, n):
+        self._r.max_tokens = n
+        return self
+
+    def ignore_eos(self):
+        """Generate exactly `max_tokens` (the server ignores end-of-sequence)."""
+        self._r.ignore_eos = True
+        return self
+
+    def no_stream(self):
+        """Ask for the whole answer at once instead of a stream (no TTFT or ITL then)."""
+        self._r.stream = False
+        return self
+
+    def extra_json(self, fields):
+        """Extra JSON body fields: a dict, or the text of a JSON object."""
+        self._r.extra_json = fields if isinstance(fields, str) else json.dumps(fields)
+        return self
+
+    def tag(self, tag):
+        self._r.tag = tag
+        return self
+
+    def session(self, session):
+        self._r.session = session
+        return self
+
+    def at(self, seconds):
+        """Send at this offset from the phase start, seconds (trace replay)."""
+        self._r.at = float(seconds)
+        return self
+
+    def delay(self, seconds):
+        """Send this long after the previous request's scheduled time, seconds."""
+        self._r.delay = float(seconds)
+        return self
+
+    def input_tokens(self, n):
+        """The prompt's length in tokens, used when the server reports no usage."""
+        self._r.input_tokens = n
+        return self
+
+    def wit(self):
+        return _wit.Next_Request(self._r)
+
+
+def error_rate(snapshot):
+    """Failed over finished requests so far in a `stop` snapshot (0 before any finished)."""
+    finished = snapshot.completed + snapshot.failed
+    return snapshot.failed / finished if finished else 0.0

@@ -1,0 +1,122 @@
+"""The `Scenario` base class, and `export`, which turns a subclass into the `Workload`
+class componentize-py looks for: it builds the scenario's state on the first call after
+`describe` (when the run's parameters are known), converts the builders to WIT records,
+and turns `ScenarioError` into the WIT function's `err`."""
+
+from componentize_py_types import Err
+from wit_world.imports import types as _wit
+
+from .builders import Phase, Request
+from .errors import ScenarioError
+
+
+class Scenario:
+    """A benchmark scenario. The runner calls `describe` first (parameters are not known
+    yet), then builds the scenario (`__init__`) once the `-p` overrides are resolved,
+    then `phases`, then for each phase `next_request(phase, 0)`, `next_request(phase, 1)`,
+    … ahead of send time. Calls come one at a time; keep your state on `self`."""
+
+    # Set to True to have the runner call `on_response` (it then keeps every answer's
+    # text), poll `stop` during each phase, or call `next_phase` after the phases given.
+    ON_RESPONSE = False
+    STOP = False
+    NEXT_PHASE = False
+
+    @staticmethod
+    def describe():
+        """A `Description`: name, description and parameters with defaults."""
+        raise NotImplementedError("a scenario must define describe()")
+
+    def phases(self):
+        """The phases of the run, in order: a list of `Phase`."""
+        raise NotImplementedError("a scenario must define phases()")
+
+    def next_request(self, phase, index):
+        """Request `index` of `phase` (both from 0): a `Request`, `DONE` when the phase's
+        dataset is exhausted, or `WAIT` to be asked again after the next response."""
+        raise NotImplementedError("a scenario must define next_request()")
+
+    def arrival(self, phase, index):
+        """For `Phase.custom` arrivals: seconds after the previous request's scheduled
+        time (see `gaps`)."""
+        return 0.0
+
+    def on_response(self, outcome):
+        """A finished request (only when ON_RESPONSE is True)."""
+
+    def stop(self, snapshot):
+        """Whether to end the current phase now (only when STOP is True)."""
+        return False
+
+    def next_phase(self, history):
+        """The next `Phase`, from every finished phase's summary, or None to end the run
+        (only when NEXT_PHASE is True)."""
+        return None
+
+
+def _next(value):
+    if isinstance(value, Request):
+        return value.wit()
+    if isinstance(value, (_wit.Next_Request, _wit.Next_Done, _wit.Next_Wait)):
+        return value
+    if isinstance(value, _wit.Request):
+        return _wit.Next_Request(value)
+    raise ScenarioError(f"next_request returned {type(value).__name__}: want a Request, DONE or WAIT")
+
+
+def _phase(value):
+    if isinstance(value, Phase):
+        return value.wit()
+    if isinstance(value, _wit.Phase):
+        return value
+    raise ScenarioError(f"want a Phase, got {type(value).__name__}")
+
+
+def export(cls):
+    """The `Workload` class for scenario class `cls`: `Workload = export(MyScenario)`."""
+    state = []
+
+    def run(f):
+        try:
+            if not state:
+                state.append(cls())
+            return f(state[0])
+        except ScenarioError as e:
+            raise Err(str(e)) from None
+
+    class Workload:
+        def describe(self):
+            hooks = _wit.Hooks(0)
+            for on, flag in [
+                (cls.ON_RESPONSE, _wit.Hooks.ON_RESPONSE),
+                (cls.STOP, _wit.Hooks.STOP),
+                (cls.NEXT_PHASE, _wit.Hooks.NEXT_PHASE),
+            ]:
+                if on:
+                    hooks |= flag
+            return cls.describe().wit(hooks)
+
+        def phases(self):
+            return run(lambda s: [_phase(p) for p in s.phases()])
+
+        def next_request(self, phase, index):
+            return run(lambda s: _next(s.next_request(phase, index)))
+
+        def arrival(self, phase, index):
+            return run(lambda s: float(s.arrival(phase, index)))
+
+        def on_response(self, outcome):
+            run(lambda s: s.on_response(outcome))
+
+        def stop(self, snapshot):
+            return run(lambda s: bool(s.stop(snapshot)))
+
+        def next_phase(self, history):
+            def step(s):
+                p = s.next_phase(history)
+                return None if p is None else _phase(p)
+
+            return run(step)
+
+    return Workload
+
