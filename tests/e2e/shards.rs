@@ -10,7 +10,7 @@ const SHARDS: usize = 4;
 
 /// Open loop: Poisson arrivals, prompt and output lengths drawn from the seeded generator,
 /// so every request of the stream differs.
-const OPEN_LOOP: &str = r#"
+pub(crate) const OPEN_LOOP: &str = r#"
 fn describe() {
     #{ name: "shards-open", description: "Poisson, varied prompts", params: [
         #{ name: "requests", value: 160, help: "requests" },
@@ -46,13 +46,13 @@ fn next_request(phase, index) {
 "#;
 
 /// A `runner sim` on a free loopback port, killed when dropped.
-struct Sim {
+pub(crate) struct Sim {
     child: std::process::Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Sim {
-    fn start() -> Sim {
+    pub(crate) fn start() -> Sim {
         let port = free_port();
         let p = port.to_string();
         let child = spawn_runner(&["sim", "--port", &p]);
@@ -73,13 +73,13 @@ impl Drop for Sim {
     }
 }
 
-fn write_scenario(dir: &Path, name: &str, text: &str) -> String {
+pub(crate) fn write_scenario(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, text).expect("write scenario");
     path.display().to_string()
 }
 
-fn json(path: &Path) -> serde_json::Value {
+pub(crate) fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     serde_json::from_str(&text).expect("JSON")
 }
@@ -164,6 +164,34 @@ fn raw_latencies(records: &[serde_json::Value]) -> [Vec<f64>; 4] {
         v.sort_by(f64::total_cmp);
     }
     out
+}
+
+/// Asserts that the merged result's median and p99 TTFT, TPOT, E2EL and ITL equal those of
+/// all shards' raw records, within the histogram's precision (3 significant digits on µs:
+/// 0.1 % plus half a microsecond); returns each (key, merged, raw) it compared.
+pub(crate) fn assert_merged_percentiles(
+    m: &serde_json::Value,
+    dirs: &[PathBuf],
+) -> Vec<(String, f64, f64)> {
+    let all: Vec<serde_json::Value> = dirs.iter().flat_map(|d| records_in(d)).collect();
+    let raw = raw_latencies(&all);
+    let mut compared = Vec::new();
+    for (k, name) in ["ttft", "tpot", "e2el", "itl"].iter().enumerate() {
+        let v = &raw[k];
+        assert!(v.len() > 100, "{name}: {} samples", v.len());
+        for (key, exact) in [
+            (format!("median_{name}_ms"), percentile(v, 50.0)),
+            (format!("p99_{name}_ms"), percentile(v, 99.0)),
+        ] {
+            let got = m[&key].as_f64().expect(&key);
+            assert!(
+                (got - exact).abs() <= exact * 1e-3 + 0.0005,
+                "{key}: merged {got} vs raw {exact}"
+            );
+            compared.push((key, got, exact));
+        }
+    }
+    compared
 }
 
 fn sum_over(results: &[serde_json::Value], key: &str) -> u64 {
@@ -262,24 +290,7 @@ fn open_loop_shards_merge_into_the_single_run() {
             .all(|r| r["index"].as_u64().unwrap() % SHARDS as u64 == i as u64));
     }
 
-    // Merged percentiles equal those of all shards' raw records, within the histogram's
-    // precision (3 significant digits on µs: 0.1 % plus half a microsecond).
-    let all: Vec<serde_json::Value> = dirs.iter().flat_map(|d| records_in(d)).collect();
-    let raw = raw_latencies(&all);
-    for (k, name) in ["ttft", "tpot", "e2el", "itl"].iter().enumerate() {
-        let v = &raw[k];
-        assert!(v.len() > 100, "{name}: {} samples", v.len());
-        for (key, exact) in [
-            (format!("median_{name}_ms"), percentile(v, 50.0)),
-            (format!("p99_{name}_ms"), percentile(v, 99.0)),
-        ] {
-            let got = m[&key].as_f64().expect(&key);
-            assert!(
-                (got - exact).abs() <= exact * 1e-3 + 0.0005,
-                "{key}: merged {got} vs raw {exact}"
-            );
-        }
-    }
+    assert_merged_percentiles(&m, &dirs);
 
     // The shards' starts: one offset each against --start-at, and their spread.
     let shard_info = &m["shards"];
