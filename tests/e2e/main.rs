@@ -27,6 +27,7 @@ mod progress;
 mod report;
 mod shards;
 mod signals;
+mod slurm;
 mod skew;
 mod thresholds;
 mod wasm;
