@@ -273,11 +273,14 @@ impl Drop for Cluster {
     }
 }
 
-/// This machine's host name: slurmctld runs only on the host its SlurmctldHost names.
+/// This machine's short host name: slurmctld runs only on the host its SlurmctldHost
+/// names, and compares the name without its domain.
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .expect("host name")
-        .trim()
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("host name");
+    name.trim()
+        .split('.')
+        .next()
+        .unwrap_or_default()
         .to_string()
 }
 
