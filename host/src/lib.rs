@@ -1,11 +1,15 @@
 //! The `runner` library: a scriptable benchmark scenario runner for LLM serving.
 //!
 //! Pipeline: scenario (own thread) → schedule → dispatcher (tokio) → HTTP client →
-//! records → statistics → reports. The binary in `main.rs` is a thin shell over [`cli::main`].
+//! records → statistics → reports. The binary in `main.rs` is a thin shell over [`run`]:
+//! [`cli`] parses, [`commands`] holds one file per subcommand, [`config`] turns the
+//! arguments of `run` into one [`config::RunConfig`].
 
 pub mod cli;
 pub mod client;
 pub mod clock;
+pub mod commands;
+pub mod config;
 pub mod console;
 pub mod display;
 pub mod engine;
@@ -22,3 +26,8 @@ pub mod shard;
 pub mod sim;
 pub mod thresholds;
 pub mod tokenizer;
+
+/// Runs the command line `args` (program name first); returns the process exit code.
+pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
+    commands::main(args)
+}

@@ -8,5 +8,5 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-    std::process::exit(runner::cli::main());
+    std::process::exit(runner::run(std::env::args_os().collect()));
 }

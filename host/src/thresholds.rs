@@ -2,57 +2,35 @@
 //! Each is checked at the end of the run against every measured phase; one that fails in
 //! any phase makes the process exit with [`EXIT_THRESHOLDS_FAILED`] (k6's code).
 //!
-//! Metric names are those of result.json, so what a threshold reads is what the JSON says.
+//! Metric names are those of result.json, from the metric catalogue (`metrics::catalogue`),
+//! so what a threshold reads is what the JSON says.
 
 use std::fmt;
 use std::str::FromStr;
 
-use serde_json::{json, Value};
-
-use crate::metrics::{Distribution, PhaseSummary};
-use crate::report::text::percentile_word;
+use crate::metrics::catalogue::{self, LATENCIES, LATENCY_STATS, SCALARS};
+use crate::metrics::PhaseSummary;
 
 /// Exit code of a run whose thresholds failed (k6's `ThresholdsHaveFailed`).
 pub const EXIT_THRESHOLDS_FAILED: i32 = 99;
 
-/// The metric names a threshold accepts, for error messages and the README.
-pub const METRIC_HELP: &str = "`<stat>_<latency>_ms` with stat mean, median, std, min, max or \
-    p<N> (e.g. p99, p99.9) and latency ttft, tpot, itl, e2el, token_latency, itl_per_token or \
-    send_lateness; or error_rate, completed, failed, duration, request_throughput, \
-    output_throughput, total_token_throughput, request_goodput, max_output_tokens_per_s, \
-    max_concurrent_requests, mean_tokens_per_chunk, total_input_tokens, total_output_tokens";
-
-const LATENCIES: [&str; 7] = [
-    "ttft",
-    "tpot",
-    "itl",
-    "e2el",
-    "token_latency",
-    "itl_per_token",
-    "send_lateness",
-];
-
-const SCALARS: [&str; 13] = [
-    "error_rate",
-    "completed",
-    "failed",
-    "duration",
-    "request_throughput",
-    "output_throughput",
-    "total_token_throughput",
-    "request_goodput",
-    "max_output_tokens_per_s",
-    "max_concurrent_requests",
-    "mean_tokens_per_chunk",
-    "total_input_tokens",
-    "total_output_tokens",
-];
+/// The metric names a threshold accepts, from the metric catalogue, for error messages.
+pub fn metric_help() -> String {
+    let latencies: Vec<&str> = LATENCIES.iter().map(|l| l.key).collect();
+    let scalars: Vec<&str> = SCALARS.iter().map(|m| m.key).collect();
+    format!(
+        "`<stat>_<latency>_ms` with stat {} or p<N> (e.g. p99, p99.9) and latency {}; or {}",
+        LATENCY_STATS.join(", "),
+        latencies.join(", "),
+        scalars.join(", ")
+    )
+}
 
 #[derive(Debug, PartialEq, thiserror::Error)]
 pub enum ThresholdError {
     #[error("threshold `{0}`: expected METRIC OP VALUE such as p99_ttft_ms<500 or error_rate<0.01 (OP is <, <=, >, >=, == or !=)")]
     Syntax(String),
-    #[error("threshold `{text}`: unknown metric `{metric}`; use {METRIC_HELP}")]
+    #[error("threshold `{text}`: unknown metric `{metric}`; use {}", metric_help())]
     Metric { text: String, metric: String },
     #[error("threshold `{text}`: `{value}` is not a number")]
     Value { text: String, value: String },
@@ -173,12 +151,12 @@ impl FromStr for Threshold {
 }
 
 fn parse_metric(name: &str) -> Option<Metric> {
-    if let Some(scalar) = SCALARS.iter().find(|m| **m == name) {
-        return Some(Metric::Scalar(scalar));
+    if let Some(scalar) = catalogue::scalar(name) {
+        return Some(Metric::Scalar(scalar.key));
     }
     let body = name.strip_suffix("_ms")?;
     let (stat, latency) = body.split_once('_')?;
-    let latency = LATENCIES.iter().find(|l| **l == latency)?;
+    let latency = catalogue::latency(latency)?.key;
     let stat = match stat {
         "mean" => Stat::Mean,
         "median" => Stat::Median,
@@ -213,7 +191,7 @@ impl Threshold {
     pub fn value(&self, s: &PhaseSummary) -> Option<f64> {
         match &self.what {
             Metric::Latency { stat, latency } => {
-                let d = distribution(s, latency);
+                let d = (catalogue::latency(latency)?.distribution)(s);
                 if d.count == 0 {
                     return None;
                 }
@@ -226,7 +204,7 @@ impl Threshold {
                     Stat::Percentile(p) => d.percentile(*p),
                 }
             }
-            Metric::Scalar(name) => scalar(s, name),
+            Metric::Scalar(name) => (catalogue::scalar(name)?.value)(s),
         }
     }
 
@@ -248,39 +226,6 @@ impl fmt::Display for Threshold {
     }
 }
 
-fn distribution<'a>(s: &'a PhaseSummary, latency: &str) -> &'a Distribution {
-    match latency {
-        "ttft" => &s.ttft,
-        "tpot" => &s.tpot,
-        "itl" => &s.itl,
-        "e2el" => &s.e2el,
-        "token_latency" => &s.token_latency,
-        "itl_per_token" => &s.itl_per_token,
-        _ => &s.lateness,
-    }
-}
-
-fn scalar(s: &PhaseSummary, name: &str) -> Option<f64> {
-    let finished = s.completed + s.failed;
-    Some(match name {
-        "error_rate" if finished == 0 => return None,
-        "error_rate" => s.failed as f64 / finished as f64,
-        "completed" => s.completed as f64,
-        "failed" => s.failed as f64,
-        "duration" => s.duration_s,
-        "request_throughput" => s.request_throughput,
-        "output_throughput" => s.output_throughput,
-        "total_token_throughput" => s.total_token_throughput,
-        "request_goodput" => return s.goodput,
-        "max_output_tokens_per_s" => s.peak_output_throughput,
-        "max_concurrent_requests" => s.peak_concurrency,
-        "mean_tokens_per_chunk" => s.mean_tokens_per_chunk,
-        "total_input_tokens" => s.total_input_tokens as f64,
-        "total_output_tokens" => s.total_output_tokens as f64,
-        _ => return None,
-    })
-}
-
 /// The outcome of one threshold in one phase.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Verdict {
@@ -295,15 +240,6 @@ impl Verdict {
     pub fn value_text(&self) -> String {
         self.value
             .map_or_else(|| "no data".to_string(), |v| format!("{v:.2}"))
-    }
-
-    pub fn to_json(&self) -> Value {
-        json!({
-            "threshold": self.threshold,
-            "phase": self.phase,
-            "value": self.value,
-            "pass": self.pass,
-        })
     }
 }
 
@@ -330,11 +266,6 @@ pub fn missing_percentiles(thresholds: &[Threshold], percentiles: &[f64]) -> Vec
         }
     }
     out
-}
-
-/// `p99` for the JSON key of percentile 99 (`p99.9` for 99.9), as result.json spells it.
-pub fn percentile_key(p: f64) -> String {
-    format!("p{}", percentile_word(p))
 }
 
 #[cfg(test)]
@@ -495,6 +426,5 @@ mod tests {
         assert_eq!(missing_percentiles(&ts, &[99.0]), vec![95.0]);
         let all = check_all(&ts, &[phase(&[1], 0), phase(&[2], 0)]);
         assert_eq!(all.len(), 8);
-        assert_eq!(percentile_key(99.9), "p99.9");
     }
 }

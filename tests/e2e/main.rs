@@ -25,6 +25,7 @@ mod outage;
 mod packages;
 mod progress;
 mod report;
+mod schema;
 mod shards;
 mod signals;
 mod slurm;

@@ -1,23 +1,19 @@
-//! `runner merge DIR...`: one report from the shards of a run. Statistics come from each
-//! shard's mergeable state (histograms add bucket for bucket), the request digest from
-//! their stream logs, and the reports are rendered by the same code as a single run's.
+//! `runner merge DIR...`: one [`RunReport`] from the shards of a run. Statistics come from
+//! each shard's mergeable state (histograms add bucket for bucket), the request digest
+//! from their stream logs; the outputs are rendered from the report as a single run's are.
 
 pub mod shard_file;
 
 use std::collections::HashSet;
-use std::fmt::Write as _;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::metrics::{
-    MetricsOptions, PhaseAccumulator, PhaseInfo, PhaseSummary, RequestRecord, StatStateError,
-};
-use crate::report::{self, RunHeader};
+use crate::metrics::{MetricsOptions, PhaseAccumulator, PhaseInfo, RequestRecord, StatStateError};
+use crate::report::{self, ReportParts, ReportPhase, RunReport, ShardStart, ShardStarts};
 use crate::shard::StreamEntry;
-use crate::thresholds::{self, Threshold, Verdict};
+use crate::thresholds::{self, Threshold};
 use shard_file::{read_jsonl, ShardFile, ShardFileError, RECORDS_FILE, STREAM_FILE};
 
 #[derive(Debug, thiserror::Error)]
@@ -62,29 +58,6 @@ pub enum MergeError {
 pub struct Loaded {
     pub dir: PathBuf,
     pub file: ShardFile,
-}
-
-/// One phase of the merged run.
-pub struct MergedPhase {
-    pub summary: PhaseSummary,
-    pub warmup: bool,
-    pub arrival: String,
-    /// Why shards stopped early, when any did (first such shard's reason).
-    pub stop: Option<String>,
-    pub cut: u64,
-}
-
-pub struct Merged {
-    pub header: RunHeader,
-    pub phases: Vec<MergedPhase>,
-    pub percentiles: Vec<f64>,
-    pub goodput: bool,
-    /// Every shard's index, clock offset (ms, with --start-at) and start (unix ns).
-    pub shards: Vec<(u32, Option<f64>, u64)>,
-    pub start_at: Option<String>,
-    /// `runner merge --threshold` checked on the merged phases (the shards' own checks saw
-    /// one stripe each).
-    pub verdicts: Vec<Verdict>,
 }
 
 fn shown(dir: &Path) -> String {
@@ -203,7 +176,7 @@ fn check_same_workload(shards: &[Loaded]) -> Result<(), MergeError> {
 pub fn merge_phases(
     shards: &[Loaded],
     percentiles: &[f64],
-) -> Result<Vec<MergedPhase>, MergeError> {
+) -> Result<Vec<ReportPhase>, MergeError> {
     let first = &shards[0].file;
     let options = MetricsOptions {
         percentiles: percentiles.to_vec(),
@@ -239,11 +212,11 @@ pub fn merge_phases(
             max_concurrency: phase.concurrency_limit,
             ..phase.info.clone()
         };
-        out.push(MergedPhase {
+        out.push(ReportPhase {
             summary: acc.summarize(&info),
             warmup: phase.warmup,
             arrival: phase.arrival.clone(),
-            stop,
+            ended: stop,
             cut,
         });
     }
@@ -260,45 +233,73 @@ fn sent_requests(dir: &Path) -> Result<HashSet<(usize, u64)>, MergeError> {
     Ok(sent)
 }
 
-/// The digest of the union of the shards' request streams: every sent request, in
-/// (phase, index) order, hashed as a single run hashes its stream. Each shard's own part
-/// is checked against the digest it computed while running.
-pub fn stream_digest(shards: &[Loaded]) -> Result<String, MergeError> {
-    struct Cursor<I> {
-        entries: I,
-        head: Option<StreamEntry>,
-        own: Sha256,
-        sent: HashSet<(usize, u64)>,
-        seen: usize,
-    }
-    let mut cursors = Vec::new();
-    for s in shards {
-        let sent = sent_requests(&s.dir)?;
-        let entries = read_jsonl::<StreamEntry>(&s.dir.join(STREAM_FILE))?;
-        cursors.push(Cursor {
-            entries,
-            head: None,
-            own: Sha256::new(),
-            sent,
-            seen: 0,
-        });
-    }
-    // The next sent entry of a shard's log (logs are in (phase, index) order).
-    fn advance<I: Iterator<Item = Result<StreamEntry, ShardFileError>>>(
-        c: &mut Cursor<I>,
-    ) -> Result<(), MergeError> {
-        c.head = None;
-        for e in c.entries.by_ref() {
+/// One shard's stream log, read in (phase, index) order, sent requests only.
+struct Cursor<I> {
+    entries: I,
+    /// The next sent entry, `None` at the end.
+    head: Option<StreamEntry>,
+    /// The digest of this shard's own part.
+    own: Sha256,
+    sent: HashSet<(usize, u64)>,
+    seen: usize,
+}
+
+impl<I: Iterator<Item = Result<StreamEntry, ShardFileError>>> Cursor<I> {
+    /// Moves to the next sent entry of the log.
+    fn advance(&mut self) -> Result<(), MergeError> {
+        self.head = None;
+        for e in self.entries.by_ref() {
             let e = e?;
-            if c.sent.contains(&(e.phase, e.index)) {
-                c.head = Some(e);
+            if self.sent.contains(&(e.phase, e.index)) {
+                self.head = Some(e);
                 break;
             }
         }
         Ok(())
     }
-    for c in &mut cursors {
-        advance(c)?;
+
+    /// Every sent request was in the log, and the log's digest is the one the shard
+    /// computed while running.
+    fn check(self, s: &Loaded) -> Result<(), MergeError> {
+        let dir = shown(&s.dir);
+        if self.seen != self.sent.len() {
+            return Err(MergeError::Stream {
+                dir,
+                message: format!(
+                    "{} of its {} sent requests are not in {STREAM_FILE}",
+                    self.sent.len() - self.seen,
+                    self.sent.len()
+                ),
+            });
+        }
+        let own = hex::encode(self.own.finalize());
+        if s.file.header.request_digest.as_deref() != Some(own.as_str()) {
+            return Err(MergeError::Stream {
+                dir,
+                message: format!(
+                    "{STREAM_FILE} does not match the request digest the shard computed while running"
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The digest of the union of the shards' request streams: every sent request, in
+/// (phase, index) order, hashed as a single run hashes its stream. Each shard's own part
+/// is checked against the digest it computed while running.
+pub fn stream_digest(shards: &[Loaded]) -> Result<String, MergeError> {
+    let mut cursors = Vec::new();
+    for s in shards {
+        let mut c = Cursor {
+            entries: read_jsonl::<StreamEntry>(&s.dir.join(STREAM_FILE))?,
+            head: None,
+            own: Sha256::new(),
+            sent: sent_requests(&s.dir)?,
+            seen: 0,
+        };
+        c.advance()?;
+        cursors.push(c);
     }
     let mut all = Sha256::new();
     loop {
@@ -320,7 +321,7 @@ pub fn stream_digest(shards: &[Loaded]) -> Result<String, MergeError> {
         all.update(&bytes);
         cursors[i].own.update(&bytes);
         cursors[i].seen += 1;
-        advance(&mut cursors[i])?;
+        cursors[i].advance()?;
         let again = cursors.iter().any(|c| {
             c.head
                 .as_ref()
@@ -331,42 +332,23 @@ pub fn stream_digest(shards: &[Loaded]) -> Result<String, MergeError> {
         }
     }
     for (c, s) in cursors.into_iter().zip(shards) {
-        let dir = shown(&s.dir);
-        if c.seen != c.sent.len() {
-            return Err(MergeError::Stream {
-                dir,
-                message: format!(
-                    "{} of its {} sent requests are not in {STREAM_FILE}",
-                    c.sent.len() - c.seen,
-                    c.sent.len()
-                ),
-            });
-        }
-        let own = hex::encode(c.own.finalize());
-        if s.file.header.request_digest.as_deref() != Some(own.as_str()) {
-            return Err(MergeError::Stream {
-                dir,
-                message: format!(
-                    "{STREAM_FILE} does not match the request digest the shard computed while running"
-                ),
-            });
-        }
+        c.check(s)?;
     }
     Ok(hex::encode(all.finalize()))
 }
 
-/// Loads, checks and merges shard directories, then checks `checks` on the merged phases.
-pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<Merged, MergeError> {
+/// Loads, checks and merges shard directories into one report, with `checks` checked on
+/// the merged phases (the shards' own checks saw one stripe each).
+pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<RunReport, MergeError> {
     let shards = load(dirs)?;
     // A threshold on a percentile the shards did not report gets it computed: the merged
     // histograms hold every percentile.
     let mut percentiles = shards[0].file.percentiles.clone();
     percentiles.extend(thresholds::missing_percentiles(checks, &percentiles));
     let phases = merge_phases(&shards, &percentiles)?;
-    let digest = stream_digest(&shards)?;
     let first = &shards[0].file;
     let mut header = first.header.clone();
-    header.request_digest = Some(digest);
+    header.request_digest = Some(stream_digest(&shards)?);
     let targets: HashSet<&str> = shards
         .iter()
         .map(|s| s.file.header.target.as_str())
@@ -376,223 +358,46 @@ pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<Merged, MergeErro
         t.sort_unstable();
         header.target = t.join(", ");
     }
-    let mut merged = Merged {
+    let starts = shards
+        .iter()
+        .map(|s| ShardStart {
+            index: s.file.shard.index,
+            clock_offset_ms: s.file.clock_offset_ms,
+            started_unix_ns: s.file.started_unix_ns,
+        })
+        .collect();
+    let parts = ReportParts {
         header,
         phases,
         percentiles,
         goodput: first.goodput.is_some(),
-        shards: shards
-            .iter()
-            .map(|s| {
-                (
-                    s.file.shard.index,
-                    s.file.clock_offset_ms,
-                    s.file.started_unix_ns,
-                )
-            })
-            .collect(),
-        start_at: first.start_at.clone(),
-        verdicts: Vec::new(),
+        // A shard's notes speak for its stripe only, and notes have no general merge: the
+        // merged report has none (each shard's report.txt keeps its own).
+        notes: Vec::new(),
+        shards: Some(ShardStarts {
+            shards: starts,
+            start_at: first.start_at.clone(),
+        }),
     };
-    merged.verdicts = thresholds::check_all(checks, &merged.measured());
-    Ok(merged)
+    Ok(RunReport::new(parts, checks))
 }
 
-impl Merged {
-    /// Milliseconds between the first and the last shard to start.
-    pub fn start_spread_ms(&self) -> f64 {
-        let starts = self.shards.iter().map(|s| s.2);
-        let (lo, hi) = (starts.clone().min(), starts.max());
-        match (lo, hi) {
-            (Some(lo), Some(hi)) => (hi - lo) as f64 / 1e6,
-            _ => 0.0,
-        }
+/// The merged requests.jsonl in `out`: every shard's records, shard after shard.
+pub fn gather_records(dirs: &[PathBuf], out: &Path) -> Result<(), MergeError> {
+    let write_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| MergeError::Write { path, source }
+    };
+    std::fs::create_dir_all(out).map_err(write_err(out))?;
+    let records = out.join(RECORDS_FILE);
+    let mut w = BufWriter::new(std::fs::File::create(&records).map_err(write_err(&records))?);
+    for dir in dirs {
+        let path = dir.join(RECORDS_FILE);
+        let mut f = std::fs::File::open(&path).map_err(|source| ShardFileError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        std::io::copy(&mut f, &mut w).map_err(write_err(&records))?;
     }
-
-    /// More than one measured phase: verdicts and errors then name their phase.
-    pub fn many_phases(&self) -> bool {
-        self.phases.iter().filter(|p| !p.warmup).count() > 1
-    }
-
-    fn measured(&self) -> Vec<PhaseSummary> {
-        self.phases
-            .iter()
-            .filter(|p| !p.warmup)
-            .map(|p| p.summary.clone())
-            .collect()
-    }
-
-    /// The text report after the header: what a single run prints, then the shards' starts.
-    pub fn render_body(&self) -> String {
-        let phases: Vec<report::text::PhaseText> = self
-            .phases
-            .iter()
-            .map(|p| report::text::PhaseText {
-                summary: &p.summary,
-                arrival: p.arrival.clone(),
-                warmup: p.warmup,
-                ended: p.stop.clone(),
-                cut: p.cut,
-            })
-            .collect();
-        let mut body = report::text::render_phases(&phases, &self.percentiles, self.goodput);
-        body += &report::text::render_thresholds(&self.verdicts, self.many_phases());
-        body += &self.render_shards();
-        let _ = writeln!(
-            body,
-            "Request stream digest (sha256): {}",
-            self.header.request_digest.as_deref().unwrap_or("")
-        );
-        body
-    }
-
-    /// One line per shard start, and the spread.
-    fn render_shards(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "{:=^50}", " Shards ");
-        let _ = writeln!(out, "{:<40} {:<10}", "Shards merged:", self.shards.len());
-        if let Some(at) = &self.start_at {
-            let _ = writeln!(out, "{:<40} {}", "Start at:", at);
-        }
-        let offsets: Vec<f64> = self.shards.iter().filter_map(|s| s.1).collect();
-        if !offsets.is_empty() {
-            let lo = offsets.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = offsets.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let _ = writeln!(out, "{:<40} {:<10.2}", "Min start offset (ms):", lo);
-            let _ = writeln!(out, "{:<40} {:<10.2}", "Max start offset (ms):", hi);
-        }
-        let _ = writeln!(
-            out,
-            "{:<40} {:<10.2}",
-            "Start spread (ms):",
-            self.start_spread_ms()
-        );
-        let _ = writeln!(out, "{}\n", "=".repeat(50));
-        out
-    }
-
-    /// result.json: the form of a single run's (the vLLM keys of one phase at the top
-    /// level, or a `phases` array), plus a `shards` object.
-    pub fn result_json(&self) -> Value {
-        let h = &self.header;
-        let digest = h.request_digest.clone().unwrap_or_default();
-        let mut objects: Vec<Value> = self
-            .phases
-            .iter()
-            .filter(|p| !p.warmup)
-            .map(|p| {
-                let extra =
-                    serde_json::Map::from_iter([("phase".to_string(), json!(p.summary.name))]);
-                Value::Object(report::json::vllm_result_json_with(
-                    h,
-                    &p.summary,
-                    &self.percentiles,
-                    &extra,
-                    None,
-                ))
-            })
-            .collect();
-        let warmups: Vec<Value> = self
-            .phases
-            .iter()
-            .filter(|p| p.warmup)
-            .map(|p| json!({"phase": p.summary.name, "completed": p.summary.completed, "failed": p.summary.failed}))
-            .collect();
-        let mut value = if objects.len() == 1 {
-            objects.remove(0)
-        } else {
-            json!({
-                "scenario": h.scenario,
-                "request_digest": digest,
-                "phases": objects,
-            })
-        };
-        if let Some(map) = value.as_object_mut() {
-            if !warmups.is_empty() {
-                map.insert("warmup_phases".into(), Value::Array(warmups));
-            }
-            let shards: Vec<Value> = self
-                .shards
-                .iter()
-                .map(|(i, offset, start)| {
-                    json!({"index": i, "clock_offset_ms": offset, "started_unix_ns": start})
-                })
-                .collect();
-            if !self.verdicts.is_empty() {
-                let list = self.verdicts.iter().map(Verdict::to_json).collect();
-                map.insert("thresholds".into(), Value::Array(list));
-            }
-            map.insert(
-                "shards".into(),
-                json!({
-                    "count": self.shards.len(),
-                    "start_at": self.start_at,
-                    "start_spread_ms": self.start_spread_ms(),
-                    "request_digest": digest,
-                    "shards": shards,
-                }),
-            );
-        }
-        value
-    }
-
-    /// Writes result.json, report.txt, requests.jsonl (every shard's records), and the
-    /// exports a single run's `--output` gets (phases.md/csv, requests.csv, report.md,
-    /// report.html).
-    pub fn write(&self, dirs: &[PathBuf], out: &Path, body: &str) -> Result<(), MergeError> {
-        let write_err = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| MergeError::Write { path, source }
-        };
-        std::fs::create_dir_all(out).map_err(write_err(out))?;
-        let put = |name: &str, text: &str| {
-            let path = out.join(name);
-            std::fs::write(&path, text).map_err(write_err(&path))
-        };
-        let json = serde_json::to_string_pretty(&self.result_json()).expect("JSON serialises");
-        put("result.json", &(json + "\n"))?;
-        put(
-            "report.txt",
-            &format!("{}\n{body}", report::render_header(&self.header)),
-        )?;
-        let measured = self.measured();
-        if measured.len() > 1 {
-            put("phases.md", &report::render_phase_table_markdown(&measured))?;
-            put("phases.csv", &report::render_phase_table_csv(&measured))?;
-        }
-        let records = out.join(RECORDS_FILE);
-        let mut w = BufWriter::new(std::fs::File::create(&records).map_err(write_err(&records))?);
-        for dir in dirs {
-            let path = dir.join(RECORDS_FILE);
-            let mut f = std::fs::File::open(&path).map_err(|source| ShardFileError::Read {
-                path: path.clone(),
-                source,
-            })?;
-            std::io::copy(&mut f, &mut w).map_err(write_err(&records))?;
-        }
-        w.flush().map_err(write_err(&records))?;
-        drop(w);
-        let phases_out: Vec<report::output::PhaseOut> = self
-            .phases
-            .iter()
-            .map(|p| report::output::PhaseOut {
-                summary: &p.summary,
-                warmup: p.warmup,
-            })
-            .collect();
-        report::output::write_reports(
-            out,
-            &report::output::RunOut {
-                header: &self.header,
-                phases: &phases_out,
-                percentiles: &self.percentiles,
-                goodput: self.goodput,
-                verdicts: &self.verdicts,
-                // A shard's notes speak for its stripe only, and notes have no general
-                // merge: the merged report has none (each shard's report.txt keeps its own).
-                notes: &[],
-            },
-        )?;
-        Ok(())
-    }
+    w.flush().map_err(write_err(&records))
 }

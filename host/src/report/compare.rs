@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+pub use crate::metrics::catalogue::Better;
+use crate::metrics::catalogue::{self, InResult, Latency, LATENCIES, SCALARS};
+
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
     #[error("cannot read {path}: {source}")]
@@ -21,15 +24,6 @@ pub enum CompareError {
     Workload(String),
     #[error("the results have no phase in common: {0}")]
     NoCommonPhase(String),
-}
-
-/// Which way a metric is better.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Better {
-    Higher,
-    Lower,
-    /// Neither (e.g. peak concurrency): shown, not judged.
-    Neither,
 }
 
 /// One loaded result file.
@@ -195,74 +189,53 @@ fn params_diff(a: &Value, b: &Value) -> String {
         .join(", ")
 }
 
-/// The metrics compared, in report order: JSON key, label, better direction.
+/// The metrics compared, in catalogue order: JSON key, label, better direction. Latencies
+/// come with the percentiles result `a` has.
 fn metrics(a: &Map<String, Value>) -> Vec<(String, String, Better)> {
-    let mut out: Vec<(String, String, Better)> = [
-        ("completed", "Successful requests", Better::Higher),
-        ("failed", "Failed requests", Better::Lower),
-        ("duration", "Benchmark duration (s)", Better::Lower),
+    let mut out: Vec<(String, String, Better)> = SCALARS
+        .iter()
+        .filter(|m| m.compared && m.in_result == InResult::Vllm)
+        .map(|m| (m.key.to_string(), m.label.to_string(), m.better))
+        .collect();
+    for m in LATENCIES
+        .iter()
+        .filter(|m| m.compared && m.in_result == InResult::Vllm)
+    {
+        out.extend(latency_metrics(a, m));
+    }
+    out
+}
+
+/// A vLLM latency's mean, median and every percentile `a` has, in increasing order.
+fn latency_metrics(a: &Map<String, Value>, m: &Latency) -> Vec<(String, String, Better)> {
+    let short = m.short;
+    let mut out = vec![
         (
-            "request_throughput",
-            "Request throughput (req/s)",
-            Better::Higher,
-        ),
-        ("request_goodput", "Request goodput (req/s)", Better::Higher),
-        (
-            "output_throughput",
-            "Output token throughput (tok/s)",
-            Better::Higher,
-        ),
-        (
-            "total_token_throughput",
-            "Total token throughput (tok/s)",
-            Better::Higher,
-        ),
-        (
-            "max_output_tokens_per_s",
-            "Peak output token throughput (tok/s)",
-            Better::Higher,
-        ),
-        (
-            "max_concurrent_requests",
-            "Peak concurrent requests",
-            Better::Neither,
-        ),
-    ]
-    .iter()
-    .map(|(k, l, b)| (k.to_string(), l.to_string(), *b))
-    .collect();
-    for (m, short) in [
-        ("ttft", "TTFT"),
-        ("tpot", "TPOT"),
-        ("itl", "ITL"),
-        ("e2el", "E2EL"),
-    ] {
-        out.push((
-            format!("mean_{m}_ms"),
+            catalogue::latency_key("mean", m),
             format!("Mean {short} (ms)"),
-            Better::Lower,
-        ));
-        out.push((
-            format!("median_{m}_ms"),
+            Latency::BETTER,
+        ),
+        (
+            catalogue::latency_key("median", m),
             format!("Median {short} (ms)"),
-            Better::Lower,
+            Latency::BETTER,
+        ),
+    ];
+    let suffix = format!("_{}_ms", m.key);
+    let mut ps: Vec<(f64, String)> = a
+        .keys()
+        .filter_map(|k| {
+            let p = k.strip_prefix('p')?.strip_suffix(&suffix)?;
+            Some((p.parse::<f64>().ok()?, p.to_string()))
+        })
+        .collect();
+    ps.sort_by(|x, y| x.0.total_cmp(&y.0));
+    for (_, p) in ps {
+        out.push((
+            format!("p{p}{suffix}"),
+            format!("P{p} {short} (ms)"),
+            Latency::BETTER,
         ));
-        let suffix = format!("_{m}_ms");
-        let mut ps: Vec<(f64, String)> = a
-            .keys()
-            .filter_map(|k| {
-                let p = k.strip_prefix('p')?.strip_suffix(&suffix)?;
-                Some((p.parse::<f64>().ok()?, p.to_string()))
-            })
-            .collect();
-        ps.sort_by(|x, y| x.0.total_cmp(&y.0));
-        for (_, p) in ps {
-            out.push((
-                format!("p{p}{suffix}"),
-                format!("P{p} {short} (ms)"),
-                Better::Lower,
-            ));
-        }
     }
     out
 }

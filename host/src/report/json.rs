@@ -1,16 +1,26 @@
-//! The `vllm bench serve --save-result` JSON object (PEERS §2.3), plus ours under "runner".
+//! result.json, built as the types of [`super::result_file`] from a [`RunReport`]: the
+//! `vllm bench serve --save-result` keys of each measured phase (PEERS §2.3), plus ours
+//! under "runner". The metrics' keys come from the metric catalogue.
 //!
-//! serde_json is built without `preserve_order`, so keys come out in alphabetical order;
-//! vLLM's readers index by key, so this does not matter.
+//! The file is written through a `serde_json::Value`, whose map (serde_json is built
+//! without `preserve_order`) puts keys in alphabetical order; vLLM's readers index by key.
 //!
 //! vLLM's per-request arrays (`latencies`, `queue_times`, and the `--save-detailed` ones)
 //! are not written: the statistics are streaming (memory stays flat however long the run),
-//! so no per-request latency is kept. The JSONL record file has every request instead.
+//! so no per-request latency is kept. The JSON Lines record file has every request instead.
 
-use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 
-use super::text::percentile_word;
+use serde_json::{json, Value};
+
+use super::result_file::{
+    DistributionResult, Infinite, MultiPhaseResult, PackageId, PhaseResult, RequestRate,
+    ResultFile, RunSections, RunnerMetrics, RunnerSection, ShardResult, ShardsResult,
+    SinglePhaseResult, TagResult, TokenAccountingResult, VerdictResult, VllmMetrics, WarmupPhase,
+};
+use super::run_report::RunReport;
 use super::RunHeader;
+use crate::metrics::catalogue::{self, percentile_key, InResult, Scalar, LATENCIES, SCALARS};
 use crate::metrics::{Distribution, PhaseSummary};
 
 /// vLLM's backend name for our API: "openai" (completions) or "openai-chat" (chat).
@@ -22,176 +32,240 @@ pub fn vllm_backend(api: &str) -> &'static str {
     }
 }
 
-/// The `--save-result` object, dated now (local time, `YYYYmmdd-HHMMSS`).
-pub fn vllm_result_json(
-    h: &RunHeader,
-    s: &PhaseSummary,
-    percentiles: &[f64],
-) -> Map<String, Value> {
-    vllm_result_json_with(h, s, percentiles, &Map::new(), None)
+/// result.json of a report: one measured phase's keys at the top level, or several in a
+/// `phases` array; warm-up phases under `warmup_phases` with their counts only; the
+/// scenario's notes under `scenario_result`; the thresholds' verdicts when any were given;
+/// a merged run's shards under `shards`.
+pub fn result_file(r: &RunReport) -> ResultFile {
+    let h = &r.header;
+    let mut phases: Vec<PhaseResult> = r
+        .phases
+        .iter()
+        .filter(|p| !p.warmup)
+        .map(|p| phase_result(h, &p.summary, &r.percentiles, None))
+        .collect();
+    let run = run_sections(r);
+    if phases.len() == 1 {
+        ResultFile::Phase(Box::new(SinglePhaseResult {
+            phase: phases.remove(0),
+            run,
+        }))
+    } else {
+        ResultFile::Phases(Box::new(MultiPhaseResult {
+            scenario: h.scenario.clone(),
+            request_digest: r.request_digest().to_string(),
+            phases,
+            run,
+        }))
+    }
 }
 
-/// [`vllm_result_json`] with additional top-level keys `extra` (like vLLM's
-/// `--metadata k=v`; as in vLLM, the standard keys win over them) and, for reproducible
-/// output, a given `date` (`None` = now, local time, `YYYYmmdd-HHMMSS`).
-pub fn vllm_result_json_with(
+/// result.json as written: pretty, keys in alphabetical order, with a final newline.
+pub fn result_json_text(r: &RunReport) -> String {
+    let value = serde_json::to_value(result_file(r)).unwrap_or_default();
+    serde_json::to_string_pretty(&value).unwrap_or_default() + "\n"
+}
+
+/// The sections beside the phases' keys.
+fn run_sections(r: &RunReport) -> RunSections {
+    let warmup_phases = r
+        .phases
+        .iter()
+        .filter(|p| p.warmup)
+        .map(|p| WarmupPhase {
+            phase: p.summary.name.clone(),
+            completed: p.summary.completed,
+            failed: p.summary.failed,
+        })
+        .collect();
+    let verdicts = r.verdicts.iter().map(|v| VerdictResult {
+        threshold: v.threshold.clone(),
+        phase: v.phase.clone(),
+        value: v.value,
+        pass: v.pass,
+    });
+    RunSections {
+        warmup_phases,
+        scenario_result: r
+            .notes
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_json()))
+            .collect(),
+        thresholds: r.thresholds_given.then(|| verdicts.collect()),
+        shards: r.shards.as_ref().map(|s| ShardsResult {
+            count: s.shards.len(),
+            start_at: s.start_at.clone(),
+            start_spread_ms: s.spread_ms(),
+            request_digest: r.request_digest().to_string(),
+            shards: s
+                .shards
+                .iter()
+                .map(|s| ShardResult {
+                    index: s.index,
+                    clock_offset_ms: s.clock_offset_ms,
+                    started_unix_ns: s.started_unix_ns,
+                })
+                .collect(),
+        }),
+    }
+}
+
+/// One measured phase's object, dated `date` (`None` = now, local time,
+/// `YYYYmmdd-HHMMSS`).
+pub fn phase_result(
     h: &RunHeader,
     s: &PhaseSummary,
     percentiles: &[f64],
-    extra: &Map<String, Value>,
     date: Option<&str>,
-) -> Map<String, Value> {
+) -> PhaseResult {
     let date = date.map_or_else(
         || chrono::Local::now().format("%Y%m%d-%H%M%S").to_string(),
         str::to_string,
     );
-    let mut m = extra.clone();
-    let mut put = |k: &str, v: Value| {
-        m.insert(k.to_string(), v);
-    };
-    let backend = vllm_backend(&h.api);
-    put("date", json!(date));
-    put("endpoint_type", json!(backend));
-    put("backend", json!(backend));
-    put("label", Value::Null);
-    put("model_id", json!(h.model));
-    put("tokenizer_id", json!(h.tokenizer));
-    put("num_prompts", json!(s.completed + s.failed));
-    put(
-        "request_rate",
-        match s.request_rate {
-            Some(r) if r.is_finite() => json!(r),
-            _ => json!("inf"),
+    let backend = vllm_backend(&h.api).to_string();
+    PhaseResult {
+        date,
+        endpoint_type: backend.clone(),
+        backend,
+        label: None,
+        model_id: h.model.clone(),
+        tokenizer_id: h.tokenizer.clone(),
+        num_prompts: s.completed + s.failed,
+        request_rate: match s.request_rate {
+            Some(r) if r.is_finite() => RequestRate::Finite(r),
+            _ => RequestRate::Infinite(Infinite::Inf),
         },
-    );
-    put("burstiness", json!(s.burstiness));
-    put("max_concurrency", json!(s.max_concurrency));
-    put("duration", json!(s.duration_s));
-    put("completed", json!(s.completed));
-    put("failed", json!(s.failed));
-    put("total_input_tokens", json!(s.total_input_tokens));
-    put("total_output_tokens", json!(s.total_output_tokens));
-    put("request_throughput", json!(s.request_throughput));
-    put("request_goodput", json!(s.goodput));
-    put("output_throughput", json!(s.output_throughput));
-    put("total_token_throughput", json!(s.total_token_throughput));
-    put("max_output_tokens_per_s", json!(s.peak_output_throughput));
-    put("max_concurrent_requests", json!(s.peak_concurrency));
-    // Audio only in vLLM (Σ input audio seconds / duration); always 0 for text.
-    put("rtfx", json!(0.0));
-    for (name, d) in [
-        ("ttft", &s.ttft),
-        ("tpot", &s.tpot),
-        ("itl", &s.itl),
-        ("e2el", &s.e2el),
-    ] {
-        put(&format!("mean_{name}_ms"), json!(d.mean));
-        put(&format!("median_{name}_ms"), json!(d.median));
-        put(&format!("std_{name}_ms"), json!(d.std));
+        burstiness: s.burstiness,
+        max_concurrency: s.max_concurrency,
+        rtfx: 0.0,
+        phase: s.name.clone(),
+        metrics: vllm_metrics(s, percentiles),
+        runner: runner_section(h, s, percentiles),
+    }
+}
+
+/// A catalogued scalar's JSON value: an integer for counts, `null` when absent.
+fn scalar_value(m: &Scalar, s: &PhaseSummary) -> Value {
+    match (m.value)(s) {
+        Some(v) if m.unit.is_count() => json!(v as u64),
+        Some(v) => json!(v),
+        None => Value::Null,
+    }
+}
+
+fn vllm_metrics(s: &PhaseSummary, percentiles: &[f64]) -> VllmMetrics {
+    let mut m: BTreeMap<String, Value> = SCALARS
+        .iter()
+        .filter(|m| m.in_result == InResult::Vllm)
+        .map(|m| (m.key.to_string(), scalar_value(m, s)))
+        .collect();
+    for l in LATENCIES.iter().filter(|l| l.in_result == InResult::Vllm) {
+        let d = (l.distribution)(s);
+        let key = |stat: &str| catalogue::latency_key(stat, l);
+        m.insert(key("mean"), json!(d.mean));
+        m.insert(key("median"), json!(d.median));
+        m.insert(key("std"), json!(d.std));
         for &p in percentiles {
-            put(
-                &format!("p{}_{name}_ms", percentile_word(p)),
+            m.insert(
+                key(&percentile_key(p)),
                 json!(d.percentile(p).unwrap_or(0.0)),
             );
         }
     }
-    put("runner", runner_object(h, s, percentiles));
-    m
+    VllmMetrics(m)
 }
 
-/// A distribution as `{count, mean_ms, median_ms, std_ms, min_ms, max_ms, p<P>_ms...}`.
-fn distribution_object(d: &Distribution) -> Value {
-    let mut m = Map::new();
-    m.insert("count".into(), json!(d.count));
-    m.insert("mean_ms".into(), json!(d.mean));
-    m.insert("median_ms".into(), json!(d.median));
-    m.insert("std_ms".into(), json!(d.std));
-    m.insert("min_ms".into(), json!(d.min));
-    m.insert("max_ms".into(), json!(d.max));
-    for &(p, v) in &d.percentiles {
-        m.insert(format!("p{}_ms", percentile_word(p)), json!(v));
+fn runner_metrics(s: &PhaseSummary) -> RunnerMetrics {
+    let mut m: BTreeMap<String, Value> = SCALARS
+        .iter()
+        .filter(|m| m.in_result == InResult::Runner)
+        .map(|m| (m.key.to_string(), scalar_value(m, s)))
+        .collect();
+    for l in LATENCIES.iter().filter(|l| l.in_result == InResult::Runner) {
+        let d = distribution_result((l.distribution)(s));
+        m.insert(l.key.to_string(), json!(d));
     }
-    Value::Object(m)
+    RunnerMetrics(m)
 }
 
-fn runner_object(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Value {
-    let params: Map<String, Value> = h
-        .params
-        .iter()
-        .map(|(k, v)| (k.clone(), json!(v)))
-        .collect();
-    let failures: Map<String, Value> = s
-        .failures_by_kind
-        .iter()
-        .map(|f| (f.kind.key().to_string(), json!(f.count)))
-        .collect();
-    let first_errors: Map<String, Value> = s
-        .failures_by_kind
-        .iter()
-        .map(|f| (f.kind.key().to_string(), json!(f.first_message)))
-        .collect();
-    let mut object = json!({
-        "scenario": h.scenario,
-        "description": h.description,
-        "params": params,
-        "seed": h.seed,
-        "target": h.target,
-        "api": h.api,
-        "request_digest": h.request_digest,
-        "runner_version": h.runner_version,
-        "package": h.package.as_ref().map(|(name, version)| json!({ "name": name, "version": version })),
-        "scenario_digest": h.scenario_digest,
-        "workload_id": h.workload_id(),
-        "wit_version": h.wit_version,
-        "phase": s.name,
-        "percentiles": percentiles,
-        "goodput_slo": s.slo.map(|slo| slo.to_string()),
-        "total_chunks": s.total_chunks,
-        "token_accounting": {
-            "counted_by": s.token_accounting.source(s.completed),
-            "usage_requests": s.token_accounting.usage_requests,
-            "usage_tokens": s.token_accounting.usage_tokens,
-            "tokenizer_tokens": s.token_accounting.tokenizer_tokens,
-            "chunks": s.token_accounting.chunks,
+fn distribution_result(d: &Distribution) -> DistributionResult {
+    DistributionResult {
+        count: d.count,
+        mean_ms: d.mean,
+        median_ms: d.median,
+        std_ms: d.std,
+        min_ms: d.min,
+        max_ms: d.max,
+        percentiles: d
+            .percentiles
+            .iter()
+            .map(|&(p, v)| (format!("{}_ms", percentile_key(p)), v))
+            .collect(),
+    }
+}
+
+fn runner_section(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> RunnerSection {
+    let t = &s.token_accounting;
+    let kinds = || {
+        s.failures_by_kind
+            .iter()
+            .map(|c| (c.kind.key().to_string(), c))
+    };
+    RunnerSection {
+        scenario: h.scenario.clone(),
+        description: h.description.clone(),
+        params: h.params.iter().cloned().collect(),
+        seed: h.seed,
+        target: h.target.clone(),
+        api: h.api.clone(),
+        request_digest: h.request_digest.clone(),
+        runner_version: h.runner_version.clone(),
+        package: h.package.as_ref().map(|(name, version)| PackageId {
+            name: name.clone(),
+            version: version.clone(),
+        }),
+        scenario_digest: h.scenario_digest.clone(),
+        workload_id: h.workload_id(),
+        wit_version: h.wit_version.clone(),
+        phase: s.name.clone(),
+        percentiles: percentiles.to_vec(),
+        goodput_slo: s.slo.map(|slo| slo.to_string()),
+        total_chunks: s.total_chunks,
+        token_accounting: TokenAccountingResult {
+            counted_by: t.source(s.completed).to_string(),
+            usage_requests: t.usage_requests,
+            usage_tokens: t.usage_tokens,
+            tokenizer_tokens: t.tokenizer_tokens,
+            chunks: t.chunks,
         },
-        "mean_tokens_per_chunk": s.mean_tokens_per_chunk,
-        "peak_concurrency": s.peak_concurrency,
-        "failures_by_kind": failures,
-        "first_error_by_kind": first_errors,
-        "retried_requests": s.retried,
-        "token_latency": distribution_object(&s.token_latency),
-        "itl_per_token": distribution_object(&s.itl_per_token),
-        "send_lateness": distribution_object(&s.lateness),
-        "client_bound": s.client_bound,
-    });
-    if let (false, Some(map)) = (s.tags.is_empty(), object.as_object_mut()) {
-        map.insert("tags".into(), tags_array(s));
+        peak_concurrency: s.peak_concurrency,
+        failures_by_kind: kinds().map(|(k, c)| (k, c.count)).collect(),
+        first_error_by_kind: kinds().map(|(k, c)| (k, c.first_message.clone())).collect(),
+        retried_requests: s.retried,
+        client_bound: s.client_bound,
+        metrics: runner_metrics(s),
+        tags: s.tags.iter().map(tag_result).collect(),
     }
-    object
 }
 
-/// The per-tag table: one object per tag, latencies as distribution objects.
-fn tags_array(s: &PhaseSummary) -> Value {
-    s.tags
-        .iter()
-        .map(|t| {
-            json!({
-                "tag": t.tag,
-                "completed": t.completed,
-                "failed": t.failed,
-                "mean_input_tokens": t.mean_input_tokens,
-                "mean_output_tokens": t.mean_output_tokens,
-                "ttft": distribution_object(&t.ttft),
-                "tpot": distribution_object(&t.tpot),
-                "e2el": distribution_object(&t.e2el),
-            })
-        })
-        .collect()
+fn tag_result(t: &crate::metrics::TagSummary) -> TagResult {
+    TagResult {
+        tag: t.tag.clone(),
+        completed: t.completed,
+        failed: t.failed,
+        mean_input_tokens: t.mean_input_tokens,
+        mean_output_tokens: t.mean_output_tokens,
+        ttft: distribution_result(&t.ttft),
+        tpot: distribution_result(&t.tpot),
+        e2el: distribution_result(&t.e2el),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Map;
+
     use crate::metrics::{
         Chunk, ErrorKind, MetricsOptions, PhaseAccumulator, PhaseInfo, RequestError, RequestRecord,
     };
@@ -287,13 +361,12 @@ mod tests {
     #[test]
     fn vllm_keys_and_values() {
         let s = summary(false);
-        let m = vllm_result_json_with(
+        let m = object(phase_result(
             &header("chat"),
             &s,
             &[50.0, 99.9],
-            &Map::new(),
             Some("20260101-120000"),
-        );
+        ));
         let keys: Vec<&str> = m.keys().map(String::as_str).collect();
         let mut expected = vec![
             "date",
@@ -318,6 +391,7 @@ mod tests {
             "max_output_tokens_per_s",
             "max_concurrent_requests",
             "rtfx",
+            "phase",
             "runner",
         ];
         for metric in ["ttft", "tpot", "itl", "e2el"] {
@@ -370,17 +444,13 @@ mod tests {
     }
 
     #[test]
-    fn goodput_rate_backend_and_metadata() {
+    fn goodput_rate_and_backend() {
         let mut s = summary(true);
         s.request_rate = Some(4.0);
-        let mut extra = Map::new();
-        extra.insert("note".into(), json!("x"));
-        extra.insert("completed".into(), json!("overridden?"));
-        let m = vllm_result_json_with(&header("completions"), &s, &[99.0], &extra, None);
+        let m = object(phase_result(&header("completions"), &s, &[99.0], None));
         assert_eq!(m["backend"], json!("openai"));
         assert_eq!(m["request_goodput"], json!(0.5));
         assert_eq!(m["request_rate"], json!(4.0));
-        assert_eq!(m["note"], json!("x"));
         assert_eq!(m["completed"], json!(1));
         // 99 was not computed for these latencies: 0, never null or missing
         assert_eq!(m["p99_ttft_ms"], json!(0.0));
@@ -392,9 +462,13 @@ mod tests {
         assert!(serde_json::to_string(&m)
             .unwrap()
             .contains("\"p99_ttft_ms\":0.0"));
-        assert_eq!(
-            vllm_result_json(&header("completions"), &s, &[99.0])["runner"],
-            m["runner"]
-        );
+    }
+
+    /// A phase's object as result.json holds it.
+    fn object(p: PhaseResult) -> Map<String, Value> {
+        match serde_json::to_value(p).unwrap() {
+            Value::Object(m) => m,
+            other => panic!("not an object: {other}"),
+        }
     }
 }

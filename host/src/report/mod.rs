@@ -9,13 +9,16 @@ pub mod export;
 pub mod html;
 pub mod json;
 pub mod output;
+pub mod result_file;
+pub mod run_report;
 pub mod series;
 pub mod table;
 pub mod text;
 
 use serde::{Deserialize, Serialize};
 
-pub use json::{vllm_backend, vllm_result_json, vllm_result_json_with};
+pub use json::vllm_backend;
+pub use run_report::{ReportParts, ReportPhase, RunReport, ShardStart, ShardStarts};
 pub use table::{render_phase_table_csv, render_phase_table_markdown};
 pub use text::{render_extras, render_header, render_phase_table, render_vllm_block};
 

@@ -1,6 +1,6 @@
-//! The files `--output DIR` gets at the end of a run, besides result.json and report.txt:
-//! requests.csv, report.md and report.html. One streaming pass over requests.jsonl feeds
-//! the CSV and the charts, so memory stays flat however many requests the run had.
+//! The files `--output DIR` gets at the end of a run, all rendered from one [`RunReport`].
+//! One streaming pass over requests.jsonl feeds requests.csv and the charts, so memory
+//! stays flat however many requests the run had.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -8,12 +8,14 @@ use std::path::{Path, PathBuf};
 
 use super::export::{render_markdown, request_csv_row, REQUEST_CSV_HEADER};
 use super::html::{render_html, HtmlReport};
+use super::run_report::RunReport;
 use super::series::{PhaseSlot, Series};
-use super::table::render_tag_table_markdown;
-use super::RunHeader;
-use crate::metrics::{PhaseSummary, RequestRecord};
+use super::table::{
+    render_phase_table_csv, render_phase_table_markdown, render_tag_table_markdown,
+};
+use super::text::render_header;
+use crate::metrics::RequestRecord;
 use crate::scenario::NoteValue;
-use crate::thresholds::Verdict;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
@@ -37,27 +39,59 @@ pub enum OutputError {
     Chart(#[from] super::charts::ChartError),
 }
 
-/// A phase of the run as the exports need it.
-pub struct PhaseOut<'a> {
-    pub summary: &'a PhaseSummary,
-    pub warmup: bool,
+/// Every file of a run's `--output DIR` but requests.jsonl (written as requests finish,
+/// or gathered from the shards): result.json, report.txt, phases.md and phases.csv (more
+/// than one measured phase), requests.csv, report.md and report.html.
+pub fn write_outputs(report: &RunReport, dir: &Path) -> Result<(), OutputError> {
+    write_result_json(report, &dir.join("result.json"))?;
+    let text = format!(
+        "{}\n{}",
+        render_header(&report.header),
+        report.render_body()
+    );
+    write_text(&dir.join("report.txt"), &text)?;
+    let measured = report.measured();
+    if measured.len() > 1 {
+        write_text(
+            &dir.join("phases.md"),
+            &render_phase_table_markdown(&measured),
+        )?;
+        write_text(&dir.join("phases.csv"), &render_phase_table_csv(&measured))?;
+    }
+    let series = write_requests_csv(report, dir)?;
+    write_text(&dir.join("report.md"), &render_report_markdown(report))?;
+    let html = render_html(&HtmlReport {
+        header: &report.header,
+        phases: &measured,
+        percentiles: &report.percentiles,
+        goodput: report.goodput,
+        verdicts: &report.verdicts,
+        notes: &report.notes,
+        series: &series,
+    })?;
+    write_text(&dir.join("report.html"), &html)
 }
 
-/// What the run gives the exports.
-pub struct RunOut<'a> {
-    pub header: &'a RunHeader,
-    /// Every phase of the run, warm-ups included, in run order (records index them).
-    pub phases: &'a [PhaseOut<'a>],
-    pub percentiles: &'a [f64],
-    pub goodput: bool,
-    pub verdicts: &'a [Verdict],
-    /// What the scenario reported with `note` (an SLO search's answer), in order.
-    pub notes: &'a [(String, NoteValue)],
+/// result.json (or the `--save-result` file): see [`super::json::result_json`].
+pub fn write_result_json(report: &RunReport, path: &Path) -> Result<(), OutputError> {
+    let text = super::json::result_json_text(report);
+    write_text(path, &text)
 }
 
-/// Writes requests.csv, report.md and report.html into `dir` (which holds requests.jsonl).
-pub fn write_reports(dir: &Path, run: &RunOut) -> Result<(), OutputError> {
-    let slots: Vec<PhaseSlot> = run
+/// Every file a run writes passes the redaction of the run's secrets.
+fn write_text(path: &Path, text: &str) -> Result<(), OutputError> {
+    std::fs::write(path, crate::redact::text(text).as_bytes()).map_err(|source| {
+        OutputError::Write {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
+}
+
+/// requests.csv, one row per record of requests.jsonl, in one streaming pass that also
+/// gathers the charts' series.
+fn write_requests_csv(report: &RunReport, dir: &Path) -> Result<Series, OutputError> {
+    let slots: Vec<PhaseSlot> = report
         .phases
         .iter()
         .enumerate()
@@ -69,17 +103,20 @@ pub fn write_reports(dir: &Path, run: &RunOut) -> Result<(), OutputError> {
         })
         .collect();
     let mut series = Series::new(&slots);
-    let names: Vec<&str> = run.phases.iter().map(|p| p.summary.name.as_str()).collect();
-
+    let names: Vec<&str> = report
+        .phases
+        .iter()
+        .map(|p| p.summary.name.as_str())
+        .collect();
     let records_path = dir.join("requests.jsonl");
     let csv_path = dir.join("requests.csv");
-    let write_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| OutputError::Write { path, source }
+    let write_err = |source| OutputError::Write {
+        path: csv_path.clone(),
+        source,
     };
-    let mut csv = BufWriter::new(File::create(&csv_path).map_err(write_err(&csv_path))?);
+    let mut csv = BufWriter::new(File::create(&csv_path).map_err(write_err)?);
     csv.write_all(REQUEST_CSV_HEADER.as_bytes())
-        .map_err(write_err(&csv_path))?;
+        .map_err(write_err)?;
     let read_err = |source| OutputError::Read {
         path: records_path.clone(),
         source,
@@ -98,26 +135,26 @@ pub fn write_reports(dir: &Path, run: &RunOut) -> Result<(), OutputError> {
             })?;
         let name = names.get(record.phase).copied().unwrap_or("");
         csv.write_all(request_csv_row(&record, name).as_bytes())
-            .map_err(write_err(&csv_path))?;
+            .map_err(write_err)?;
         series.add(&record);
     }
-    csv.flush().map_err(write_err(&csv_path))?;
-    let series = series.finish();
+    csv.flush().map_err(write_err)?;
+    Ok(series.finish())
+}
 
-    let measured: Vec<PhaseSummary> = run
-        .phases
-        .iter()
-        .filter(|p| !p.warmup)
-        .map(|p| p.summary.clone())
-        .collect();
+/// report.md: the result, the scenario's notes and each phase's tag table. Servers'
+/// messages and scenarios' names reach it: control characters are escaped (line breaks
+/// kept), as on the terminal.
+fn render_report_markdown(report: &RunReport) -> String {
+    let measured = report.measured();
     let mut md = render_markdown(
-        run.header,
+        &report.header,
         &measured,
-        run.percentiles,
-        run.goodput,
-        run.verdicts,
+        &report.percentiles,
+        report.goodput,
+        &report.verdicts,
     );
-    md += &render_notes_markdown(run.notes);
+    md += &render_notes_markdown(&report.notes);
     for s in measured.iter().filter(|s| !s.tags.is_empty()) {
         md += &format!(
             "\n## Per-tag metrics: {}\n\n{}",
@@ -125,24 +162,7 @@ pub fn write_reports(dir: &Path, run: &RunOut) -> Result<(), OutputError> {
             render_tag_table_markdown(&s.tags)
         );
     }
-    // Servers' messages and scenarios' names reach the markdown: control characters are
-    // escaped (line breaks kept), as on the terminal.
-    let md = crate::display::escape_control_multiline(&md).into_owned();
-    let md_path = dir.join("report.md");
-    std::fs::write(&md_path, crate::redact::text(&md).as_bytes()).map_err(write_err(&md_path))?;
-    let html = render_html(&HtmlReport {
-        header: run.header,
-        phases: &measured,
-        percentiles: run.percentiles,
-        goodput: run.goodput,
-        verdicts: run.verdicts,
-        notes: run.notes,
-        series: &series,
-    })?;
-    let html_path = dir.join("report.html");
-    std::fs::write(&html_path, crate::redact::text(&html).as_bytes())
-        .map_err(write_err(&html_path))?;
-    Ok(())
+    crate::display::escape_control_multiline(&md).into_owned()
 }
 
 /// The scenario's `note`s as a markdown table (nothing when it reported none).

@@ -8,6 +8,8 @@ use std::fmt::Write as _;
 
 use super::RunHeader;
 use crate::display::{escape_control, escape_control_multiline};
+pub use crate::metrics::catalogue::percentile_word;
+use crate::metrics::catalogue::{self as metric, Latency, Scalar};
 use crate::metrics::{Distribution, PhaseSummary, CLIENT_BOUND_LATENESS_MS};
 
 const WIDTH: usize = 50;
@@ -49,31 +51,44 @@ fn one_line(text: &str, max: usize) -> String {
     cut
 }
 
-/// vLLM's `p_word`: `str(int(p))` when integral, else `str(p)` (99 → "99", 99.9 → "99.9").
-pub fn percentile_word(p: f64) -> String {
-    if p.fract() == 0.0 && p.abs() < 1e15 {
-        format!("{}", p as i64)
-    } else {
-        format!("{p}")
-    }
-}
-
 /// Value of percentile `p` in `d`; a percentile the accumulator was not asked for reads 0.
 fn pct(d: &Distribution, p: f64) -> f64 {
     d.percentile(p).unwrap_or(0.0)
 }
 
-/// `Mean X (ms):`, `Median X (ms):`, `P{p} X (ms):` rows under a `-` ruler.
-fn latency_section(out: &mut String, header: &str, short: &str, d: &Distribution, pcts: &[f64]) {
-    section(out, header);
+/// `Label:` of a catalogued scalar, with its value in a `{:<10}` (counts) or `{:<10.2}`
+/// (everything else) field.
+fn metric_row(out: &mut String, m: &Scalar, s: &PhaseSummary) {
+    let label = format!("{}:", m.label);
+    let value = (m.value)(s).unwrap_or(0.0);
+    if m.unit.is_count() {
+        row(out, &label, value as u64);
+    } else {
+        row_f(out, &label, value);
+    }
+}
+
+/// A catalogued latency's section: its title as a `-` ruler, then `Mean X (ms):`,
+/// `Median X (ms):` and `P{p} X (ms):` rows (or mean, P99 and max).
+fn latency_section(out: &mut String, m: &Latency, s: &PhaseSummary, pcts: &[f64]) {
+    let (d, short) = ((m.distribution)(s), m.short);
+    section(out, m.title);
     row_f(out, &format!("Mean {short} (ms):"), d.mean);
-    row_f(out, &format!("Median {short} (ms):"), d.median);
-    for &p in pcts {
-        row_f(
-            out,
-            &format!("P{} {short} (ms):", percentile_word(p)),
-            pct(d, p),
-        );
+    match m.rows {
+        metric::TextRows::MeanMedianPercentiles => {
+            row_f(out, &format!("Median {short} (ms):"), d.median);
+            for &p in pcts {
+                row_f(
+                    out,
+                    &format!("P{} {short} (ms):", percentile_word(p)),
+                    pct(d, p),
+                );
+            }
+        }
+        metric::TextRows::MeanP99Max => {
+            row_f(out, &format!("P99 {short} (ms):"), pct(d, 99.0));
+            row_f(out, &format!("Max {short} (ms):"), d.max);
+        }
     }
 }
 
@@ -130,8 +145,8 @@ pub fn render_header(h: &RunHeader) -> String {
 pub fn render_vllm_block(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -> String {
     let mut out = String::new();
     title(&mut out, " Serving Benchmark Result ");
-    row(&mut out, "Successful requests:", s.completed);
-    row(&mut out, "Failed requests:", s.failed);
+    metric_row(&mut out, &metric::COMPLETED, s);
+    metric_row(&mut out, &metric::FAILED, s);
     // Shown only when it happened: the block keeps vLLM's layout otherwise.
     if s.retried > 0 {
         row(&mut out, "Retried requests:", s.retried);
@@ -142,53 +157,31 @@ pub fn render_vllm_block(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -
     if let Some(r) = s.request_rate.filter(|r| r.is_finite()) {
         row_f(&mut out, "Request rate configured (RPS):", r);
     }
-    row_f(&mut out, "Benchmark duration (s):", s.duration_s);
-    row(&mut out, "Total input tokens:", s.total_input_tokens);
-    row(&mut out, "Total generated tokens:", s.total_output_tokens);
-    row_f(
-        &mut out,
-        "Request throughput (req/s):",
-        s.request_throughput,
-    );
+    // vLLM's order, which is not the catalogue's.
+    let mut metrics = vec![
+        &metric::DURATION,
+        &metric::TOTAL_INPUT_TOKENS,
+        &metric::TOTAL_OUTPUT_TOKENS,
+        &metric::REQUEST_THROUGHPUT,
+    ];
     if goodput {
-        row_f(
-            &mut out,
-            "Request goodput (req/s):",
-            s.goodput.unwrap_or(0.0),
-        );
+        metrics.push(&metric::REQUEST_GOODPUT);
     }
-    row_f(
-        &mut out,
-        "Output token throughput (tok/s):",
-        s.output_throughput,
-    );
-    row_f(
-        &mut out,
-        "Peak output token throughput (tok/s):",
-        s.peak_output_throughput,
-    );
-    row_f(&mut out, "Peak concurrent requests:", s.peak_concurrency);
-    row_f(
-        &mut out,
-        "Total token throughput (tok/s):",
-        s.total_token_throughput,
-    );
-    latency_section(
-        &mut out,
-        "Time to First Token",
-        "TTFT",
-        &s.ttft,
-        percentiles,
-    );
-    latency_section(
-        &mut out,
-        "Time per Output Token (excl. 1st token)",
-        "TPOT",
-        &s.tpot,
-        percentiles,
-    );
-    latency_section(&mut out, "Inter-token Latency", "ITL", &s.itl, percentiles);
-    latency_section(&mut out, "End-to-end Latency", "E2EL", &s.e2el, percentiles);
+    metrics.extend([
+        &metric::OUTPUT_THROUGHPUT,
+        &metric::PEAK_OUTPUT_THROUGHPUT,
+        &metric::PEAK_CONCURRENCY,
+        &metric::TOTAL_TOKEN_THROUGHPUT,
+    ]);
+    for m in metrics {
+        metric_row(&mut out, m, s);
+    }
+    for m in metric::LATENCIES
+        .iter()
+        .filter(|m| m.in_result == metric::InResult::Vllm)
+    {
+        latency_section(&mut out, m, s, percentiles);
+    }
     footer(&mut out, '=');
     out
 }
@@ -199,26 +192,24 @@ pub fn render_vllm_block(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -
 pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
     let mut out = String::new();
     section(&mut out, " Runner extras ");
-    latency_section(
-        &mut out,
-        "Token Latency (e2e_latency / output_len)",
-        "Token Latency",
-        &s.token_latency,
-        percentiles,
-    );
-    latency_section(
-        &mut out,
-        "Inter-token Latency per Token",
-        "per-token ITL",
-        &s.itl_per_token,
-        percentiles,
-    );
-    row_f(&mut out, "Mean tokens per chunk:", s.mean_tokens_per_chunk);
+    let ours = |rows: metric::TextRows| {
+        metric::LATENCIES
+            .iter()
+            .filter(move |m| m.in_result != metric::InResult::Vllm && m.rows == rows)
+    };
+    for m in ours(metric::TextRows::MeanMedianPercentiles) {
+        latency_section(&mut out, m, s, percentiles);
+    }
+    for m in metric::SCALARS
+        .iter()
+        .filter(|m| m.in_result == metric::InResult::Runner)
+    {
+        metric_row(&mut out, m, s);
+    }
     token_accounting(&mut out, s);
-    section(&mut out, "Send Lateness (sent - scheduled)");
-    row_f(&mut out, "Mean send lateness (ms):", s.lateness.mean);
-    row_f(&mut out, "P99 send lateness (ms):", pct(&s.lateness, 99.0));
-    row_f(&mut out, "Max send lateness (ms):", s.lateness.max);
+    for m in ours(metric::TextRows::MeanP99Max) {
+        latency_section(&mut out, m, s, percentiles);
+    }
     if !s.failures_by_kind.is_empty() {
         section(&mut out, "Failed Requests by Kind");
         for f in &s.failures_by_kind {
@@ -626,15 +617,6 @@ Output token throughput (tok/s):         2445.28
              P99 E2EL (ms):                           41893.83  \n\
              Mean Token Latency (ms):                 41.71     \n"
         );
-    }
-
-    #[test]
-    fn percentile_words_follow_python() {
-        assert_eq!(percentile_word(99.0), "99");
-        assert_eq!(percentile_word(99.9), "99.9");
-        assert_eq!(percentile_word(50.0), "50");
-        assert_eq!(percentile_word(99.99), "99.99");
-        assert_eq!(percentile_word(100.0), "100");
     }
 
     #[test]

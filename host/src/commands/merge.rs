@@ -1,0 +1,31 @@
+//! `runner merge DIR...`: one report from the shards of a run, written and printed as a
+//! single run's is.
+
+use anyhow::Result;
+
+use crate::cli::MergeArgs;
+use crate::merge;
+use crate::report::{output, render_header};
+use crate::thresholds::EXIT_THRESHOLDS_FAILED;
+
+pub fn merge(a: MergeArgs) -> Result<i32> {
+    let report = merge::merge(&a.dirs, &a.thresholds)?;
+    let body = report.render_body();
+    if !a.quiet {
+        crate::out!("{}", render_header(&report.header));
+        crate::outln!();
+    }
+    // The files first, as `run` does: stdout may be a pipe closed early.
+    if let Some(out) = &a.output {
+        merge::gather_records(&a.dirs, out)?;
+        output::write_outputs(&report, out)?;
+    }
+    crate::out!("{body}");
+    Ok(match report.failed_thresholds() {
+        Some(line) => {
+            crate::errln!("error: {line}");
+            EXIT_THRESHOLDS_FAILED
+        }
+        None => 0,
+    })
+}

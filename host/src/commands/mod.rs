@@ -1,0 +1,79 @@
+//! One file per subcommand, and what they share: the runtime, the tokenizer, how a
+//! scenario named on the command line is loaded, and how an error becomes one line on
+//! stderr and an exit code, never a panic.
+
+mod compare;
+mod info;
+mod merge;
+mod pack;
+mod run;
+mod sim;
+mod source;
+mod verify;
+
+use std::ffi::OsString;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use crate::cli::{self, Command};
+use crate::tokenizer::Tokenizer;
+
+pub use crate::interrupt::EXIT_INTERRUPTED;
+
+/// Runs the command `args` names (the process arguments, program name first); returns the
+/// process exit code.
+pub fn main(args: Vec<OsString>) -> i32 {
+    let cli = match cli::parse(args) {
+        Ok(c) => c,
+        Err(e) if e.use_stderr() => {
+            crate::errln!("{}", cli::usage_error_line(&e.render().to_string()));
+            return 2;
+        }
+        Err(e) => {
+            // --help and --version.
+            let _ = e.print();
+            return 0;
+        }
+    };
+    let result = match cli.command {
+        Command::Run(a) => run::run(*a),
+        Command::Info(a) => info::info(a).map(|_| 0),
+        Command::Pack(a) => pack::pack(a).map(|_| 0),
+        Command::Verify(a) => verify::verify(a).map(|_| 0),
+        Command::Sim(a) => sim::sim(*a).map(|_| 0),
+        Command::Compare(a) => compare::compare(a),
+        Command::Merge(a) => merge::merge(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            crate::errln!("error: {}", crate::redact::text(&error_line(&e)));
+            1
+        }
+    }
+}
+
+/// The error and its causes on one line; a cause its parent already quotes is not repeated.
+fn error_line(e: &anyhow::Error) -> String {
+    let mut s = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+    }
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn load_tokenizer(spec: &str) -> Result<Arc<Tokenizer>> {
+    Ok(Arc::new(Tokenizer::load(spec)?))
+}

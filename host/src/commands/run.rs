@@ -1,0 +1,335 @@
+//! `runner run SCENARIO`: config → target → engine → report → outputs.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{bail, Context, Result};
+
+use super::source::{load_scenario, Loaded};
+use super::{load_tokenizer, runtime, EXIT_INTERRUPTED};
+use crate::cli::RunArgs;
+use crate::client::Client;
+use crate::config::{RunConfig, TargetSpec};
+use crate::engine::{self, EngineConfig, RunResult, StopReason};
+use crate::interrupt::Interrupts;
+use crate::merge::shard_file::{ShardFile, ShardRun, STREAM_FILE};
+use crate::package::{self, Package};
+use crate::progress::{self, Progress};
+use crate::report::{output, render_header, ReportParts, ReportPhase, RunHeader, RunReport};
+use crate::scenario::{self, Scenario};
+use crate::sim::SimServer;
+use crate::thresholds::EXIT_THRESHOLDS_FAILED;
+use crate::tokenizer::Tokenizer;
+
+pub fn run(a: RunArgs) -> Result<i32> {
+    let session = Session::open(&a)?;
+    let tokenizer = load_tokenizer(&a.tokenizer)?;
+    let mut loaded = load_scenario(&a.source, tokenizer.clone(), &a.data_dirs, a.quiet)?;
+    let config = RunConfig::new(&a, &loaded.description, &mut *loaded.scenario)?;
+    let target = Target::connect(&config, &tokenizer, &session)?;
+    let mut header = run_header(&config, &loaded, &target, &tokenizer);
+    if !config.quiet {
+        crate::out!("{}", render_header(&header));
+        crate::outln!();
+    }
+    let finished = execute(&session, loaded.scenario, &config, target, tokenizer)?;
+    header.request_digest = Some(finished.result.digest.clone());
+    let failure = finish_shard(&config, &header, finished)?;
+    let report = build_report(&config, header, &failure.result);
+    write_and_print(&config, &report)?;
+    exit_code(&report, failure)
+}
+
+/// What holds for the whole command: the run's secrets are hidden in every line, record
+/// and file; signals are handled from the start (loading and the pre-run checks end at
+/// once with exit code 130, the run itself stops and reports, see `interrupt`).
+struct Session {
+    rt: tokio::runtime::Runtime,
+    interrupts: Interrupts,
+    /// The unpacked package's own signal watcher stands down while this is held.
+    _signals: package::unpacked::SignalsHandledElsewhere,
+}
+
+impl Session {
+    fn open(a: &RunArgs) -> Result<Session> {
+        crate::redact::install(crate::redact::Redactor::new(
+            a.api_key.as_deref(),
+            a.target.as_deref(),
+        ));
+        let rt = runtime()?;
+        let interrupts = Interrupts::listen(&rt);
+        let _signals = package::signals_handled_elsewhere();
+        // A sweep opens thousands of connections; lift the soft descriptor limit to the
+        // hard one.
+        let _ = rlimit::increase_nofile_limit(u64::MAX);
+        Ok(Session {
+            rt,
+            interrupts,
+            _signals,
+        })
+    }
+}
+
+/// The server the run talks to, checked and its model known.
+struct Target {
+    /// The built-in simulator, when it is the target; stopped when dropped.
+    sim: Option<SimServer>,
+    client: Client,
+    /// How the target is named in reports (a URL's credentials hidden).
+    label: String,
+    model: String,
+}
+
+impl Target {
+    /// Starts the simulator when it is the target, then checks the server (health, model,
+    /// usage) before anything is sent.
+    fn connect(config: &RunConfig, tokenizer: &Arc<Tokenizer>, s: &Session) -> Result<Target> {
+        let (sim, url, label) = match &config.target {
+            TargetSpec::Server(url) => (None, url.clone(), crate::redact::string(url.clone())),
+            TargetSpec::Simulator { config, profile } => {
+                let mut sim_config = (**config).clone();
+                let counter = tokenizer.clone();
+                sim_config.prompt_token_counter =
+                    Some(Arc::new(move |text: &str| counter.count(text)));
+                let server = SimServer::start(sim_config, 0)?;
+                let url = server.base_url();
+                let label = format!("built-in simulator, profile {profile} ({url})");
+                (Some(server), url, label)
+            }
+        };
+        let client = Client::new(
+            &url,
+            config.api_key.clone(),
+            config.timeouts,
+            config.request_id_prefix.clone(),
+        )?;
+        if let Some(dir) = &config.output {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create output directory {}", dir.display()))?;
+        }
+        let model =
+            s.rt.block_on(client.preflight(config.model.as_deref(), config.api, config.usage))?;
+        Ok(Target {
+            sim,
+            client,
+            label,
+            model,
+        })
+    }
+}
+
+fn run_header(
+    config: &RunConfig,
+    loaded: &Loaded,
+    target: &Target,
+    tokenizer: &Tokenizer,
+) -> RunHeader {
+    let d = &loaded.description;
+    RunHeader {
+        scenario: d.name.clone(),
+        description: d.description.clone(),
+        params: config
+            .params
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect(),
+        seed: config.seed,
+        target: target.label.clone(),
+        model: crate::redact::string(target.model.clone()),
+        api: config.api.name().to_string(),
+        tokenizer: tokenizer.name().to_string(),
+        request_digest: None,
+        runner_version: env!("CARGO_PKG_VERSION").to_string(),
+        package: loaded.package.as_ref().map(package_id),
+        scenario_digest: loaded.digest.clone(),
+        wit_version: scenario::wasm::version::VERSION.to_string(),
+    }
+}
+
+fn package_id(p: &Package) -> (String, String) {
+    (p.manifest.name.clone(), p.manifest.version.clone())
+}
+
+/// A run that reached its end (or its first error), with when and how it began.
+struct Finished {
+    result: RunResult,
+    started: SystemTime,
+    clock_offset_ms: Option<f64>,
+}
+
+/// Runs the engine, with the progress display, from `--start-at` if given.
+fn execute(
+    session: &Session,
+    scenario: Box<dyn Scenario>,
+    config: &RunConfig,
+    target: Target,
+    tokenizer: Arc<Tokenizer>,
+) -> Result<Finished> {
+    let engine_config = engine_config(config, target.model.clone());
+    let clock_offset_ms = config.start_at.map(|at| {
+        if !config.quiet {
+            crate::errln!("waiting to start at {}", at.rfc3339());
+        }
+        at.wait()
+    });
+    let started = SystemTime::now();
+    let known_phases = (!scenario.has_next_phase()).then_some(config.phases.len());
+    let progress = Progress::start(
+        engine_config.live.clone(),
+        known_phases,
+        progress::wanted(config.quiet),
+    );
+    // From here a signal stops the run, which then reports what finished.
+    session.interrupts.run_started();
+    let result = session.rt.block_on(engine::run(
+        scenario,
+        config.phases.clone(),
+        target.client,
+        tokenizer,
+        engine_config,
+        session.interrupts.receiver(),
+    ));
+    progress.finish();
+    drop(target.sim);
+    Ok(Finished {
+        result: result?,
+        started,
+        clock_offset_ms,
+    })
+}
+
+fn engine_config(config: &RunConfig, model: String) -> EngineConfig {
+    let output = config.output.as_ref();
+    EngineConfig {
+        api: config.api,
+        model,
+        usage: config.usage,
+        drain_timeout: config.drain_timeout,
+        interrupt_drain: Duration::from_secs(5),
+        lookahead: 256,
+        metrics: config.metrics.clone(),
+        records: output.map(|d| d.join("requests.jsonl")),
+        seed: config.seed,
+        max_error_rate: config.max_error_rate,
+        live: engine::LiveView::new(),
+        shard: config.shard.clone(),
+        stream_log: config
+            .shard
+            .as_ref()
+            .and(output)
+            .map(|d| d.join(STREAM_FILE)),
+    }
+}
+
+/// A run with its failure, if it failed part-way after sending something.
+struct Outcome {
+    result: RunResult,
+    failure: Option<engine::EngineError>,
+}
+
+/// A run that failed before sending anything, and a shard that failed at all (its partial
+/// file must not be merged), end with the error; a shard writes its shard.json.
+fn finish_shard(config: &RunConfig, header: &RunHeader, f: Finished) -> Result<Outcome> {
+    let mut result = f.result;
+    let mut failure = result.failure.take();
+    if let Some(e) = failure.take_if(|_| config.shard.is_some() || nothing_sent(&result)) {
+        return Err(e.into());
+    }
+    if let (Some(plan), Some(dir)) = (&config.shard, &config.output) {
+        ShardFile::from_run(&ShardRun {
+            plan,
+            header,
+            result: &result,
+            declared: &config.declared_phases,
+            metrics: &config.metrics,
+            start_at: config.start_at,
+            clock_offset_ms: f.clock_offset_ms,
+            started: f.started,
+            dir,
+        })?
+        .write(dir)?;
+    }
+    Ok(Outcome { result, failure })
+}
+
+fn build_report(config: &RunConfig, header: RunHeader, result: &RunResult) -> RunReport {
+    let phases = result
+        .phases
+        .iter()
+        .map(|p| ReportPhase {
+            summary: p.summary.clone(),
+            warmup: p.spec.warmup,
+            arrival: p.spec.arrival.describe(),
+            ended: (p.stop != StopReason::Exhausted).then(|| p.stop.describe()),
+            cut: p.cut,
+        })
+        .collect();
+    let parts = ReportParts {
+        header,
+        phases,
+        percentiles: config.metrics.percentiles.clone(),
+        goodput: config.goodput(),
+        notes: result.notes.clone(),
+        shards: None,
+    };
+    RunReport::new(parts, &config.thresholds)
+}
+
+/// Every file is written before the report is printed: a reader that closes stdout early
+/// (`| head -1`) must not cost any of them.
+fn write_and_print(config: &RunConfig, report: &RunReport) -> Result<()> {
+    let body = report.render_body();
+    let written = (|| -> Result<()> {
+        if let Some(path) = &config.save_result {
+            output::write_result_json(report, path)?;
+        }
+        if let Some(dir) = &config.output {
+            output::write_outputs(report, dir)?;
+        }
+        Ok(())
+    })();
+    crate::out!("{body}");
+    written
+}
+
+/// The exit code: the run's own error first, then an interrupt (130), failed thresholds
+/// (99, what CI reads), then a run that stopped early or where nothing succeeded (1).
+fn exit_code(report: &RunReport, outcome: Outcome) -> Result<i32> {
+    let Outcome { result, failure } = outcome;
+    if let Some(e) = failure {
+        return Err(e.into());
+    }
+    if result.interrupted {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    if let Some(line) = report.failed_thresholds() {
+        crate::errln!("error: {line}");
+        return Ok(EXIT_THRESHOLDS_FAILED);
+    }
+    if let Some(p) = result
+        .phases
+        .iter()
+        .find(|p| matches!(p.stop, StopReason::MaxErrorRate { .. }))
+    {
+        bail!(
+            "the run stopped early in phase `{}`: {}",
+            p.spec.name,
+            p.stop.describe()
+        );
+    }
+    if nothing_sent(&result) {
+        bail!("nothing was sent: the scenario's phases ended before their first request (an empty dataset, or max_requests of 0?)");
+    }
+    if result.phases.iter().all(|p| p.summary.completed == 0) {
+        bail!("no request succeeded; see the failure counts above");
+    }
+    Ok(0)
+}
+
+/// No request of any phase finished, well or badly.
+fn nothing_sent(result: &RunResult) -> bool {
+    result
+        .phases
+        .iter()
+        .all(|p| p.summary.completed + p.summary.failed == 0)
+}

@@ -1,0 +1,70 @@
+//! A scenario named on the command line, loaded: a file, a package directory or archive,
+//! or a package found in the scenario path.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use sha2::Digest;
+
+use crate::cli::ScenarioArg;
+use crate::package::{self, Package, Resolved};
+use crate::scenario::files::FileAccess;
+use crate::scenario::{self, Description, HostContext, Scenario};
+use crate::tokenizer::Tokenizer;
+
+fn scenario_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// A scenario ready to configure, with its description (package defaults applied) and
+/// where it came from.
+pub struct Loaded {
+    pub scenario: Box<dyn Scenario>,
+    pub description: Description,
+    pub package: Option<Package>,
+    /// What identifies the workload's code: the package digest, or the sha256 of the file.
+    pub digest: String,
+}
+
+pub fn load_scenario(
+    arg: &ScenarioArg,
+    tokenizer: Arc<Tokenizer>,
+    data_dirs: &[PathBuf],
+    quiet: bool,
+) -> Result<Loaded> {
+    let search = package::search_path(&arg.scenario_path);
+    let (entry, package) = match package::resolve(&arg.scenario, &search).map_err(|e| anyhow!(e))? {
+        Resolved::File(path) => (path, None),
+        Resolved::Package(p) => (p.entry(), Some(*p)),
+    };
+    for d in data_dirs {
+        if !d.is_dir() {
+            bail!("--data-dir {} is not a directory", d.display());
+        }
+    }
+    let files = match &package {
+        Some(p) => FileAccess::package(&p.root, data_dirs),
+        None => FileAccess::lone_file(&scenario_dir(&entry), data_dirs),
+    };
+    let scenario = scenario::load(&entry, HostContext::new(tokenizer, files, quiet))?;
+    let mut description = scenario.describe().clone();
+    let digest = match &package {
+        Some(p) => {
+            p.apply_defaults(&mut description).map_err(|e| anyhow!(e))?;
+            p.digest.clone()
+        }
+        None => hex::encode(sha2::Sha256::digest(
+            std::fs::read(&entry).with_context(|| format!("cannot read {}", entry.display()))?,
+        )),
+    };
+    Ok(Loaded {
+        scenario,
+        description,
+        package,
+        digest,
+    })
+}

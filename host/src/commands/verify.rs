@@ -1,0 +1,45 @@
+//! `runner verify SCENARIO`: a package's digest, manifest, interface, parameters and phases.
+
+use anyhow::Result;
+
+use super::load_tokenizer;
+use super::source::load_scenario;
+use crate::cli::VerifyArgs;
+use crate::scenario::Params;
+
+pub fn verify(a: VerifyArgs) -> Result<()> {
+    let tokenizer = load_tokenizer("o200k_base")?;
+    let mut loaded = load_scenario(&a.scenario, tokenizer, &[], true)?;
+    let params = Params::resolve(
+        &a.scenario.scenario.display().to_string(),
+        &loaded.description.params,
+        &[],
+    )?;
+    loaded.scenario.configure(&params)?;
+    let phases = loaded.scenario.phases()?;
+    let phases = if loaded.scenario.has_next_phase() {
+        format!("{} (then adaptive)", phases.len())
+    } else {
+        phases.len().to_string()
+    };
+    match &loaded.package {
+        Some(p) => crate::outln!(
+            "ok: {} {} — digest {} matches its content; interface {}; entry {} loads; {} parameters, {} phases",
+            p.manifest.name,
+            p.manifest.version,
+            p.digest,
+            p.manifest.interface,
+            p.manifest.entry,
+            loaded.description.params.len(),
+            phases.len()
+        ),
+        None => crate::outln!(
+            "ok: {} (a single file, no manifest) — sha256 {}; {} parameters, {} phases",
+            a.scenario.scenario.display(),
+            loaded.digest,
+            loaded.description.params.len(),
+            phases.len()
+        ),
+    }
+    Ok(())
+}
