@@ -1,6 +1,6 @@
 //! Mistakes that used to pass silently each get one clear line: a misspelled snapshot
-//! field, a misspelled hook, two seeds, a phase with no end against a real server, and a
-//! scenario that sends nothing.
+//! field, a misspelled hook, two seeds, a phase with no end against a real server, a
+//! scenario that sends nothing, and a closed loop of no request.
 
 use std::path::Path;
 
@@ -181,5 +181,29 @@ fn huge_numbers_are_refused_in_one_line() {
         assert!(matches!(out.status.code(), Some(1 | 2)), "{args:?}: {err}");
         assert_eq!(error_lines(&err).len(), 1, "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// A closed loop of less than one request is refused with the message a Wasm component
+/// gets for `closed(0)` (the rule is `scenario::validate`'s, shared by both languages),
+/// never rounded up to one.
+#[test]
+fn a_closed_loop_of_no_request_is_refused_not_rounded_up() {
+    let dir = tempfile::tempdir().unwrap();
+    for width in ["0", "0.3"] {
+        let phases = format!(
+            r#"[#{{ name: "main", arrival: #{{ process: "closed", concurrency: {width} }}, max_requests: 3 }}]"#
+        );
+        let s = script(dir.path(), &phases, "");
+        let out = runner(&[&s, "--sim-profile", "zero"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{width}: {err}");
+        let lines = error_lines(&err);
+        assert_eq!(lines.len(), 1, "{width}: {err}");
+        assert!(
+            lines[0].contains("`phases` returned an invalid value")
+                && lines[0].contains("a closed loop needs at least 1 request in flight"),
+            "{width}: {err}"
+        );
     }
 }

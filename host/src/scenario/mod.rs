@@ -7,6 +7,7 @@ pub mod host;
 pub mod params;
 pub mod rhai;
 pub mod spec;
+pub mod validate;
 pub mod wasm;
 
 use std::path::Path;
@@ -73,8 +74,9 @@ fn position_suffix(line: usize, column: usize) -> String {
     }
 }
 
-/// The contract of DESIGN.md. Calls happen on the scenario's own thread, never on the I/O
-/// path; the engine calls `configure` once, then `phases`, then for each phase
+/// The contract between the engine and a scenario, the same for both guest languages (a
+/// Wasm guest sees it as wit/scenario.wit). Calls happen on the scenario's own thread,
+/// never on the I/O path; the engine calls `configure` once, then `phases`, then for each phase
 /// `next_request` (and `arrival` for custom processes) ahead of send time. An adaptive
 /// scenario (`has_next_phase`) is asked for one more phase by `next_phase` each time the
 /// phases it has given so far are done.

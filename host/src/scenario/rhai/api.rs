@@ -68,6 +68,14 @@ pub(super) fn register_host(
         }
     });
 
+    register_random(engine, host);
+    register_tokenizer(engine, host);
+    register_files(engine, host);
+    register_log(engine, host);
+}
+
+/// The seeded random functions (the seed is the run's: `--seed`).
+fn register_random(engine: &mut Engine, host: &Arc<Mutex<HostContext>>) {
     let h = host.clone();
     engine.register_fn("rand", move || lock(&h).random());
     let h = host.clone();
@@ -107,9 +115,10 @@ pub(super) fn register_host(
         let i = lock(&h).rand_int(0, items.len() as INT - 1)? as usize;
         Ok(items[i].clone())
     });
+}
 
-    register_tokenizer(engine, host);
-
+/// The files of the scenario's own package, and durations written with a unit.
+fn register_files(engine: &mut Engine, host: &Arc<Mutex<HostContext>>) {
     let h = host.clone();
     engine.register_fn("read_text", move |path: &str| -> RhaiResult<String> {
         Ok(lock(&h).read_file(path)?)
@@ -125,7 +134,10 @@ pub(super) fn register_host(
         parse_duration_secs(text)
             .ok_or_else(|| format!("seconds(\"{text}\"): expected e.g. 90, 30s, 20m, 1h").into())
     });
+}
 
+/// `log`, `print` and `debug` (to the run's stderr), and `note` (a result in the report).
+fn register_log(engine: &mut Engine, host: &Arc<Mutex<HostContext>>) {
     let h = host.clone();
     engine.register_fn("log", move |msg: &str| lock(&h).log(msg));
     let h = host.clone();

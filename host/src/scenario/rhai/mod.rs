@@ -20,7 +20,7 @@ use rhai::{
 
 use super::params::Params;
 use super::spec::{LatencySummary, Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Snapshot};
-use super::{Description, HostContext, Scenario, ScenarioError};
+use super::{validate, Description, HostContext, Scenario, ScenarioError};
 use api::{number, register_host, sandboxed_engine};
 use deadline::CallDeadline;
 use record::HostRecord;
@@ -66,59 +66,32 @@ impl RhaiScenario {
             file: file.clone(),
             source,
         })?;
-        let name_hint = path
+        let host = Arc::new(Mutex::new(host));
+        // Until `describe` names it, the scenario is named after its file.
+        lock(&host).scenario = path
             .file_stem()
             .and_then(|s| s.to_str())
             .unwrap_or("scenario")
             .to_string();
-        let host = Arc::new(Mutex::new(host));
-        lock(&host).scenario = name_hint;
         let params = Arc::new(Mutex::new(Params::default()));
         let mut engine = sandboxed_engine();
         register_host(&mut engine, &host, &params);
         record::register(&mut engine);
         let deadline = CallDeadline::install(&mut engine);
-
-        let ast = engine.compile(&source).map_err(|e| {
-            let pos = e.position();
-            ScenarioError::Syntax {
-                file: file.clone(),
-                line: pos.line().unwrap_or(0),
-                column: pos.position().unwrap_or(0),
-                message: e.err_type().to_string(),
-            }
-        })?;
+        let ast = compile(&engine, &file, &source)?;
         let has = |name: &str, arity: usize| {
             ast.iter_functions()
                 .any(|f| f.name == name && f.params.len() == arity)
         };
-        for &(name, arity, sig) in &hooks::HOOKS[..3] {
-            if !has(name, arity) {
-                return Err(ScenarioError::Invalid {
-                    file,
-                    function: name.into(),
-                    message: format!("the script must define `fn {sig}`"),
-                });
-            }
-        }
-        let defined: Vec<(String, usize)> = ast
-            .iter_functions()
-            .map(|f| (f.name.to_string(), f.params.len()))
-            .collect();
-        for warning in hooks::near_misses(&defined) {
-            crate::errln!("warning: {file}: {warning}");
-        }
-        let (has_arrival, has_on_response, has_stop, has_next_phase) = (
-            has("arrival", 2),
-            has("on_response", 1),
-            has("stop", 1),
-            has("next_phase", 1),
-        );
-
+        check_hooks(&file, &ast)?;
         let mut scenario = RhaiScenario {
+            has_arrival: has("arrival", 2),
+            has_on_response: has("on_response", 1),
+            has_stop: has("stop", 1),
+            has_next_phase: has("next_phase", 1),
             file,
             engine,
-            ast,
+            ast: ast.clone(),
             scope: Scope::new(),
             state: Dynamic::from_map(Map::new()),
             host,
@@ -129,15 +102,10 @@ impl RhaiScenario {
                 params: vec![],
                 thresholds: vec![],
             },
-            has_arrival,
-            has_on_response,
-            has_stop,
-            has_next_phase,
             phases_given: 0,
             deadline,
         };
         // Top-level statements run once, so scripts may define constants there.
-        let ast = scenario.ast.clone();
         scenario.deadline.start("<top level>");
         if let Err(e) = scenario
             .engine
@@ -213,6 +181,41 @@ impl RhaiScenario {
     }
 }
 
+/// The script compiled, or its first syntax error with its position.
+fn compile(engine: &Engine, file: &str, source: &str) -> Result<AST, ScenarioError> {
+    engine.compile(source).map_err(|e| {
+        let pos = e.position();
+        ScenarioError::Syntax {
+            file: file.to_string(),
+            line: pos.line().unwrap_or(0),
+            column: pos.position().unwrap_or(0),
+            message: e.err_type().to_string(),
+        }
+    })
+}
+
+/// The three hooks every script defines must be there; a function that looks like a
+/// misspelled hook gets a warning (it would never be called).
+fn check_hooks(file: &str, ast: &AST) -> Result<(), ScenarioError> {
+    let defined: Vec<(String, usize)> = ast
+        .iter_functions()
+        .map(|f| (f.name.to_string(), f.params.len()))
+        .collect();
+    for &(name, arity, sig) in &hooks::HOOKS[..3] {
+        if !defined.iter().any(|(n, a)| n == name && *a == arity) {
+            return Err(ScenarioError::Invalid {
+                file: file.to_string(),
+                function: name.into(),
+                message: format!("the script must define `fn {sig}`"),
+            });
+        }
+    }
+    for warning in hooks::near_misses(&defined) {
+        crate::errln!("warning: {file}: {warning}");
+    }
+    Ok(())
+}
+
 impl Scenario for RhaiScenario {
     fn describe(&self) -> &Description {
         &self.description
@@ -233,9 +236,8 @@ impl Scenario for RhaiScenario {
         } else {
             return Err(self.invalid("phases", "expected an array of phase maps"));
         };
-        if list.is_empty() && !self.has_next_phase {
-            return Err(self.invalid("phases", "returned no phases"));
-        }
+        validate::phase_count(list.len(), self.has_next_phase)
+            .map_err(|m| self.invalid("phases", m))?;
         let phases = list
             .into_iter()
             .enumerate()
@@ -281,10 +283,10 @@ impl Scenario for RhaiScenario {
 
     fn arrival(&mut self, phase: usize, index: u64) -> Result<f64, ScenarioError> {
         let d = self.call("arrival", (phase as INT, index as INT))?;
-        match number(&d, "arrival") {
-            Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
-            _ => Err(self.invalid("arrival", format!("expected seconds >= 0, got {d}"))),
-        }
+        number(&d, "arrival")
+            .map_err(|_| validate::not_a_gap(&d))
+            .and_then(validate::gap)
+            .map_err(|m| self.invalid("arrival", m))
     }
 
     fn wants_responses(&self) -> bool {

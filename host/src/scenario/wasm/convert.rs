@@ -1,125 +1,85 @@
 //! WIT values to the contract's types. The WIT types already fix the shape; what is left
-//! to check are the ranges and the JSON texts, with errors naming the field.
+//! here is the JSON text of `extra-json`. The ranges (a rate above 0, a closed loop of at
+//! least one request) are checked by `scenario::validate`, the rules Rhai scripts follow too.
 
 use super::bindings::bench::scenario::types as wit;
 use crate::scenario::params::{ParamSpec, ParamValue};
 use crate::scenario::spec::{
-    ArrivalSpec, LatencySummary, Outcome, PhaseReport, PhaseSpec, Prompt, RequestSpec, Snapshot,
+    ArrivalSpec, LatencySummary, Next, Outcome, PhaseReport, PhaseSpec, Prompt, RequestSpec,
+    Snapshot,
 };
-use crate::scenario::Description;
+use crate::scenario::{validate, Description};
 
 pub fn description(d: wit::Description) -> Result<Description, String> {
-    if d.name.trim().is_empty() {
-        return Err("`name` is empty".into());
-    }
-    let mut params: Vec<ParamSpec> = Vec::with_capacity(d.params.len());
-    for p in d.params {
-        if p.name.trim().is_empty() {
-            return Err("a parameter has an empty `name`".into());
-        }
-        if params.iter().any(|q| q.name == p.name) {
-            return Err(format!("parameter `{}` is declared twice", p.name));
-        }
-        let default = match p.default {
-            wit::Value::Integer(v) => ParamValue::Int(v),
-            wit::Value::Number(v) if v.is_finite() => ParamValue::Float(v),
-            wit::Value::Number(v) => {
-                return Err(format!(
-                    "parameter `{}` has a default that is not a finite number ({v})",
-                    p.name
-                ))
-            }
-            wit::Value::Boolean(v) => ParamValue::Bool(v),
-            wit::Value::Text(v) => ParamValue::Str(v),
-        };
-        params.push(ParamSpec {
+    let params = d
+        .params
+        .into_iter()
+        .map(|p| ParamSpec {
             name: p.name,
-            default,
+            default: match p.default {
+                wit::Value::Integer(v) => ParamValue::Int(v),
+                wit::Value::Number(v) => ParamValue::Float(v),
+                wit::Value::Boolean(v) => ParamValue::Bool(v),
+                wit::Value::Text(v) => ParamValue::Str(v),
+            },
             help: p.help,
-        });
-    }
-    Ok(Description {
+        })
+        .collect();
+    let description = Description {
         name: d.name,
         description: d.description,
         params,
         thresholds: d.thresholds,
-    })
+    };
+    validate::description(&description).map(|()| description)
 }
 
 pub fn phase(i: usize, p: wit::Phase) -> Result<PhaseSpec, String> {
-    let positive = |what: &str, v: f64| {
-        if v.is_finite() && v > 0.0 {
-            Ok(v)
-        } else {
-            Err(format!(
-                "phase {i}: arrival `{what}` must be a positive number, got {v}"
-            ))
-        }
-    };
     let arrival = match p.arrival {
         wit::Arrival::Burst => ArrivalSpec::Burst,
-        wit::Arrival::Poisson(rate) => ArrivalSpec::Poisson {
-            rate: positive("rate", rate)?,
-        },
+        wit::Arrival::Poisson(rate) => ArrivalSpec::Poisson { rate },
         wit::Arrival::Gamma(g) => ArrivalSpec::Gamma {
-            rate: positive("rate", g.rate)?,
-            burstiness: positive("burstiness", g.burstiness)?,
+            rate: g.rate,
+            burstiness: g.burstiness,
         },
-        wit::Arrival::Constant(rate) => ArrivalSpec::Constant {
-            rate: positive("rate", rate)?,
-        },
-        wit::Arrival::Closed(0) => {
-            return Err(format!(
-                "phase {i}: a closed loop needs at least 1 request in flight"
-            ))
-        }
-        wit::Arrival::Closed(n) => ArrivalSpec::Closed { concurrency: n },
+        wit::Arrival::Constant(rate) => ArrivalSpec::Constant { rate },
+        wit::Arrival::Closed(concurrency) => ArrivalSpec::Closed { concurrency },
         wit::Arrival::Custom => ArrivalSpec::Custom,
     };
-    if p.max_concurrency == Some(0) {
-        return Err(format!("phase {i}: `max-concurrency` must be at least 1"));
-    }
     let max_duration = match p.max_duration {
         None => None,
-        Some(s) if crate::scenario::params::duration_of(s).is_some() => {
-            crate::scenario::params::duration_of(s)
-        }
-        Some(s) => {
-            return Err(format!(
-                "phase {i}: `max-duration` must be seconds >= 0, got {s}"
-            ))
-        }
+        Some(secs) => Some(validate::max_duration(i, secs)?),
     };
-    Ok(PhaseSpec {
-        name: if p.name.is_empty() {
-            format!("phase {}", i + 1)
-        } else {
-            p.name
-        },
+    let spec = PhaseSpec {
+        name: p.name,
         arrival,
         max_concurrency: p.max_concurrency,
         max_requests: p.max_requests,
         max_duration,
         warmup: p.warmup,
+    };
+    validate::phase(i, spec)
+}
+
+/// A `next` answer; its rules are checked by the caller with [`validate::next`].
+pub fn next(n: wit::Next) -> Result<Next, String> {
+    Ok(match n {
+        wit::Next::Request(r) => Next::Request(request(r)?),
+        wit::Next::Wait => Next::Wait,
+        wit::Next::Done => Next::Done,
     })
 }
 
-pub fn request(r: wit::Request) -> Result<RequestSpec, String> {
+fn request(r: wit::Request) -> Result<RequestSpec, String> {
     let prompt = match r.prompt {
         wit::Prompt::Text(t) => Prompt::Text(t),
         wit::Prompt::Tokens(ids) => Prompt::Tokens(ids),
-        wit::Prompt::Messages(list) if list.is_empty() => {
-            return Err("`prompt`: the list of messages is empty".into())
-        }
         wit::Prompt::Messages(list) => Prompt::Messages(
             list.into_iter()
                 .map(|m| serde_json::json!({ "role": m.role, "content": m.content }))
                 .collect(),
         ),
     };
-    if r.max_tokens == 0 {
-        return Err("`max-tokens` must be at least 1, got 0".into());
-    }
     let extra = match r.extra_json {
         None => serde_json::Map::new(),
         Some(text) => match serde_json::from_str::<serde_json::Value>(&text) {
@@ -127,12 +87,6 @@ pub fn request(r: wit::Request) -> Result<RequestSpec, String> {
             Ok(_) => return Err("`extra-json` must be the text of a JSON object".into()),
             Err(e) => return Err(format!("`extra-json` is not valid JSON: {e}")),
         },
-    };
-    let secs = |what: &str, v: Option<f64>| match v {
-        Some(s) if !(s.is_finite() && s >= 0.0) => Err(format!(
-            "`{what}` must be a number of seconds >= 0, got {s}"
-        )),
-        v => Ok(v),
     };
     Ok(RequestSpec {
         prompt,
@@ -142,8 +96,8 @@ pub fn request(r: wit::Request) -> Result<RequestSpec, String> {
         extra,
         tag: r.tag,
         session: r.session,
-        at: secs("at", r.at)?,
-        delay: secs("delay", r.delay)?,
+        at: r.at,
+        delay: r.delay,
         input_tokens: r.input_tokens,
     })
 }

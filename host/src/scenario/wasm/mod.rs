@@ -17,8 +17,8 @@ use wasmtime::{Engine, Store, Trap, WasmBacktrace};
 
 use super::params::Params;
 use super::spec::{Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Snapshot};
-use super::{Description, HostContext, Scenario, ScenarioError};
-use bindings::bench::scenario::types::{Hooks, Next as WitNext};
+use super::{validate, Description, HostContext, Scenario, ScenarioError};
+use bindings::bench::scenario::types::Hooks;
 use bindings::exports::bench::scenario::workload::Guest;
 use imports::HostTrap;
 use sandbox::{GuestState, EPOCH_TICK};
@@ -323,9 +323,8 @@ impl Scenario for WasmScenario {
 
     fn phases(&mut self) -> Result<Vec<PhaseSpec>, ScenarioError> {
         let list = self.call_checked("phases", SETUP_LIMIT, |g, s| g.call_phases(s))?;
-        if list.is_empty() && !self.has_next_phase() {
-            return Err(self.invalid("phases", "returned no phases".into()));
-        }
+        validate::phase_count(list.len(), self.has_next_phase())
+            .map_err(|m| self.invalid("phases", m))?;
         let phases = list
             .into_iter()
             .enumerate()
@@ -365,18 +364,9 @@ impl Scenario for WasmScenario {
         let next = self.call_checked("next-request", CALL_LIMIT, |g, s| {
             g.call_next_request(s, phase, index)
         })?;
-        match next {
-            WitNext::Request(r) => convert::request(r)
-                .map(Next::Request)
-                .map_err(|m| self.invalid("next-request", m)),
-            WitNext::Wait if !self.wants_responses() => Err(self.invalid(
-                "next-request",
-                "returned `wait`, but only a scenario with the `on-response` hook can be woken up"
-                    .into(),
-            )),
-            WitNext::Wait => Ok(Next::Wait),
-            WitNext::Done => Ok(Next::Done),
-        }
+        convert::next(next)
+            .and_then(|n| validate::next(n, self.wants_responses()))
+            .map_err(|m| self.invalid("next-request", m))
     }
 
     fn arrival(&mut self, phase: usize, index: u64) -> Result<f64, ScenarioError> {
@@ -384,11 +374,7 @@ impl Scenario for WasmScenario {
         let gap = self.call_checked("arrival", CALL_LIMIT, |g, s| {
             g.call_arrival(s, phase, index)
         })?;
-        if gap.is_finite() && gap >= 0.0 {
-            Ok(gap)
-        } else {
-            Err(self.invalid("arrival", format!("expected seconds >= 0, got {gap}")))
-        }
+        validate::gap(gap).map_err(|m| self.invalid("arrival", m))
     }
 
     fn wants_responses(&self) -> bool {

@@ -117,4 +117,33 @@ mod tests {
             "{e}"
         );
     }
+
+    /// The version written in a source file after `marker`, up to the first character
+    /// that is not part of a version.
+    fn version_after(file: &str, marker: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        let text = std::fs::read_to_string(&path).expect("the file is in the repository");
+        let at = text
+            .find(marker)
+            .unwrap_or_else(|| panic!("{file} has no `{marker}`"));
+        text[at + marker.len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
+            .collect()
+    }
+
+    /// The WIT package, the host and the SDK name one version: a component built with the
+    /// SDK then always passes `check`.
+    #[test]
+    fn the_wit_package_the_host_and_the_sdk_agree() {
+        let wit = version_after("../wit/scenario.wit", "package bench:scenario@");
+        let sdk = version_after("../sdk/src/lib.rs", "pub const WIT_VERSION: &str = \"");
+        assert_eq!(wit, VERSION, "wit/scenario.wit against the host's VERSION");
+        assert_eq!(
+            sdk, VERSION,
+            "sdk/src/lib.rs WIT_VERSION against the host's VERSION"
+        );
+        let exports = [format!("{PACKAGE}/workload@{sdk}")];
+        assert!(check([].into_iter(), exports.iter().map(String::as_str)).is_ok());
+    }
 }
