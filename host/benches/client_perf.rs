@@ -270,7 +270,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn truth(report: &mut String) {
-    // Issue 4's case: TTFT 50 ms, 10 ms gaps, 64 tokens, so a nominal E2EL of 680 ms.
+    // The fixed profile's timing: TTFT 50 ms, 10 ms gaps, 64 tokens, so a nominal E2EL
+    // of 680 ms.
     let log_dir = tempfile::tempdir().expect("temp dir");
     let log = log_dir.path().join("sent.jsonl");
     let log_arg = log.to_string_lossy().into_owned();

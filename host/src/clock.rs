@@ -74,7 +74,7 @@ impl Clock {
         });
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
-            .name("runner-sim-clock".to_string())
+            .name("runner-clock".to_string())
             .spawn(move || run(&thread_shared))
             .ok();
         Clock { shared, thread }

@@ -1,6 +1,7 @@
-//! The bundled workloads of issue 11 (multi_turn, shared_prefix, trace_replay, bursty), each
-//! run briefly against the built-in simulator, and, where what matters is what the server
-//! received, against a small recording server of this file.
+//! The bundled workloads that shape more than arrivals and lengths (multi_turn,
+//! shared_prefix, trace_replay, bursty), each run briefly against the built-in simulator,
+//! and, where what matters is what the server received, against a small recording server
+//! of this file.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};

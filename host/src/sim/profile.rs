@@ -17,8 +17,10 @@ pub const PROFILES: [&str; 3] = ["default", "fixed", "zero"];
 const FIXED_TTFT_MS: f64 = 50.0;
 const FIXED_ITL_MS: f64 = 10.0;
 
-// `default`: one H100 80 GB serving a ~9B dense model with vLLM. Checked against
-// /work/shared/reference/gpustack-qwen3.5-9b-h100.md.
+// `default`: one H100 80 GB serving a ~9B dense model with vLLM. Checked against GPUStack's
+// published tuning report for Qwen3.5-9B on one H100 (GPUStack performance lab, "Optimizing
+// Qwen3.5-9B Throughput"; vLLM v0.17), the same report scenarios/throughput.rhai and its
+// siblings reproduce.
 /// vLLM's long-standing `--max-num-seqs` default; the reference's throughput-tuned
 /// configuration uses 512 (`--sim-max-seqs 512`).
 const MAX_SEQS: usize = 256;
