@@ -77,105 +77,131 @@ impl Chart {
         self
     }
 
-    /// The chart as an `<svg>` element.
-    pub fn to_svg(&self) -> Result<String, ChartError> {
-        let fail = |e: &dyn std::fmt::Display| ChartError {
+    fn error(&self, e: &dyn std::fmt::Display) -> ChartError {
+        ChartError {
             chart: self.title.clone(),
             message: e.to_string(),
-        };
-        let tx = |x: f64| match self.x_scale {
+        }
+    }
+
+    /// `x` on the chart's x scale.
+    fn tx(&self, x: f64) -> f64 {
+        match self.x_scale {
             XScale::Linear => x,
             XScale::Log2 => x.max(1e-9).log2(),
-        };
-        let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
-        let all: Vec<(f64, f64)> = self
-            .lines
+        }
+    }
+
+    /// A line's finite points, on the chart's x scale.
+    fn points(&self, line: &Line) -> Vec<(f64, f64)> {
+        line.points
             .iter()
-            .flat_map(|l| l.points.iter().filter(finite))
-            .map(|&(x, y)| (tx(x), y))
-            .collect();
+            .filter(|p| p.0.is_finite() && p.1.is_finite())
+            .map(|&(x, y)| (self.tx(x), y))
+            .collect()
+    }
+
+    /// The chart as an `<svg>` element.
+    pub fn to_svg(&self) -> Result<String, ChartError> {
+        let all: Vec<(f64, f64)> = self.lines.iter().flat_map(|l| self.points(l)).collect();
         let (x0, x1) = padded(all.iter().map(|p| p.0), false);
         let (_, y1) = padded(all.iter().map(|p| p.1), true);
         let y0 = all.iter().map(|p| p.1).fold(0.0f64, f64::min);
-
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
-            root.fill(&WHITE).map_err(|e| fail(&e))?;
+            root.fill(&WHITE).map_err(|e| self.error(&e))?;
             let mut chart = ChartBuilder::on(&root)
                 .caption(&self.title, ("sans-serif", 17))
                 .margin(12)
                 .x_label_area_size(42)
                 .y_label_area_size(62)
                 .build_cartesian_2d(x0..x1, y0..y1)
-                .map_err(|e| fail(&e))?;
-            let scale = self.x_scale;
-            let (x_span, y_span) = (x1 - x0, y1 - y0);
-            let x_fmt = move |v: &f64| match scale {
-                XScale::Linear => short(*v, x_span),
-                XScale::Log2 => short(v.exp2(), v.exp2()),
-            };
-            let y_fmt = move |v: &f64| short(*v, y_span);
-            chart
-                .configure_mesh()
-                .x_desc(self.x_label.as_str())
-                .y_desc(self.y_label.as_str())
-                .x_labels(8)
-                .y_labels(6)
-                .x_label_formatter(&x_fmt)
-                .y_label_formatter(&y_fmt)
-                .light_line_style(RGBColor(238, 238, 238))
-                .label_style(("sans-serif", 12))
-                .axis_desc_style(("sans-serif", 13))
-                .draw()
-                .map_err(|e| fail(&e))?;
-            for &m in &self.markers {
-                let x = tx(m);
-                if x > x0 && x < x1 {
-                    chart
-                        .draw_series(LineSeries::new(
-                            [(x, y0), (x, y1)],
-                            RGBColor(200, 200, 200).stroke_width(1),
-                        ))
-                        .map_err(|e| fail(&e))?;
-                }
-            }
-            for (i, line) in self.lines.iter().enumerate() {
-                let color = PALETTE[i % PALETTE.len()];
-                let pts: Vec<(f64, f64)> = line
-                    .points
-                    .iter()
-                    .filter(finite)
-                    .map(|&(x, y)| (tx(x), y))
-                    .collect();
-                chart
-                    .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                    .map_err(|e| fail(&e))?
-                    .label(line.name.as_str())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
-                    });
-                if self.dots {
-                    chart
-                        .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                        .map_err(|e| fail(&e))?;
-                }
-            }
-            if self.lines.len() > 1 {
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::LowerRight)
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(RGBColor(180, 180, 180))
-                    .label_font(("sans-serif", 11))
-                    .draw()
-                    .map_err(|e| fail(&e))?;
-            }
-            root.present().map_err(|e| fail(&e))?;
+                .map_err(|e| self.error(&e))?;
+            self.draw_mesh(&mut chart, x1 - x0, y1 - y0)?;
+            self.draw_lines(&mut chart, (x0, x1), (y0, y1))?;
+            root.present().map_err(|e| self.error(&e))?;
         }
         Ok(svg)
     }
+
+    /// Axes, grid and labels.
+    fn draw_mesh(&self, chart: &mut Plot, x_span: f64, y_span: f64) -> Result<(), ChartError> {
+        let scale = self.x_scale;
+        let x_fmt = move |v: &f64| match scale {
+            XScale::Linear => short(*v, x_span),
+            XScale::Log2 => short(v.exp2(), v.exp2()),
+        };
+        let y_fmt = move |v: &f64| short(*v, y_span);
+        chart
+            .configure_mesh()
+            .x_desc(self.x_label.as_str())
+            .y_desc(self.y_label.as_str())
+            .x_labels(8)
+            .y_labels(6)
+            .x_label_formatter(&x_fmt)
+            .y_label_formatter(&y_fmt)
+            .light_line_style(RGBColor(238, 238, 238))
+            .label_style(("sans-serif", 12))
+            .axis_desc_style(("sans-serif", 13))
+            .draw()
+            .map_err(|e| self.error(&e))
+    }
+
+    /// The markers as grey rules, then each line (with dots if asked) and the legend.
+    fn draw_lines<'a, 'b: 'a>(
+        &self,
+        chart: &mut Plot<'a, 'b>,
+        (x0, x1): (f64, f64),
+        (y0, y1): (f64, f64),
+    ) -> Result<(), ChartError> {
+        for &m in &self.markers {
+            let x = self.tx(m);
+            if x > x0 && x < x1 {
+                chart
+                    .draw_series(LineSeries::new(
+                        [(x, y0), (x, y1)],
+                        RGBColor(200, 200, 200).stroke_width(1),
+                    ))
+                    .map_err(|e| self.error(&e))?;
+            }
+        }
+        for (i, line) in self.lines.iter().enumerate() {
+            let color = PALETTE[i % PALETTE.len()];
+            let pts = self.points(line);
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                .map_err(|e| self.error(&e))?
+                .label(line.name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                });
+            if self.dots {
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                    .map_err(|e| self.error(&e))?;
+            }
+        }
+        if self.lines.len() > 1 {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::LowerRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(RGBColor(180, 180, 180))
+                .label_font(("sans-serif", 11))
+                .draw()
+                .map_err(|e| self.error(&e))?;
+        }
+        Ok(())
+    }
 }
+
+/// The drawing area of a chart: linear f64 axes on the SVG backend.
+type Plot<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
 
 /// A range over `values` with a little room; `from_zero` starts it at 0 for positive data.
 fn padded(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) {
