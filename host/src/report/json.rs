@@ -472,6 +472,41 @@ mod tests {
             .contains("\"p99_ttft_ms\":0.0"));
     }
 
+    /// A metric added to the catalogue reaches every reader without another list to edit:
+    /// result.json, thresholds, and `runner compare` when it is compared.
+    #[test]
+    fn every_catalogued_metric_reaches_its_readers() {
+        use crate::metrics::catalogue::{LATENCIES, SCALARS};
+        use crate::report::compare;
+        use crate::thresholds::Threshold;
+        let s = summary(true);
+        let m = object(phase_result(&header("chat"), &s, &[99.0], None));
+        let runner = m["runner"].as_object().expect("runner section");
+        let other = m.clone();
+        let rows = compare::rows(&m, &other);
+        for metric in SCALARS {
+            let threshold: Threshold = format!("{}<1", metric.key).parse().unwrap();
+            assert_eq!(threshold.value(&s), (metric.value)(&s), "{}", metric.key);
+            match metric.in_result {
+                InResult::Vllm => assert!(m.contains_key(metric.key), "{}", metric.key),
+                InResult::Runner => assert!(runner.contains_key(metric.key), "{}", metric.key),
+                InResult::Derived => assert!(!m.contains_key(metric.key), "{}", metric.key),
+            }
+            let compared = rows.iter().any(|r| r.key == metric.key);
+            assert_eq!(compared, metric.compared, "{}", metric.key);
+        }
+        for l in LATENCIES {
+            let threshold: Threshold = format!("p99_{}_ms<1", l.key).parse().unwrap();
+            assert_eq!(threshold.percentile(), Some(99.0));
+            let key = catalogue::latency_key("mean", &l);
+            match l.in_result {
+                InResult::Vllm => assert!(m.contains_key(&key), "{key}"),
+                _ => assert!(runner[l.key]["mean_ms"].is_number(), "{}", l.key),
+            }
+            assert_eq!(rows.iter().any(|r| r.key == key), l.compared, "{key}");
+        }
+    }
+
     /// A phase's object as result.json holds it.
     fn object(p: PhaseResult) -> Map<String, Value> {
         match serde_json::to_value(p).unwrap() {
