@@ -2,7 +2,12 @@
 // its JavaScript API (the `jco componentize` 1.35.0 command line fails here with "failed
 // to get path metadata" on the WIT path):
 //
-//     cd scenarios/js && npm ci && node build.mjs long_context.js long_context.wasm
+//     cd scenarios/js && npm install && node build.mjs long_context.js long_context.wasm
+//
+// `npm install` installs the versions package-lock.json pins; `npm ci` refuses this lock
+// file as out of sync, because some platform packages jco names as optional were never
+// published. package.json names @bytecodealliance/preview2-shim as well: ComponentizeJS
+// 0.23.0 imports it when it runs but lists it only among its devDependencies.
 //
 // The packages come from ./node_modules, or from the node_modules directory named by
 // COMPONENTIZE_JS_MODULES (the tests install them under target/tmp).
@@ -22,7 +27,7 @@ async function componentizeFrom(modules) {
   const ours = JSON.parse(await readFile(join(here, "package.json"), "utf8"));
   const pinned = ours.dependencies["@bytecodealliance/componentize-js"];
   if (pkg.version !== pinned) {
-    throw new Error(`ComponentizeJS ${pkg.version} in ${modules}, but package.json pins ${pinned}: run npm ci`);
+    throw new Error(`ComponentizeJS ${pkg.version} in ${modules}, but package.json pins ${pinned}: run npm install`);
   }
   return (await import(pathToFileURL(join(dir, pkg.exports.import)).href)).componentize;
 }

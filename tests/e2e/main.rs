@@ -17,6 +17,7 @@ mod file_access;
 mod fuzz;
 mod hostile;
 mod html;
+mod languages;
 mod large;
 mod leaks;
 mod llamacpp;

@@ -1,0 +1,470 @@
+//! Scenarios in Python and JavaScript: the examples of scenarios/python and scenarios/js,
+//! built from PyPI and npm with the pinned componentize-py and ComponentizeJS, send
+//! exactly the request stream of their Rhai twin on the built-in simulator; a hostile
+//! Python guest is stopped with the same error as a hostile Rust one; and a compiled
+//! component is kept on disk and used by the next run.
+//!
+//! The packages and the components are made once under cargo's test temp dir, keyed by a
+//! hash of what made them, so a second `cargo test` installs and builds nothing. Every run
+//! here keeps its compiled components in one cache there too: a debug runner takes minutes
+//! to compile an interpreter-sized component, and then no more. Skipped with a printed
+//! reason without python3, node or the registries, unless RUNNER_REQUIRE_GUEST_LANGUAGES=1.
+
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime};
+
+use sha2::{Digest, Sha256};
+
+use crate::support::{exclusive, repo, scenario, stderr, wait_exit};
+
+/// Set (CI sets it) to fail rather than skip when a toolchain or a registry is missing.
+const REQUIRE: &str = "RUNNER_REQUIRE_GUEST_LANGUAGES";
+
+/// Where the runner keeps compiled components (host/src/scenario/wasm/compile_cache.rs).
+const CACHE_ENV: &str = "RUNNER_CACHE_DIR";
+
+/// The arguments of the twin runs: small enough for a debug runner, the same as the Rust
+/// twin's test in wasm.rs.
+const TWIN_ARGS: [&str; 10] = [
+    "-p",
+    "requests=24",
+    "-p",
+    "input_tokens=1500",
+    "-p",
+    "output_tokens=8",
+    "-p",
+    "rate=400",
+    "--seed",
+    "1234",
+];
+
+fn work_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("languages")
+}
+
+/// The compile cache every run of these tests shares.
+fn shared_cache() -> PathBuf {
+    work_dir().join("runner-cache")
+}
+
+/// Runs `runner ARGS…` with its compile cache in `cache`, to completion.
+fn runner_in(cache: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args(args)
+        .env(CACHE_ENV, cache)
+        .env_remove("OPENAI_API_KEY")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("the runner binary starts")
+}
+
+/// First 16 hex digits of the sha256 of these files' contents.
+fn key(files: &[PathBuf]) -> String {
+    let mut h = Sha256::new();
+    for f in files {
+        h.update(std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display())));
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
+/// The files of a directory with this extension, sorted (a helper package's modules).
+fn files_in(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect();
+    files.sort();
+    files
+}
+
+fn run(what: &str, cmd: &mut Command) -> Result<(), String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{what}: cannot start {cmd:?}: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let tail = |b: &[u8]| {
+        let s = String::from_utf8_lossy(b);
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    };
+    Err(format!(
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        tail(&out.stdout),
+        tail(&out.stderr)
+    ))
+}
+
+/// Makes `dir` by `make` in a sibling temp dir, then renames it into place: a dir that
+/// exists is complete, and two test processes racing both end with a complete one.
+fn once(dir: &Path, make: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
+    if dir.exists() {
+        return Ok(());
+    }
+    let partial = dir.with_extension(format!("partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial).map_err(|e| e.to_string())?;
+    make(&partial)?;
+    if std::fs::rename(&partial, dir).is_err() && !dir.exists() {
+        return Err(format!("cannot move {} into place", partial.display()));
+    }
+    let _ = std::fs::remove_dir_all(&partial);
+    Ok(())
+}
+
+/// The Python components: the example and the hostile guest.
+#[derive(Clone)]
+struct PythonGuests {
+    example: PathBuf,
+    hostile: PathBuf,
+}
+
+/// Builds both Python components with scenarios/python/build.sh, which installs the
+/// pinned componentize-py from PyPI into the venv named here.
+fn build_python() -> Result<PythonGuests, String> {
+    let python = std::env::var("RUNNER_PYTHON").unwrap_or_else(|_| "python3".into());
+    run(
+        "checking for Python's venv module",
+        Command::new(&python).args(["-c", "import venv, ensurepip"]),
+    )
+    .map_err(|e| format!("{e}\n(install python3 and python3-venv)"))?;
+    let dir = repo().join("scenarios/python");
+    let hostile = repo().join("tests/guests/python/python_hostile.py");
+    let requirements = dir.join("requirements.txt");
+    let venv = work_dir().join(format!("venv-{}", key(std::slice::from_ref(&requirements))));
+    let mut inputs = vec![
+        dir.join("build.sh"),
+        requirements,
+        dir.join("long_context.py"),
+        hostile.clone(),
+        repo().join("wit/scenario.wit"),
+    ];
+    inputs.extend(files_in(&dir.join("bench_scenario"), "py"));
+    let out = work_dir().join(format!("python-{}", key(&inputs)));
+    once(&out, |partial| {
+        for (app, name) in [
+            (dir.join("long_context.py"), "long_context"),
+            (hostile, "python_hostile"),
+        ] {
+            run(
+                &format!("building {name}.wasm with scenarios/python/build.sh"),
+                Command::new(dir.join("build.sh"))
+                    .arg(&app)
+                    .arg(partial.join(format!("{name}.wasm")))
+                    .env("VENV", &venv)
+                    .env("PYTHON", &python),
+            )?;
+        }
+        Ok(())
+    })?;
+    Ok(PythonGuests {
+        example: out.join("long_context.wasm"),
+        hostile: out.join("python_hostile.wasm"),
+    })
+}
+
+/// Builds the JavaScript example with scenarios/js/build.mjs, after installing the
+/// pinned ComponentizeJS (package-lock.json) into a directory of its own.
+fn build_js() -> Result<PathBuf, String> {
+    run("checking for node", Command::new("node").arg("--version"))
+        .and_then(|()| run("checking for npm", Command::new("npm").arg("--version")))
+        .map_err(|e| format!("{e}\n(install nodejs and npm)"))?;
+    let dir = repo().join("scenarios/js");
+    let manifests = vec![dir.join("package.json"), dir.join("package-lock.json")];
+    let modules = work_dir().join(format!("npm-{}", key(&manifests)));
+    once(&modules, |partial| {
+        for m in &manifests {
+            std::fs::copy(m, partial.join(m.file_name().unwrap())).map_err(|e| e.to_string())?;
+        }
+        // `npm install`, not `npm ci`: it installs the versions package-lock.json pins
+        // as well, but `npm ci` refuses this lock file as out of sync because some
+        // platform packages that jco names as optional were never published.
+        run(
+            "installing scenarios/js/package-lock.json (npm install)",
+            Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund"])
+                .current_dir(partial),
+        )
+    })?;
+    let mut inputs = manifests.clone();
+    inputs.extend([
+        dir.join("build.mjs"),
+        dir.join("long_context.js"),
+        repo().join("wit/scenario.wit"),
+    ]);
+    inputs.extend(files_in(&dir.join("bench_scenario"), "js"));
+    let out = work_dir().join(format!("js-{}", key(&inputs)));
+    once(&out, |partial| {
+        run(
+            "building long_context.wasm with scenarios/js/build.mjs",
+            Command::new("node")
+                .arg(dir.join("build.mjs"))
+                .arg(dir.join("long_context.js"))
+                .arg(partial.join("long_context.wasm"))
+                .env("COMPONENTIZE_JS_MODULES", modules.join("node_modules")),
+        )
+    })?;
+    Ok(out.join("long_context.wasm"))
+}
+
+/// What the tests run, built once per test process.
+struct Built {
+    python: Result<PythonGuests, String>,
+    js: Result<PathBuf, String>,
+}
+
+/// Builds every component, then compiles those not yet in the shared cache (`runner
+/// info` on each, side by side): minutes of both cores in a debug runner, so the timing
+/// tests wait for it.
+fn built() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let _quiet = exclusive();
+        let built = Built {
+            python: build_python(),
+            js: build_js(),
+        };
+        let mut components = vec![];
+        if let Ok(p) = &built.python {
+            components.extend([p.example.clone(), p.hostile.clone()]);
+        }
+        if let Ok(js) = &built.js {
+            components.push(js.clone());
+        }
+        std::thread::scope(|s| {
+            for c in &components {
+                s.spawn(move || {
+                    let start = Instant::now();
+                    let out = runner_in(&shared_cache(), &["info", &c.display().to_string()]);
+                    assert!(out.status.success(), "runner info {}: {}", c.display(), stderr(&out));
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "{}: first start {:.1} s (compiled now unless cached by an earlier test run)",
+                        c.display(),
+                        start.elapsed().as_secs_f64()
+                    );
+                });
+            }
+        });
+        built
+    })
+}
+
+/// A component, or `None` (after saying why) when it cannot be built and
+/// RUNNER_REQUIRE_GUEST_LANGUAGES is not set.
+fn available<T: Clone>(what: &str, built: &Result<T, String>) -> Option<T> {
+    match built {
+        Ok(t) => Some(t.clone()),
+        Err(why) if std::env::var(REQUIRE).is_ok_and(|v| v == "1") => {
+            panic!("the {what} guests are required ({REQUIRE}=1) but cannot be built: {why}")
+        }
+        Err(why) => {
+            // Straight to stderr: the test harness hides what passing tests print.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: the {what} guests cannot be built ({why}); set {REQUIRE}=1 to fail instead"
+            );
+            None
+        }
+    }
+}
+
+/// A run with the shared cache that must succeed; its saved result.
+fn run_result(args: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("result.json");
+    let p = path.display().to_string();
+    let out = runner_in(&shared_cache(), &[args, &["--save-result", &p]].concat());
+    assert!(
+        out.status.success(),
+        "runner {args:?} failed: {}",
+        stderr(&out)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("result.json")).expect("JSON")
+}
+
+fn request_digest(v: &serde_json::Value) -> &str {
+    v["runner"]["request_digest"]
+        .as_str()
+        .expect("result.json has the request digest")
+}
+
+/// The component's entry in the cache at `cache`, if there is one.
+fn cache_entry(cache: &Path, component: &Path) -> Option<PathBuf> {
+    let digest = hex::encode(Sha256::digest(std::fs::read(component).expect("component")));
+    std::fs::read_dir(cache.join("compiled"))
+        .ok()?
+        .flatten()
+        .map(|engine| engine.path().join(format!("{digest}.cwasm")))
+        .find(|p| p.is_file())
+}
+
+/// The component sends the request stream of scenarios/long_context.rhai, and the
+/// compiled form it ran from was the one the cache holds.
+fn assert_twin_of_long_context(component: &Path) {
+    let wasm = component.display().to_string();
+    let rhai = scenario("long_context.rhai");
+    let a = run_result(&[&[rhai.as_str()][..], &TWIN_ARGS].concat());
+    let b = run_result(&[&[wasm.as_str()][..], &TWIN_ARGS].concat());
+    assert_eq!(
+        request_digest(&a),
+        request_digest(&b),
+        "the request streams differ"
+    );
+    assert_eq!(b["completed"], 24);
+    assert_eq!(a["total_input_tokens"], b["total_input_tokens"]);
+    assert_eq!(b["runner"]["scenario"], "long_context");
+    assert_eq!(a["runner"]["params"], b["runner"]["params"]);
+    assert!(
+        cache_entry(&shared_cache(), component).is_some(),
+        "no compiled entry for {wasm} in {}",
+        shared_cache().display()
+    );
+}
+
+#[test]
+fn the_python_twin_of_long_context_sends_the_same_requests_as_the_rhai_original() {
+    let Some(python) = available("Python", &built().python) else {
+        return;
+    };
+    assert_twin_of_long_context(&python.example);
+}
+
+#[test]
+fn the_javascript_twin_of_long_context_sends_the_same_requests_as_the_rhai_original() {
+    let Some(js) = available("JavaScript", &built().js) else {
+        return;
+    };
+    assert_twin_of_long_context(&js);
+}
+
+/// The one `error:` line of a run that must fail, from where it names the function on
+/// (the file name before it differs); killed, and the test failed, after 2 minutes.
+fn error_after_file(component: &Path, attack: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_runner"))
+        .arg(component)
+        .args(["-p", &format!("attack={attack}"), "--sim-profile", "zero"])
+        .env(CACHE_ENV, shared_cache())
+        .env("RUST_BACKTRACE", "0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the runner binary starts");
+    let err = child.stderr.take().expect("piped stderr");
+    let err = std::thread::spawn(move || std::io::read_to_string(err).unwrap_or_default());
+    let code = wait_exit(&mut child, Duration::from_secs(120));
+    let err = err.join().unwrap();
+    assert_eq!(code, Some(1), "{err}");
+    for bad in ["panicked", "RUST_BACKTRACE", "Traceback"] {
+        assert!(!err.contains(bad), "`{bad}` in: {err}");
+    }
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    let at = errors[0]
+        .find("error in `")
+        .expect("the error names the function");
+    errors[0][at..].to_string()
+}
+
+#[test]
+fn a_hostile_python_guest_is_stopped_with_the_same_error_as_a_rust_one() {
+    let Some(python) = available("Python", &built().python) else {
+        return;
+    };
+    let rust = PathBuf::from(crate::wasm::component("sandbox_probe"));
+    for (attack, wanted) in [
+        ("loop", "ran longer than 1.0 s and was stopped"),
+        (
+            "memory",
+            "tried to grow its memory past the 1024 MiB cap and was stopped",
+        ),
+    ] {
+        let from_python = error_after_file(&python.hostile, attack);
+        assert!(
+            from_python.starts_with("error in `next-request`: "),
+            "{from_python}"
+        );
+        assert!(from_python.contains(wanted), "{attack}: {from_python}");
+        assert_eq!(from_python, error_after_file(&rust, attack), "{attack}");
+    }
+}
+
+/// Runs `runner info` on `component` with the cache in `cache`; must succeed.
+fn info(cache: &Path, component: &str) -> Output {
+    let out = runner_in(cache, &["info", component]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    out
+}
+
+/// The cache on a small component (compiled in a moment, so a cache of its own): the
+/// first run writes the entry, the next reads it instead of compiling (the entry is not
+/// rewritten, and its time of last use moves), a corrupted entry is replaced, a directory
+/// others may write is not used, and a deleted cache is made again.
+#[test]
+fn a_compiled_component_is_kept_and_used_by_the_next_run() {
+    let component = crate::wasm::component("long_context");
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    info(&cache, &component);
+    let entry = cache_entry(&cache, Path::new(&component)).expect("an entry after the first run");
+    let original = std::fs::read(&entry).unwrap();
+    assert!(original.starts_with(b"runner-cwasm-v1\n"));
+
+    let long_ago = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    let set_last_use = |t| {
+        std::fs::File::options()
+            .write(true)
+            .open(&entry)
+            .unwrap()
+            .set_modified(t)
+            .unwrap()
+    };
+    set_last_use(long_ago);
+    let inode = std::fs::metadata(&entry).unwrap().ino();
+    info(&cache, &component);
+    let meta = std::fs::metadata(&entry).unwrap();
+    assert_eq!(meta.ino(), inode, "a cache hit does not rewrite the entry");
+    assert!(
+        meta.modified().unwrap() > long_ago,
+        "a cache hit marks the entry used"
+    );
+
+    // One flipped byte in the compiled code: refused by its digest, compiled again.
+    let mut corrupt = original.clone();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0x55;
+    std::fs::write(&entry, &corrupt).unwrap();
+    info(&cache, &component);
+    let replaced = std::fs::read(&entry).unwrap();
+    assert_ne!(replaced, corrupt);
+    assert_ne!(
+        std::fs::metadata(&entry).unwrap().ino(),
+        inode,
+        "rewritten by a rename"
+    );
+
+    // Writable by others: not trusted, not written; the run still works and says why.
+    std::fs::remove_file(&entry).unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = info(&shared, &component);
+    assert!(
+        stderr(&out).contains("warning: not using the compile cache"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(cache_entry(&shared, Path::new(&component)).is_none());
+
+    std::fs::remove_dir_all(&cache).unwrap();
+    info(&cache, &component);
+    assert!(cache_entry(&cache, Path::new(&component)).is_some());
+}
