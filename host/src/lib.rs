@@ -11,6 +11,7 @@ pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod console;
+pub mod digest;
 pub mod display;
 pub mod engine;
 pub mod interrupt;
@@ -26,6 +27,7 @@ pub mod shard;
 pub mod sim;
 pub mod thresholds;
 pub mod tokenizer;
+pub mod wire;
 
 /// Runs the command line `args` (program name first); returns the process exit code.
 pub fn run(args: Vec<std::ffi::OsString>) -> i32 {

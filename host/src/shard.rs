@@ -206,40 +206,6 @@ impl ShardPlan {
     }
 }
 
-/// One request of the stream as the run digest sees it. Shards log every request they
-/// generate for sending (stream.jsonl); `runner merge` keeps those that were sent (they have
-/// a record) and hashes them in (phase, index) order, which is the order a single run sends
-/// and hashes them in: the merged digest equals the single run's.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StreamEntry {
-    pub phase: usize,
-    pub index: u64,
-    /// Scheduled offset from the phase start in ns, rounded; -1 in closed loop.
-    pub offset_ns: i64,
-    /// sha256 of the request body, hex.
-    pub body_sha256: String,
-}
-
-impl StreamEntry {
-    /// The bytes the run digest takes for this request (the layout of the dispatcher's).
-    pub fn digest_bytes(&self) -> Result<Vec<u8>, String> {
-        let mut out = Vec::with_capacity(56);
-        out.extend_from_slice(&(self.phase as u64).to_le_bytes());
-        out.extend_from_slice(&self.index.to_le_bytes());
-        out.extend_from_slice(&self.offset_ns.to_le_bytes());
-        let body = &self.body_sha256;
-        if body.len() != 64 || !body.is_ascii() {
-            return Err(format!("not a sha256 hex digest: `{body}`"));
-        }
-        for i in (0..64).step_by(2) {
-            let byte = u8::from_str_radix(&body[i..i + 2], 16)
-                .map_err(|_| format!("not a sha256 hex digest: `{body}`"))?;
-            out.push(byte);
-        }
-        Ok(out)
-    }
-}
-
 /// A wall-clock instant all shards start at.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StartAt(pub SystemTime);

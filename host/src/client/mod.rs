@@ -10,4 +10,4 @@ pub mod stream;
 mod props;
 
 pub use openai::{prepare, Api, Client, ClientError, Prepared, Timeouts, UsageRequest};
-pub use stream::{BodyDecoder, Exchange};
+pub use stream::{BodyDecoder, ContentChunk, Exchange};

@@ -13,6 +13,7 @@ use crate::display::escape_control;
 use crate::metrics::record::ErrorKind;
 use crate::redact::Redactor;
 use crate::scenario::{Prompt, RequestSpec};
+use crate::wire::REQUEST_ID;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Api {
@@ -191,11 +192,6 @@ fn closed_before_response(e: &reqwest::Error) -> bool {
 
 /// The most of an error body read for its message.
 const ERROR_BODY_BYTES: usize = 4096;
-
-/// The header that names a request to the server, as `vllm bench serve` sends it: servers
-/// log it (vLLM, SGLang) and the built-in simulator writes it to its send log, so a server's
-/// account of a request can be matched with its line in requests.jsonl.
-pub const REQUEST_ID: &str = "x-request-id";
 
 /// A response header's value as text (bytes that are not UTF-8 replaced).
 fn header_text(resp: &reqwest::Response, name: reqwest::header::HeaderName) -> Option<String> {

@@ -188,7 +188,10 @@ fn decode(sse: bool, reads: &[&[u8]]) -> Decoded {
     d.finish(&mut ex, t);
     (
         ex.text,
-        ex.chunks.iter().map(|c| (c.1, c.2, c.3)).collect(),
+        ex.chunks
+            .iter()
+            .map(|c| (c.text.start, c.text.end, c.cumulative_tokens))
+            .collect(),
         ex.prompt_tokens,
         ex.completion_tokens,
         ex.error,

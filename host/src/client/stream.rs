@@ -16,9 +16,8 @@ use crate::metrics::record::{ErrorKind, RequestError};
 pub struct Exchange {
     pub status: Option<u16>,
     pub first_byte: Option<Instant>,
-    /// Content chunks: arrival time, the byte range of their text in `text`, and the
-    /// cumulative completion tokens when the server reports usage on every chunk.
-    pub chunks: Vec<(Instant, usize, usize, Option<u64>)>,
+    /// Content chunks in arrival order.
+    pub chunks: Vec<ContentChunk>,
     pub text: String,
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
@@ -28,6 +27,17 @@ pub struct Exchange {
     pub end: Instant,
     /// Sent a second time after its pooled connection closed with no answer.
     pub retried: bool,
+}
+
+/// One message that carried generated content.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContentChunk {
+    /// When its bytes were read.
+    pub at: Instant,
+    /// The byte range of its text in [`Exchange::text`].
+    pub text: std::ops::Range<usize>,
+    /// The completion tokens so far, when the server reports usage on every chunk.
+    pub cumulative_tokens: Option<u64>,
 }
 
 impl Default for Exchange {
@@ -74,36 +84,13 @@ impl Exchange {
                 );
             }
         };
-        if let Some(err) = msg.error {
-            let text = err
-                .get("message")
-                .and_then(|m| m.as_str())
-                .map(|m| crate::redact::excerpt(m, 300))
-                .unwrap_or_else(|| crate::redact::excerpt(&err.to_string(), 300));
-            return self.fail(
-                ErrorKind::ErrorObject,
-                format!("error object in the response: {text}"),
-            );
+        if let Some(err) = &msg.error {
+            return self.fail(ErrorKind::ErrorObject, error_object_text(err));
         }
-        if let Some(u) = &msg.usage {
-            let counts = [
-                ("prompt_tokens", u.prompt_tokens),
-                ("completion_tokens", u.completion_tokens),
-            ];
-            if let Some((name, n)) = counts
-                .iter()
-                .find(|(_, n)| n.is_some_and(|n| n > MAX_USAGE_TOKENS))
-            {
-                return self.fail(
-                    ErrorKind::MalformedJson,
-                    format!(
-                        "usage.{name} of {} is beyond any real count (over {MAX_USAGE_TOKENS})",
-                        n.unwrap_or_default()
-                    ),
-                );
-            }
+        if let Some(problem) = msg.usage.as_ref().and_then(Usage::implausible) {
+            return self.fail(ErrorKind::MalformedJson, problem);
         }
-        let cumulative = msg.usage.as_ref().and_then(|u| u.completion_tokens);
+        let cumulative_tokens = msg.usage.as_ref().and_then(|u| u.completion_tokens);
         if let Some(u) = msg.usage {
             self.prompt_tokens = u.prompt_tokens.or(self.prompt_tokens);
             self.completion_tokens = u.completion_tokens.or(self.completion_tokens);
@@ -127,6 +114,18 @@ impl Exchange {
             );
         }
         let start = self.text.len();
+        if self.append_content(choice) {
+            self.chunks.push(ContentChunk {
+                at,
+                text: start..self.text.len(),
+                cumulative_tokens,
+            });
+        }
+    }
+
+    /// Appends a choice's text, reasoning and content to `text`; whether it carried
+    /// any content (a tool call counts, a role-only delta does not).
+    fn append_content(&mut self, choice: &Choice) -> bool {
         let mut content = false;
         if let Some(t) = &choice.text {
             content |= !t.is_empty();
@@ -142,13 +141,20 @@ impl Exchange {
             }
             content |= d.tool_calls.as_ref().is_some_and(|t| !t.is_empty());
         }
-        if content {
-            self.chunks.push((at, start, self.text.len(), cumulative));
-        }
+        content
     }
 }
 
-/// The first bytes of a bad payload, for the error message.
+/// The message of an `error` object a server sent in place of content, redacted and cut.
+fn error_object_text(err: &serde_json::Value) -> String {
+    let text = err
+        .get("message")
+        .and_then(|m| m.as_str())
+        .map(|m| crate::redact::excerpt(m, 300))
+        .unwrap_or_else(|| crate::redact::excerpt(&err.to_string(), 300));
+    format!("error object in the response: {text}")
+}
+
 /// The most content chunks one response may bring: each is a timestamp in the record,
 /// so an endless stream must end somewhere (a million tokens is beyond any model's output).
 const MAX_CHUNKS: usize = 1 << 20;
@@ -248,6 +254,21 @@ struct Usage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Why a count cannot be real, if one cannot.
+    fn implausible(&self) -> Option<String> {
+        [
+            ("prompt_tokens", self.prompt_tokens),
+            ("completion_tokens", self.completion_tokens),
+        ]
+        .into_iter()
+        .find_map(|(name, n)| n.filter(|&n| n > MAX_USAGE_TOKENS).map(|n| (name, n)))
+        .map(|(name, n)| {
+            format!("usage.{name} of {n} is beyond any real count (over {MAX_USAGE_TOKENS})")
+        })
+    }
 }
 
 /// Turns the reads of one response body into messages of an [`Exchange`]. An SSE body is

@@ -1,47 +1,46 @@
-//! The run loop. The scenario runs on its own OS thread and generates requests ahead of
+//! The engine. The scenario runs on its own OS thread and generates requests ahead of
 //! their send time into a bounded queue; a tokio dispatcher sends each on time (or when a
 //! concurrency slot frees); each request runs in its own task and hands its record to a
 //! collector task that keeps the statistics, writes the JSONL records and feeds outcomes
 //! back to the scenario. Guest code never runs on the I/O path.
 //!
-//! Phases come from the scenario's `phases` list, then, for an adaptive scenario, one at
-//! a time from its `next_phase`, given a report of every finished phase (asked on the
-//! scenario thread like every other call).
+//! - `phases`: the run loop, phase after phase (and an adaptive scenario's `next_phase`).
+//! - `generator`: the scenario thread, one phase's generation at a time.
+//! - `dispatch`: one phase's sends, then its drain.
+//! - `record` and `record_builder`: a finished exchange to its record, off the I/O threads.
+//! - `collect` and `record_file`: statistics, requests.jsonl, outcomes back to the scenario.
+//! - `live` and `signals`: the running phase's counters, and what stops a phase early.
 
 mod collect;
 mod dispatch;
 mod generator;
+mod live;
+mod phases;
+mod record;
 mod record_builder;
 mod record_file;
+mod signals;
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::mpsc as std_mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::client::{Api, Client, Prepared, UsageRequest};
+use crate::digest::RequestKey;
 use crate::metrics::record::RequestRecord;
-use crate::metrics::{DecisionLatencies, Distribution, MetricsOptions, PhaseInfo, PhaseSummary};
-use crate::scenario::{
-    LatencySummary, NoteValue, Outcome, PhaseReport, PhaseSpec, Scenario, ScenarioError, Snapshot,
-};
+use crate::metrics::{DecisionLatencies, MetricsOptions, PhaseInfo, PhaseSummary};
+use crate::scenario::{NoteValue, Outcome, PhaseReport, PhaseSpec, Scenario, ScenarioError};
 use crate::tokenizer::Tokenizer;
 
-use collect::collect;
-use dispatch::dispatch_phase;
-use generator::{scenario_loop, ThreadContext};
+use collect::{Collector, ErrorRateLimit};
+use dispatch::RunContext;
+use generator::ThreadContext;
+pub use live::LiveView;
+use phases::{Finished, PhaseLoop, SCENARIO_GRACE};
 use record_file::RecordFile;
-
-/// How long a stopped run waits for the scenario thread to end its current call (after a
-/// signal, within the 5 s drain's budget).
-const SCENARIO_GRACE: Duration = Duration::from_millis(500);
-
-/// Longest wait for the scenario to fill its queue before a phase's clock starts.
-const MAX_PRIMING: Duration = Duration::from_secs(60);
+use signals::Signals;
 
 /// Most phases one run may have: an adaptive scenario whose `next_phase` never answers
 /// "done" ends with an error here instead of running until someone notices.
@@ -167,11 +166,19 @@ struct Planned {
     /// Seconds from phase start; `None` in closed loop (sent when a slot frees).
     offset: Option<f64>,
     prepared: Prepared,
-    digest: [u8; 32],
+    /// sha256 of the body.
+    body_sha256: [u8; 32],
     input_tokens: u64,
     tag: Option<String>,
     session: Option<String>,
     warmup: bool,
+}
+
+impl Planned {
+    /// The request's identity in the run digest.
+    fn key(&self, phase: usize) -> RequestKey {
+        RequestKey::new(phase, self.index, self.offset, self.body_sha256)
+    }
 }
 
 enum FromScenario {
@@ -194,66 +201,6 @@ enum ToScenario {
     NextPhase(Vec<PhaseReport>),
 }
 
-/// Live counters shared with the scenario thread for its `stop` function.
-struct Live {
-    snapshot: Snapshot,
-    /// The running phase, for a progress display (adaptive phases are not known ahead).
-    spec: Option<PhaseSpec>,
-    phase_start: Instant,
-    ttft: hdrhistogram::Histogram<u64>,
-    e2el: hdrhistogram::Histogram<u64>,
-}
-
-impl Live {
-    /// The snapshot a `stop` function sees now.
-    fn current(&self) -> Snapshot {
-        let mut s = self.snapshot.clone();
-        s.elapsed_s = self.phase_start.elapsed().as_secs_f64();
-        s.in_flight = s.sent.saturating_sub(s.completed + s.failed);
-        s.ttft_p50_ms = self.ttft.value_at_quantile(0.5) as f64 / 1000.0;
-        s.ttft_p99_ms = self.ttft.value_at_quantile(0.99) as f64 / 1000.0;
-        s.e2el_p99_ms = self.e2el.value_at_quantile(0.99) as f64 / 1000.0;
-        s
-    }
-}
-
-/// A handle on the live counters of the running phase, for a progress display: cloned
-/// into [`EngineConfig`] before the run and read while it goes on.
-#[derive(Clone)]
-pub struct LiveView(Arc<Mutex<Live>>);
-
-impl LiveView {
-    pub fn new() -> LiveView {
-        LiveView(Arc::new(Mutex::new(Live {
-            snapshot: Snapshot::default(),
-            spec: None,
-            phase_start: Instant::now(),
-            ttft: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
-            e2el: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
-        })))
-    }
-
-    /// The counters of the running phase now (the same snapshot a `stop` function sees).
-    pub fn snapshot(&self) -> Snapshot {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).current()
-    }
-
-    /// The running phase's spec, once one has started.
-    pub fn phase_spec(&self) -> Option<PhaseSpec> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .spec
-            .clone()
-    }
-}
-
-impl Default for LiveView {
-    fn default() -> Self {
-        LiveView::new()
-    }
-}
-
 enum Collect {
     Record(Box<RequestRecord>, Option<Box<Outcome>>),
     EndPhase {
@@ -262,67 +209,11 @@ enum Collect {
     },
 }
 
-/// What ends a phase early, besides its duration.
-struct Signals {
-    /// Ctrl-C or SIGTERM.
-    interrupt: watch::Receiver<bool>,
-    /// The scenario's `stop` function held.
-    stop: watch::Receiver<bool>,
-    /// The collector saw the error rate pass `max_error_rate`.
-    error_rate: watch::Receiver<Option<StopReason>>,
-    /// The scenario failed: its error is queued behind the requests generated ahead, and
-    /// the dispatcher may be waiting on one of those (a send far ahead).
-    failed: watch::Receiver<bool>,
-}
-
-impl Signals {
-    /// The first reason to stop. A source whose sender is gone (no `--max-error-rate`: the
-    /// collector holds none) never fires, and it must not end this wait either: a select
-    /// branch that completed on the closed channel and then waited forever would hide an
-    /// interrupt behind it for as long as the caller waits (a send 1e9 s ahead).
-    async fn stopped(&mut self) -> StopReason {
-        let Signals {
-            interrupt,
-            stop,
-            error_rate,
-            failed,
-        } = self;
-        let scenario_failed = async {
-            if failed.wait_for(|f| *f).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
-        let interrupted = async {
-            if interrupt.wait_for(|i| *i).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
-        let stopped = async {
-            if stop.wait_for(|s| *s).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
-        let too_many_errors = async {
-            match error_rate.wait_for(|r| r.is_some()).await {
-                Ok(r) => r.clone().unwrap_or(StopReason::ScenarioStop),
-                Err(_) => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            biased;
-            _ = interrupted => StopReason::Interrupted,
-            _ = stopped => StopReason::ScenarioStop,
-            r = too_many_errors => r,
-            _ = scenario_failed => StopReason::ScenarioFailed,
-        }
-    }
-}
-
 /// Runs every phase of a configured scenario: `phases` (what its `phases` returned), then
 /// for an adaptive scenario each phase its `next_phase` gives. `interrupt` turning true
 /// stops sending, drains briefly and ends the run with what finished.
 pub async fn run(
-    mut scenario: Box<dyn Scenario>,
+    scenario: Box<dyn Scenario>,
     phases: Vec<PhaseSpec>,
     client: Client,
     tokenizer: Arc<Tokenizer>,
@@ -333,231 +224,73 @@ pub async fn run(
         Some(path) => Some(RecordFile::create(path.clone())?),
         None => None,
     };
-    let wants_responses = scenario.wants_responses();
+    let wants_outcomes = scenario.wants_responses();
     let adaptive = scenario.has_next_phase();
     let scenario_name = scenario.describe().name.clone();
     let live = config.live.0.clone();
-
-    // Scenario thread.
-    let (req_tx, mut req_rx) = mpsc::channel::<FromScenario>(config.lookahead.max(1));
-    let (cmd_tx, cmd_rx) = std_mpsc::channel::<ToScenario>();
-    let primed = Arc::new(tokio::sync::Notify::new());
     // The scenario's stop request bypasses the request queue, which may hold many
     // requests generated ahead that must not be sent any more.
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let (error_rate_tx, error_rate_rx) = watch::channel(None);
-    let (failed_tx, failed_rx) = watch::channel(false);
-    let mut signals = Signals {
-        interrupt,
-        stop: stop_rx,
-        error_rate: error_rate_rx,
-        failed: failed_rx,
-    };
+    let (signals, raise) = Signals::new(interrupt);
     let context = ThreadContext {
-        stop: stop_tx,
-        failed: failed_tx,
+        stop: raise.stop,
+        failed: raise.failed,
         config: config.clone(),
         tokenizer: tokenizer.clone(),
         live: live.clone(),
-        primed: primed.clone(),
     };
-    let scenario_thread = std::thread::Builder::new()
-        .name("scenario".into())
-        .spawn(move || {
-            scenario_loop(&mut *scenario, &context, cmd_rx, req_tx);
-            scenario.notes()
-        })
-        .map_err(|_| EngineError::ScenarioThread)?;
-
-    // Collector task.
+    let link = generator::spawn(scenario, context)?;
     let (rec_tx, rec_rx) = mpsc::unbounded_channel::<Collect>();
-    let collector = tokio::spawn(collect(
-        rec_rx,
+    let collector = Collector {
         records,
-        config.metrics.clone(),
-        config.max_error_rate.map(|limit| (limit, error_rate_tx)),
-        live.clone(),
-        if wants_responses {
-            Some(cmd_tx.clone())
-        } else {
-            None
+        options: config.metrics.clone(),
+        max_error_rate: config.max_error_rate.map(|limit| ErrorRateLimit {
+            limit,
+            passed: raise.error_rate,
+        }),
+        live: live.clone(),
+        outcomes: wants_outcomes.then(|| link.commands.clone()),
+    };
+    let collector = tokio::spawn(collector.run(rec_rx));
+    let mut phases = PhaseLoop {
+        run: RunContext {
+            client: &client,
+            tokenizer: &tokenizer,
+            config: &config,
+            records: &rec_tx,
+            live: &live,
+            wants_outcomes,
         },
-    ));
-
-    let mut digest = Sha256::new();
-    let mut results = Vec::new();
-    let mut interrupted = false;
-    let mut failure = None;
-    let mut queued: VecDeque<PhaseSpec> = phases.into();
-    let mut history: Vec<PhaseReport> = Vec::new();
-    for p in 0.. {
-        let spec = match queued.pop_front() {
-            Some(spec) => spec,
-            None if adaptive && p >= MAX_PHASES => {
-                failure = Some(EngineError::Scenario(ScenarioError::Invalid {
-                    file: scenario_name.clone(),
-                    function: "next_phase".into(),
-                    message: format!(
-                        "the run reached {MAX_PHASES} phases; return () (\"done\") to end it"
-                    ),
-                }));
-                break;
-            }
-            None if adaptive => {
-                // A signal need not wait for `next_phase` to answer.
-                let mut interrupt = signals.interrupt.clone();
-                let asked = tokio::select! {
-                    a = ask_next_phase(&cmd_tx, &mut req_rx, &history) => a,
-                    Ok(_) = interrupt.wait_for(|i| *i) => {
-                        interrupted = true;
-                        break;
-                    }
-                };
-                match asked {
-                    Ok(Some(spec)) => spec,
-                    Ok(None) => break,
-                    Err(e) => {
-                        failure = Some(e);
-                        break;
-                    }
-                }
-            }
-            None => break,
-        };
-        let spec = &spec;
-        if cmd_tx
-            .send(ToScenario::Start(p, Box::new(spec.clone())))
-            .is_err()
-        {
-            failure = Some(EngineError::ScenarioThread);
-            break;
-        }
-        {
-            let mut l = live.lock().unwrap_or_else(|e| e.into_inner());
-            l.snapshot = Snapshot {
-                phase: p,
-                ..Snapshot::default()
-            };
-            l.spec = Some(spec.clone());
-            l.phase_start = Instant::now();
-            l.ttft.reset();
-            l.e2el.reset();
-        }
-        // The phase clock starts once the queue holds requests generated ahead (or the
-        // dataset is that short), so the first sends never wait for guest code.
-        // Ctrl-C need not wait for a slow scenario: the phase then stops at once.
-        let mut interrupt = signals.interrupt.clone();
-        tokio::select! {
-            _ = tokio::time::timeout(MAX_PRIMING, primed.notified()) => {}
-            _ = interrupt.wait_for(|i| *i) => {}
-        }
-        let phase_start = Instant::now();
-        live.lock().unwrap_or_else(|e| e.into_inner()).phase_start = phase_start;
-        let outcome = dispatch_phase(
-            p,
-            spec,
-            phase_start,
-            &mut req_rx,
-            &client,
-            &tokenizer,
-            &config,
-            &rec_tx,
-            &live,
-            &mut digest,
-            &mut signals,
-            wants_responses,
-        )
-        .await;
-        let (stop, cut, duration) = match outcome {
-            Ok(v) => v,
-            Err(e) => {
-                failure = Some(e);
-                break;
-            }
-        };
-        // Close the phase on the scenario thread and discard requests generated ahead.
-        // After a signal the scenario may be deep in a long call (a huge prompt, a guest at
-        // its time limit): it gets a moment, then the run reports without it.
-        let _ = cmd_tx.send(ToScenario::EndPhase);
-        let closing = close_phase(&mut req_rx);
-        let closed = match stop {
-            StopReason::Interrupted => tokio::time::timeout(SCENARIO_GRACE, closing)
-                .await
-                .unwrap_or(Ok(())),
-            _ => closing.await,
-        };
-        if let Err(e) = closed {
-            failure = Some(e);
-        }
-        let info = PhaseInfo {
-            name: spec.name.clone(),
-            duration_ns: duration.as_nanos() as u64,
-            max_concurrency: spec.concurrency_limit(),
-            request_rate: spec.arrival.rate(),
-            burstiness: spec.arrival.burstiness(),
-        };
-        let (reply, summary) = oneshot::channel();
-        if rec_tx.send(Collect::EndPhase { info, reply }).is_err() {
-            failure = Some(EngineError::Collector);
-            break;
-        }
-        let Ok((summary, latencies)) = summary.await else {
-            failure = Some(EngineError::Collector);
-            break;
-        };
-        history.push(phase_report(p, spec, &summary, &latencies));
-        let was_interrupted = stop == StopReason::Interrupted;
-        let ends_run = stop.ends_run();
-        results.push(PhaseResult {
-            spec: spec.clone(),
-            summary,
-            stop,
-            cut,
-        });
-        if failure.is_some() {
-            break;
-        }
-        interrupted |= was_interrupted;
-        if ends_run {
-            break;
-        }
-    }
-    drop(cmd_tx);
-    drop(req_rx);
+        scenario: link,
+        signals,
+        adaptive,
+        scenario_name,
+        queued: phases.into(),
+        done: Finished::default(),
+    };
+    phases.run_all().await;
+    // Closing the channels ends the scenario thread and, once it has every record, the
+    // collector.
+    let scenario_thread = phases.scenario.close();
+    let done = phases.done;
     drop(rec_tx);
     let written = collector.await.unwrap_or(Ok(()));
-    let notes = if interrupted {
+    let notes = if done.interrupted {
         join_within(scenario_thread, SCENARIO_GRACE).await
     } else {
         scenario_thread.join().unwrap_or_default()
     };
     Ok(RunResult {
-        phases: results,
-        digest: hex::encode(digest.finalize()),
-        interrupted,
+        phases: done.results,
+        digest: done.digest.finish(),
+        interrupted: done.interrupted,
         notes,
-        failure: failure.or(written.err()),
+        failure: done.failure.or(written.err()),
     })
-}
-
-/// Discards what the scenario generated ahead, up to its acknowledgement of the phase's end.
-async fn close_phase(req_rx: &mut mpsc::Receiver<FromScenario>) -> Result<(), EngineError> {
-    while let Some(msg) = req_rx.recv().await {
-        match msg {
-            FromScenario::Closed => break,
-            FromScenario::Failed(e) => return Err(e.into()),
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 /// The scenario's notes once its thread has ended, if it ends within `limit`; otherwise
 /// the thread is left to the process's exit (it is inside a call that cannot be stopped).
-async fn join_within(
-    thread: std::thread::JoinHandle<Vec<(String, NoteValue)>>,
-    limit: Duration,
-) -> Vec<(String, NoteValue)> {
+async fn join_within(thread: generator::Notes, limit: Duration) -> Vec<(String, NoteValue)> {
     let start = Instant::now();
     while !thread.is_finished() {
         if start.elapsed() >= limit {
@@ -566,56 +299,4 @@ async fn join_within(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     thread.join().unwrap_or_default()
-}
-
-/// Asks the scenario thread for an adaptive scenario's next phase.
-async fn ask_next_phase(
-    cmd_tx: &std_mpsc::Sender<ToScenario>,
-    req_rx: &mut mpsc::Receiver<FromScenario>,
-    history: &[PhaseReport],
-) -> Result<Option<PhaseSpec>, EngineError> {
-    cmd_tx
-        .send(ToScenario::NextPhase(history.to_vec()))
-        .map_err(|_| EngineError::ScenarioThread)?;
-    // Requests of the last phase were discarded up to its `Closed`; the answer is next.
-    loop {
-        match req_rx.recv().await {
-            Some(FromScenario::NextPhase(spec)) => return Ok(spec.map(|s| *s)),
-            Some(FromScenario::Failed(e)) => return Err(e.into()),
-            Some(_) => continue,
-            None => return Err(EngineError::ScenarioThread),
-        }
-    }
-}
-
-/// What `next_phase` learns of a finished phase.
-fn phase_report(
-    index: usize,
-    spec: &PhaseSpec,
-    s: &PhaseSummary,
-    latencies: &DecisionLatencies,
-) -> PhaseReport {
-    let summary = |d: &Distribution| LatencySummary {
-        mean: d.mean,
-        p50: d.percentile(50.0).unwrap_or(d.median),
-        p90: d.percentile(90.0).unwrap_or(0.0),
-        p99: d.percentile(99.0).unwrap_or(0.0),
-    };
-    PhaseReport {
-        index,
-        name: spec.name.clone(),
-        warmup: spec.warmup,
-        request_rate: spec.arrival.rate(),
-        max_concurrency: spec.concurrency_limit(),
-        duration_s: s.duration_s,
-        completed: s.completed,
-        failed: s.failed,
-        request_throughput: s.request_throughput,
-        output_throughput: s.output_throughput,
-        goodput: s.goodput,
-        ttft: summary(&latencies.ttft),
-        tpot: summary(&latencies.tpot),
-        itl: summary(&latencies.itl),
-        e2el: summary(&latencies.e2el),
-    }
 }

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::digest::StreamEntry;
 use crate::metrics::{MetricsOptions, PhaseAccumulator, PhaseInfo, RequestRecord, StatStateError};
 use crate::report::{self, ReportParts, ReportPhase, RunReport, ShardStart, ShardStarts};
-use crate::shard::StreamEntry;
 use crate::thresholds::{self, Threshold};
 use shard_file::{read_jsonl, ShardFile, ShardFileError, RECORDS_FILE, STREAM_FILE};
 

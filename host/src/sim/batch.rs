@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::engine::{after, Event};
+use super::event::{after, Event};
 use super::profile::BatchParams;
 use crate::clock::ClockHandle;
 

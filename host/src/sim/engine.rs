@@ -1,29 +1,17 @@
 //! Turns a request into a timed stream of events, by the profile's timing model.
 
 use std::future::ready;
-use std::pin::Pin;
 use std::time::Duration;
 
-use futures_util::stream::{self, Stream, StreamExt};
+use futures_util::stream::{self, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::batch::{Scheduler, Seq};
+use super::event::{after, Event, Events};
 use super::profile::{SimConfig, Timing};
 use crate::clock::{Clock, ClockHandle};
-
-/// What happens to a request, in order: admitted once, then chunks of tokens.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// The engine took the request (chat streams answer with the role-only delta).
-    Admitted,
-    /// This many more tokens were generated and go out as one SSE event.
-    Tokens(usize),
-}
-
-/// The events of one request; dropping it (client gone) cancels the request.
-pub type Events = Pin<Box<dyn Stream<Item = Event> + Send>>;
 
 /// The timing model of a running server.
 pub enum Engine {
@@ -227,11 +215,4 @@ fn zero(max_tokens: usize, per_chunk: usize) -> Events {
         Some((Event::Tokens(n), sent + n))
     });
     Box::pin(stream::once(ready(Event::Admitted)).chain(chunks))
-}
-
-/// `base + offset`, or a year later when that would overflow (never a panic).
-pub fn after(base: Instant, offset: Duration) -> Instant {
-    base.checked_add(offset)
-        .or_else(|| base.checked_add(Duration::from_secs(365 * 86_400)))
-        .unwrap_or(base)
 }

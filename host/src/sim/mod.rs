@@ -16,6 +16,7 @@
 mod batch;
 mod engine;
 mod error;
+mod event;
 mod openai;
 pub mod profile;
 mod send_log;

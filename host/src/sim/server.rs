@@ -12,7 +12,7 @@ use axum::extract::{Request, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderValue, StatusCode};
 
-use crate::client::openai::REQUEST_ID;
+use crate::wire::REQUEST_ID;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
@@ -23,8 +23,9 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::engine::{Engine, Event, Events};
+use super::engine::Engine;
 use super::error::SimError;
+use super::event::{Event, Events};
 use super::openai::{self, ApiError, Endpoint, Writer};
 use super::profile::SimConfig;
 use super::send_log::{SendLog, SentTimes};

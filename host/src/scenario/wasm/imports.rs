@@ -7,7 +7,7 @@
 //! its budget (see [`crate::scenario::budget`]) by trapping: the call ends with one
 //! error naming the function and the limit.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::bindings::bench::scenario::{host, types};
 use super::sandbox::GuestState;
@@ -34,23 +34,12 @@ impl From<OverBudget> for HostTrap {
     }
 }
 
-/// The wall-clock deadline of the guest call in progress; host time counts toward it.
-#[derive(Debug, Default)]
-pub struct Deadline {
-    at: Option<(Instant, Duration)>,
-}
-
-impl Deadline {
-    pub fn start(&mut self, limit: Duration) {
-        self.at = Some((Instant::now() + limit, limit));
-    }
-
-    /// Refuses to start `function` once the call is past its limit.
-    fn check(&self, function: &'static str) -> Result<(), HostTrap> {
-        match self.at {
-            Some((at, limit)) if Instant::now() > at => Err(HostTrap::Late { function, limit }),
-            _ => Ok(()),
-        }
+/// Refuses to start the host function `function` once the guest call in progress is past
+/// its time limit (host time counts toward it).
+fn check_deadline(state: &GuestState, function: &'static str) -> wasmtime::Result<()> {
+    match state.deadline.passed() {
+        Some(limit) => Err(trap(HostTrap::Late { function, limit })),
+        None => Ok(()),
     }
 }
 
@@ -95,30 +84,30 @@ impl host::Host for GuestState {
     }
 
     fn synthetic_text(&mut self, n: u32) -> wasmtime::Result<String> {
-        self.deadline.check("synthetic-text").map_err(trap)?;
+        check_deadline(self, "synthetic-text")?;
         self.host.synthetic_text(u64::from(n)).map_err(trap)
     }
 
     fn random_token_text(&mut self, n: u32) -> wasmtime::Result<String> {
-        self.deadline.check("random-token-text").map_err(trap)?;
+        check_deadline(self, "random-token-text")?;
         self.host.random_token_text(u64::from(n)).map_err(trap)
     }
 
     fn count_tokens(&mut self, text: String) -> wasmtime::Result<u32> {
-        self.deadline.check("count-tokens").map_err(trap)?;
+        check_deadline(self, "count-tokens")?;
         let n = self.host.count_tokens(&text).map_err(trap)?;
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
     fn encode(&mut self, text: String) -> wasmtime::Result<Vec<u32>> {
-        self.deadline.check("encode").map_err(trap)?;
+        check_deadline(self, "encode")?;
         let ids = self.host.encode(&text).map_err(trap)?;
         budget::check_tokens("encode", "<text>", ids.len() as u64).map_err(trap)?;
         Ok(ids)
     }
 
     fn decode(&mut self, ids: Vec<u32>) -> wasmtime::Result<Result<String, String>> {
-        self.deadline.check("decode").map_err(trap)?;
+        check_deadline(self, "decode")?;
         match self.host.decode(&ids) {
             Ok(text) => Ok(Ok(text)),
             Err(HostError::Failed(message)) => Ok(Err(message)),
@@ -127,7 +116,7 @@ impl host::Host for GuestState {
     }
 
     fn read_file(&mut self, path: String) -> wasmtime::Result<Result<String, String>> {
-        self.deadline.check("read-file").map_err(trap)?;
+        check_deadline(self, "read-file")?;
         Ok(self.host.read_file(&path))
     }
 

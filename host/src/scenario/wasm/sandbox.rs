@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -17,7 +17,6 @@ use wasmtime_wasi::{
     FsPerms, HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView,
 };
 
-use super::imports::Deadline;
 use crate::scenario::params::Params;
 use crate::scenario::HostContext;
 
@@ -140,6 +139,26 @@ impl ResourceLimiter for MemoryCap {
 
     fn instances(&self) -> usize {
         MAX_INSTANCES
+    }
+}
+
+/// The wall-clock deadline of the guest call in progress; host time counts toward it.
+#[derive(Debug, Default)]
+pub struct Deadline {
+    at: Option<(Instant, Duration)>,
+}
+
+impl Deadline {
+    pub fn start(&mut self, limit: Duration) {
+        self.at = Some((Instant::now() + limit, limit));
+    }
+
+    /// The call's limit, once the call is past it.
+    pub fn passed(&self) -> Option<Duration> {
+        match self.at {
+            Some((at, limit)) if Instant::now() > at => Some(limit),
+            _ => None,
+        }
     }
 }
 
