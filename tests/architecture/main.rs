@@ -1,0 +1,445 @@
+//! The shape of the runner's code, checked from its source: `host/src` is parsed with
+//! `syn` (the module tree from `lib.rs`, following `mod` declarations) and three rules are
+//! asserted on everything outside `#[cfg(test)]` code:
+//!
+//! 1. no function is longer than [`MAX_FUNCTION_LINES`] lines;
+//! 2. no import cycle between modules: at every level of the module tree (the crate's
+//!    top-level modules, then the submodules of each directory module) the modules import
+//!    each other without a cycle. A module's imports of its own ancestors or descendants
+//!    (`super::Type`, `mod.rs` using its children) are its inside, not an edge;
+//! 3. `engine`, `client`, `metrics` and `report` import nothing from `sim`, nor `sim` from
+//!    them: the built-in server is one target among others, and what the two sides share
+//!    (the precise timer, the request-id header) lives in neutral modules (`clock`, `wire`).
+//!
+//! An import is any path the code names (`use` items, and paths in types, expressions,
+//! patterns and macro names) that starts with `crate`, `super`, `self` or the name of a
+//! submodule. Paths written only inside a macro's arguments (`format!`, `tokio::select!`)
+//! are not seen.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use syn::spanned::Spanned;
+use syn::visit::Visit;
+
+/// The longest function allowed in `host/src`, in lines, signature to closing brace.
+const MAX_FUNCTION_LINES: usize = 100;
+
+/// Top-level modules that must not import the simulator, nor be imported by it.
+const MEASURING_SIDE: [&str; 4] = ["engine", "client", "metrics", "report"];
+
+/// A module path from the crate root: `["engine", "dispatch"]`; the root is `[]`.
+type ModPath = Vec<String>;
+
+/// One source file of the crate and what it names.
+struct Module {
+    path: ModPath,
+    file: PathBuf,
+    /// Submodules declared in the file (with a file of their own).
+    children: Vec<String>,
+    /// Every crate path the file names, resolved to absolute item paths.
+    names: BTreeSet<ModPath>,
+    /// Functions outside test code: (first line, name, lines).
+    functions: Vec<(usize, String, usize)>,
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn is_test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        (a.path().is_ident("cfg")
+            && a.parse_args::<syn::Meta>()
+                .is_ok_and(|m| m.path().is_ident("test")))
+            || a.path().is_ident("test")
+    })
+}
+
+/// Loads the file of module `path` and, recursively, its submodules.
+fn load(path: ModPath, file: PathBuf, out: &mut Vec<Module>) {
+    let text = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+    let ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let mut names = Names {
+        module: path.clone(),
+        inline: Vec::new(),
+        children: Vec::new(),
+        found: BTreeSet::new(),
+        functions: Vec::new(),
+    };
+    names.visit_file(&ast);
+    // A module's own directory: `src/` for lib.rs, `x/` for x.rs and x/mod.rs.
+    let dir = match file.file_name().and_then(|n| n.to_str()) {
+        Some("lib.rs" | "mod.rs") => file.parent().map(Path::to_path_buf),
+        _ => Some(file.with_extension("")),
+    }
+    .expect("a source file has a directory");
+    let children = names.children.clone();
+    out.push(Module {
+        path: path.clone(),
+        file,
+        children: children.clone(),
+        names: names.found,
+        functions: names.functions,
+    });
+    for child in children {
+        let flat = dir.join(format!("{child}.rs"));
+        let nested = dir.join(&child).join("mod.rs");
+        let file = if flat.exists() { flat } else { nested };
+        let mut child_path = path.clone();
+        child_path.push(child);
+        load(child_path, file, out);
+    }
+}
+
+/// Collects what one file declares and names.
+struct Names {
+    module: ModPath,
+    /// Inline (non-test) modules the visitor is inside, e.g. `mod bindings { … }`.
+    inline: Vec<String>,
+    children: Vec<String>,
+    found: BTreeSet<ModPath>,
+    functions: Vec<(usize, String, usize)>,
+}
+
+impl Names {
+    /// The module the code being visited is in.
+    fn here(&self) -> ModPath {
+        self.module.iter().chain(&self.inline).cloned().collect()
+    }
+
+    /// Resolves a path's leading `crate`, `super`, `self` or submodule name.
+    fn resolve(&mut self, segments: Vec<String>) {
+        let Some(first) = segments.first() else {
+            return;
+        };
+        let mut here = self.here();
+        let rest = match first.as_str() {
+            "crate" => {
+                here.clear();
+                &segments[1..]
+            }
+            "self" => &segments[1..],
+            "super" => {
+                let ups = segments.iter().take_while(|s| *s == "super").count();
+                here.truncate(here.len().saturating_sub(ups));
+                &segments[ups..]
+            }
+            name if self.inline.is_empty() && self.children.iter().any(|c| c == name) => {
+                &segments[..]
+            }
+            _ => return,
+        };
+        here.extend(rest.iter().cloned());
+        self.found.insert(here);
+    }
+
+    fn record_function(&mut self, name: &syn::Ident, start: proc_macro2::Span, block: &syn::Block) {
+        let first = start.start().line;
+        let last = block.brace_token.span.close().end().line;
+        self.functions
+            .push((first, name.to_string(), last.saturating_sub(first) + 1));
+    }
+}
+
+/// Every full path a `use` tree names (a glob names its module).
+fn use_paths(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            use_paths(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        syn::UseTree::Name(n) if n.ident == "self" => out.push(prefix.clone()),
+        syn::UseTree::Name(n) => out.push([prefix.clone(), vec![n.ident.to_string()]].concat()),
+        syn::UseTree::Rename(r) => out.push([prefix.clone(), vec![r.ident.to_string()]].concat()),
+        syn::UseTree::Glob(_) => out.push(prefix.clone()),
+        syn::UseTree::Group(g) => g.items.iter().for_each(|t| use_paths(t, prefix, out)),
+    }
+}
+
+impl<'ast> Visit<'ast> for Names {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        let attrs = match item {
+            syn::Item::Fn(i) => &i.attrs,
+            syn::Item::Impl(i) => &i.attrs,
+            syn::Item::Mod(i) => &i.attrs,
+            syn::Item::Use(i) => &i.attrs,
+            syn::Item::Struct(i) => &i.attrs,
+            syn::Item::Enum(i) => &i.attrs,
+            syn::Item::Const(i) => &i.attrs,
+            syn::Item::Static(i) => &i.attrs,
+            syn::Item::Trait(i) => &i.attrs,
+            syn::Item::Macro(i) => &i.attrs,
+            _ => return syn::visit::visit_item(self, item),
+        };
+        if !is_test_only(attrs) {
+            syn::visit::visit_item(self, item);
+        }
+    }
+
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        match &m.content {
+            None => self.children.push(m.ident.to_string()),
+            Some(_) => {
+                self.inline.push(m.ident.to_string());
+                syn::visit::visit_item_mod(self, m);
+                self.inline.pop();
+            }
+        }
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        let mut paths = Vec::new();
+        use_paths(&u.tree, &mut Vec::new(), &mut paths);
+        for p in paths {
+            self.resolve(p);
+        }
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        if p.leading_colon.is_none() {
+            self.resolve(p.segments.iter().map(|s| s.ident.to_string()).collect());
+        }
+        syn::visit::visit_path(self, p);
+    }
+
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        self.record_function(&f.sig.ident, f.sig.fn_token.span(), &f.block);
+        syn::visit::visit_item_fn(self, f);
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !is_test_only(&f.attrs) {
+            self.record_function(&f.sig.ident, f.sig.fn_token.span(), &f.block);
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
+
+    fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+        if let Some(block) = &f.default {
+            self.record_function(&f.sig.ident, f.sig.fn_token.span(), block);
+        }
+        syn::visit::visit_trait_item_fn(self, f);
+    }
+}
+
+/// The crate's modules, from lib.rs down.
+fn modules() -> Vec<Module> {
+    let mut out = Vec::new();
+    load(Vec::new(), src().join("lib.rs"), &mut out);
+    out
+}
+
+/// Edges between modules, one per (importing module, imported module) pair.
+fn edges(modules: &[Module]) -> BTreeSet<(ModPath, ModPath)> {
+    let known: BTreeSet<&ModPath> = modules.iter().map(|m| &m.path).collect();
+    let mut out = BTreeSet::new();
+    for m in modules {
+        for name in &m.names {
+            // The module a name lives in: its longest prefix that is a module.
+            let target = (0..=name.len())
+                .rev()
+                .map(|n| name[..n].to_vec())
+                .find(|p| known.contains(p))
+                .unwrap_or_default();
+            if target != m.path {
+                out.insert((m.path.clone(), target));
+            }
+        }
+    }
+    out
+}
+
+fn shown(path: &[String]) -> String {
+    if path.is_empty() {
+        "crate".into()
+    } else {
+        format!("crate::{}", path.join("::"))
+    }
+}
+
+fn relative(file: &Path) -> String {
+    file.strip_prefix(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .unwrap_or(file)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn no_function_is_longer_than_the_limit() {
+    let mut long = Vec::new();
+    let mut longest = (0, String::new());
+    for m in modules() {
+        for (line, name, lines) in &m.functions {
+            if *lines > longest.0 {
+                longest = (*lines, format!("{}:{line} {name}", relative(&m.file)));
+            }
+            if *lines > MAX_FUNCTION_LINES {
+                long.push(format!(
+                    "{}:{line} `{name}`: {lines} lines",
+                    relative(&m.file)
+                ));
+            }
+        }
+    }
+    println!("longest function: {} lines ({})", longest.0, longest.1);
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+/// The cycles among the siblings under each module: at every level, an edge from one
+/// subtree to another is an edge between the two siblings that hold them.
+fn sibling_cycles(edges: &BTreeSet<(ModPath, ModPath)>) -> Vec<Vec<ModPath>> {
+    let mut levels: BTreeMap<ModPath, BTreeMap<ModPath, BTreeSet<ModPath>>> = BTreeMap::new();
+    for (from, to) in edges {
+        let common = from.iter().zip(to).take_while(|(a, b)| a == b).count();
+        if common == from.len() || common == to.len() {
+            continue; // one contains the other
+        }
+        let (a, b) = (from[..=common].to_vec(), to[..=common].to_vec());
+        levels
+            .entry(from[..common].to_vec())
+            .or_default()
+            .entry(a)
+            .or_default()
+            .insert(b);
+    }
+    levels.values().flat_map(cycles).collect()
+}
+
+/// Strongly connected components of more than one node (Tarjan's algorithm, recursive:
+/// the graphs are a few dozen nodes).
+fn cycles(graph: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Vec<Vec<ModPath>> {
+    struct Tarjan<'g> {
+        graph: &'g BTreeMap<ModPath, BTreeSet<ModPath>>,
+        index: BTreeMap<&'g ModPath, (usize, usize)>,
+        stack: Vec<&'g ModPath>,
+        out: Vec<Vec<ModPath>>,
+    }
+    impl<'g> Tarjan<'g> {
+        fn visit(&mut self, v: &'g ModPath) {
+            let n = self.index.len();
+            self.index.insert(v, (n, n));
+            self.stack.push(v);
+            let graph = self.graph;
+            for w in graph.get(v).into_iter().flatten() {
+                match self.index.get(w).copied() {
+                    None => {
+                        self.visit(w);
+                        let low = self.index[w].1.min(self.index[v].1);
+                        self.index.get_mut(v).expect("visited").1 = low;
+                    }
+                    Some((wi, _)) if self.stack.contains(&w) => {
+                        let low = wi.min(self.index[v].1);
+                        self.index.get_mut(v).expect("visited").1 = low;
+                    }
+                    Some(_) => {}
+                }
+            }
+            if self.index[v].0 == self.index[v].1 {
+                let at = self
+                    .stack
+                    .iter()
+                    .rposition(|x| *x == v)
+                    .expect("on the stack");
+                let component: Vec<ModPath> = self.stack.drain(at..).cloned().collect();
+                if component.len() > 1 {
+                    self.out.push(component);
+                }
+            }
+        }
+    }
+    let mut t = Tarjan {
+        graph,
+        index: BTreeMap::new(),
+        stack: Vec::new(),
+        out: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !t.index.contains_key(v) {
+            t.visit(v);
+        }
+    }
+    t.out
+}
+
+#[test]
+fn no_import_cycle_between_modules() {
+    let modules = modules();
+    let edges = edges(&modules);
+    let found = sibling_cycles(&edges);
+    let report: Vec<String> = found
+        .iter()
+        .map(|cycle| {
+            let members: Vec<String> = cycle.iter().map(|p| shown(p)).collect();
+            // The file-level imports that close the cycle, for whoever fixes it.
+            let inside = |p: &ModPath, m: &ModPath| m.starts_with(p);
+            let links: Vec<String> = edges
+                .iter()
+                .filter(|(f, t)| {
+                    cycle.iter().any(|a| inside(a, f))
+                        && cycle.iter().any(|b| inside(b, t))
+                        && !cycle.iter().any(|c| inside(c, f) && inside(c, t))
+                })
+                .map(|(f, t)| format!("    {} -> {}", shown(f), shown(t)))
+                .collect();
+            format!("{}\n{}", members.join(" <-> "), links.join("\n"))
+        })
+        .collect();
+    println!("{} modules, {} import edges", modules.len(), edges.len());
+    assert!(report.is_empty(), "import cycles:\n{}", report.join("\n"));
+}
+
+#[test]
+fn the_measuring_side_and_the_simulator_do_not_import_each_other() {
+    let modules = modules();
+    let top = |p: &ModPath| p.first().cloned().unwrap_or_default();
+    let measuring = |p: &ModPath| MEASURING_SIDE.contains(&top(p).as_str());
+    let mut offenders = Vec::new();
+    for (from, to) in edges(&modules) {
+        let crosses =
+            (measuring(&from) && top(&to) == "sim") || (top(&from) == "sim" && measuring(&to));
+        if crosses {
+            offenders.push(format!("{} imports {}", shown(&from), shown(&to)));
+        }
+    }
+    assert!(offenders.is_empty(), "{}", offenders.join("\n"));
+}
+
+/// The checks see what they claim to: the module tree is complete and the parser finds
+/// the imports and functions a file is known to have.
+#[test]
+fn the_checks_see_the_whole_crate() {
+    let modules = modules();
+    let files: BTreeSet<PathBuf> = modules.iter().map(|m| m.file.clone()).collect();
+    assert_eq!(files.len(), modules.len(), "each module has one file");
+    let engine = modules
+        .iter()
+        .find(|m| m.path == ["engine"])
+        .expect("crate::engine is loaded");
+    assert!(engine.children.iter().any(|c| c == "dispatch"));
+    let edges = edges(&modules);
+    let has = |from: &[&str], to: &[&str]| edges.iter().any(|(f, t)| f == from && t == to);
+    assert!(
+        has(&["engine", "dispatch"], &["clock"]),
+        "engine::dispatch uses crate::clock"
+    );
+    assert!(
+        has(&["sim", "server"], &["wire"]),
+        "sim::server uses crate::wire"
+    );
+    assert!(modules
+        .iter()
+        .any(|m| m.functions.iter().any(|(_, name, _)| name == "run")));
+    // A cycle is found when there is one.
+    let mut graph = BTreeMap::new();
+    let (a, b) = (vec!["a".to_string()], vec!["b".to_string()]);
+    graph.insert(a.clone(), BTreeSet::from([b.clone()]));
+    graph.insert(b.clone(), BTreeSet::from([a.clone()]));
+    assert_eq!(cycles(&graph).len(), 1);
+}
