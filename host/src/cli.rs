@@ -35,6 +35,9 @@ pub enum Command {
     Pack(PackArgs),
     /// Check a package: its digest, manifest, interface version, parameters and phases
     Verify(VerifyArgs),
+    /// Publish a package archive to an OCI registry (oci://HOST[:PORT]/REPO:TAG), also
+    /// tagged sha256-<package digest>; prints the package digest and the manifest digest
+    Push(PushArgs),
     /// Serve the simulated OpenAI-compatible server on loopback
     Sim(Box<SimCommand>),
     /// Compare saved results (result.json): each against the first, metric by metric
@@ -84,6 +87,23 @@ pub struct ScenarioArg {
     /// `:`-separated)
     #[arg(long = "scenario-path", value_name = "DIR")]
     pub scenario_path: Vec<PathBuf>,
+    /// A registry (HOST or HOST:PORT) that oci:// references may reach over plain HTTP
+    /// (repeatable; loopback registries always may)
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    pub insecure_registry: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct PushArgs {
+    /// The package archive (.scenario.tar.gz, written by `runner pack`)
+    pub archive: PathBuf,
+    /// Where to publish it: oci://HOST[:PORT]/REPO:TAG
+    #[arg(value_name = "oci://HOST[:PORT]/REPO:TAG")]
+    pub reference: String,
+    /// A registry (HOST or HOST:PORT) that may be reached over plain HTTP (repeatable;
+    /// loopback registries always may)
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    pub insecure_registry: Vec<String>,
 }
 
 #[derive(Args)]
@@ -99,6 +119,10 @@ pub struct PackArgs {
 pub struct VerifyArgs {
     #[command(flatten)]
     pub scenario: ScenarioArg,
+    /// Fail unless the package digest is this one (what `runner pack` and `runner push`
+    /// print as the package digest)
+    #[arg(long, value_name = "sha256:DIGEST")]
+    pub expect: Option<String>,
 }
 
 #[derive(Args)]
@@ -276,11 +300,12 @@ pub fn usage_error_line(rendered: &str) -> String {
 }
 
 /// Subcommands and the flags that print and exit; any other first argument is a scenario.
-const KNOWN_FIRST: [&str; 12] = [
+const KNOWN_FIRST: [&str; 13] = [
     "run",
     "info",
     "pack",
     "verify",
+    "push",
     "sim",
     "compare",
     "merge",

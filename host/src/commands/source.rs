@@ -37,7 +37,15 @@ pub fn load_scenario(
     quiet: bool,
 ) -> Result<Loaded> {
     let search = package::search_path(&arg.scenario_path);
-    let (entry, package) = match package::resolve(&arg.scenario, &search).map_err(|e| anyhow!(e))? {
+    let (entry, package) = match package::resolve(
+        &arg.scenario,
+        &search,
+        &package::oci::Access {
+            insecure: arg.insecure_registry.clone(),
+        },
+    )
+    .map_err(|e| anyhow!(e))?
+    {
         Resolved::File(path) => (path, None),
         Resolved::Package(p) => (p.entry(), Some(*p)),
     };

@@ -5,6 +5,7 @@
 pub mod archive;
 pub mod collect;
 pub mod manifest;
+pub mod oci;
 pub mod unpacked;
 
 use std::path::{Path, PathBuf};
@@ -194,10 +195,14 @@ pub fn search_path(flags: &[PathBuf]) -> Vec<PathBuf> {
     dirs
 }
 
-/// What a scenario argument names: a file, a package directory or archive, or an
-/// installed package found by name (`team-a/chat-mix`, optionally `@1.2.0`) in the search
-/// path, the highest version winning.
-pub fn resolve(arg: &Path, search: &[PathBuf]) -> Result<Resolved, String> {
+/// What a scenario argument names: a file, a package directory or archive, a package in
+/// an OCI registry (`oci://HOST/REPO:TAG` or `@sha256:DIGEST`, see oci/), or an installed
+/// package found by name (`team-a/chat-mix`, optionally `@1.2.0`) in the search path, the
+/// highest version winning.
+pub fn resolve(arg: &Path, search: &[PathBuf], registry: &oci::Access) -> Result<Resolved, String> {
+    if let Some(reference) = arg.to_str().filter(|t| t.starts_with(oci::SCHEME)) {
+        return open_pulled(reference, registry).map(|p| Resolved::Package(Box::new(p)));
+    }
     if arg.is_dir() {
         return Package::open(arg).map(|p| Resolved::Package(Box::new(p)));
     }
@@ -246,6 +251,20 @@ pub fn resolve(arg: &Path, search: &[PathBuf]) -> Result<Resolved, String> {
                 .join(":")
         )),
     }
+}
+
+/// The package an `oci://` reference names, pulled (or found in the cache) and checked.
+fn open_pulled(reference: &str, registry: &oci::Access) -> Result<Package, String> {
+    let r = oci::OciRef::parse(reference).map_err(|e| e.to_string())?;
+    let pulled = oci::pull(&r, registry).map_err(|e| e.to_string())?;
+    let package = Package::open(&pulled.archive)?;
+    if package.digest != pulled.package_hex {
+        return Err(format!(
+            "{r}: the archive is package sha256:{}, not sha256:{}; refusing it",
+            package.digest, pulled.package_hex
+        ));
+    }
+    Ok(package)
 }
 
 /// Packages named `name` in one search directory: a directory `name/` with a manifest,

@@ -39,8 +39,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::Engine;
 
-/// Overrides where the cache lives.
-pub const CACHE_DIR_ENV: &str = "RUNNER_CACHE_DIR";
+use crate::cache_dir::root;
 
 /// What every entry starts with, before the component's digest and the payload's.
 const MAGIC: &[u8; 16] = b"runner-cwasm-v1\n";
@@ -95,20 +94,6 @@ pub fn compile(engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Component> {
         Err(_) => {}
     }
     Ok(component)
-}
-
-/// The cache directory, where `RUNNER_CACHE_DIR` or the XDG convention puts it, and
-/// whether the user named it.
-fn root() -> Option<(PathBuf, bool)> {
-    let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
-    if let Some(dir) = std::env::var_os(CACHE_DIR_ENV).filter(|v| !v.is_empty()) {
-        return Some((PathBuf::from(dir), true));
-    }
-    if let Some(xdg) = std::env::var_os("XDG_CACHE_HOME").and_then(absolute) {
-        return Some((xdg.join("runner"), false));
-    }
-    let home = std::env::var_os("HOME").and_then(absolute)?;
-    Some((home.join(".cache").join("runner"), false))
 }
 
 struct Cache {

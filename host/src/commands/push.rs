@@ -1,0 +1,38 @@
+//! `runner push ARCHIVE oci://HOST[:PORT]/REPO:TAG`: a package archive into an OCI
+//! registry, and the two digests a team may quote, each said for what it is.
+
+use anyhow::{anyhow, Result};
+
+use crate::cli::PushArgs;
+use crate::package::oci::{self, Access, OciRef};
+
+pub fn push(a: PushArgs) -> Result<()> {
+    let reference = OciRef::parse(&a.reference).map_err(|e| anyhow!(e))?;
+    let access = Access {
+        insecure: a.insecure_registry,
+    };
+    let p = oci::push(&a.archive, &reference, &access).map_err(|e| anyhow!(e))?;
+    let pinned = format!(
+        "{}{}/{}@sha256:{}",
+        oci::SCHEME,
+        reference.registry,
+        reference.repository,
+        p.package_hex
+    );
+    crate::outln!(
+        "pushed {} {} to {reference} (also tagged {})",
+        p.name,
+        p.version,
+        oci::digest_tag(&p.package_hex)
+    );
+    crate::outln!(
+        "package digest  sha256:{}  (the one to quote: runner pack prints it, runner verify --expect checks it)",
+        p.package_hex
+    );
+    crate::outln!(
+        "manifest digest sha256:{}  (the registry's name for this upload; also accepted after @)",
+        p.manifest_hex
+    );
+    crate::outln!("run it pinned: runner run {pinned}");
+    Ok(())
+}
