@@ -40,32 +40,67 @@ fn write_bad_files(dir: &Path) {
     std::fs::create_dir_all(dir.join("a_directory.json")).unwrap();
 }
 
+/// The files the cases name: the bundled scenarios, the broken files of
+/// [`write_bad_files`] in `dir`, and the broken scenarios of tests/fixtures.
+struct Inputs {
+    dir: String,
+    throughput: String,
+    sharegpt: String,
+    not_utf8: String,
+    tokenizer: String,
+    not_json: String,
+    broken: String,
+    directory: String,
+    huge: String,
+    no_prompt: String,
+    wrong_type: String,
+    prompt_number: String,
+    bad_max: String,
+    syntax: String,
+    runtime: String,
+    endless: String,
+}
+
+impl Inputs {
+    fn new(dir: &str) -> Inputs {
+        let file = |name: &str| format!("{dir}/{name}");
+        Inputs {
+            dir: dir.to_string(),
+            throughput: scenario("throughput.rhai"),
+            sharegpt: scenario("sharegpt.rhai"),
+            not_utf8: file("not_utf8.rhai"),
+            tokenizer: file("tokenizer.json"),
+            not_json: file("not_json.json"),
+            broken: file("sharegpt_broken.json"),
+            directory: file("a_directory.json"),
+            huge: fixture("huge_string.rhai"),
+            no_prompt: fixture("no_prompt.rhai"),
+            wrong_type: fixture("wrong_type.rhai"),
+            prompt_number: fixture("prompt_number.rhai"),
+            bad_max: fixture("bad_request.rhai"),
+            syntax: fixture("syntax_error.rhai"),
+            runtime: fixture("runtime_error.rhai"),
+            endless: fixture("endless.rhai"),
+        }
+    }
+}
+
 fn cases(dir: &str) -> Vec<Case> {
-    let tp = scenario("throughput.rhai");
-    let sg = scenario("sharegpt.rhai");
-    let t = tp.as_str();
-    let s = sg.as_str();
-    let file = |name: &str| format!("{dir}/{name}");
-    let (not_utf8, tokenizer, not_json, broken, directory) = (
-        file("not_utf8.rhai"),
-        file("tokenizer.json"),
-        file("not_json.json"),
-        file("sharegpt_broken.json"),
-        file("a_directory.json"),
-    );
-    let fx = |name: &str| fixture(name);
-    let (huge, no_prompt, wrong_type, prompt_number, bad_max, syntax, runtime, endless) = (
-        fx("huge_string.rhai"),
-        fx("no_prompt.rhai"),
-        fx("wrong_type.rhai"),
-        fx("prompt_number.rhai"),
-        fx("bad_request.rhai"),
-        fx("syntax_error.rhai"),
-        fx("runtime_error.rhai"),
-        fx("endless.rhai"),
-    );
+    let inputs = Inputs::new(dir);
+    [
+        command_line_cases(&inputs),
+        file_cases(&inputs),
+        guest_cases(&inputs),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+fn command_line_cases(inputs: &Inputs) -> Vec<Case> {
+    let t = inputs.throughput.as_str();
+    let not_json = &inputs.not_json;
     vec![
-        // The command line.
         case(
             "unknown flag",
             &[t, "--bogus"],
@@ -165,11 +200,28 @@ fn cases(dir: &str) -> Vec<Case> {
         ),
         case(
             "--output is a file",
-            &[t, "--output", &not_json],
+            &[t, "--output", not_json],
             1,
             &["cannot create output directory"],
         ),
-        // Files.
+    ]
+}
+
+fn file_cases(inputs: &Inputs) -> Vec<Case> {
+    let (t, s, dir) = (
+        inputs.throughput.as_str(),
+        inputs.sharegpt.as_str(),
+        inputs.dir.as_str(),
+    );
+    let Inputs {
+        not_utf8,
+        tokenizer,
+        not_json,
+        broken,
+        directory,
+        ..
+    } = inputs;
+    vec![
         case(
             "scenario file missing",
             &["/nonexistent/x.rhai"],
@@ -178,7 +230,7 @@ fn cases(dir: &str) -> Vec<Case> {
         ),
         case(
             "scenario not UTF-8",
-            &[&not_utf8],
+            &[not_utf8],
             1,
             &["not_utf8.rhai", "cannot read the scenario", "UTF-8"],
         ),
@@ -196,7 +248,7 @@ fn cases(dir: &str) -> Vec<Case> {
         ),
         case(
             "tokenizer file not a tokenizer",
-            &[t, "--tokenizer", &tokenizer],
+            &[t, "--tokenizer", tokenizer],
             1,
             &["not a usable Hugging Face tokenizer.json"],
         ),
@@ -230,52 +282,68 @@ fn cases(dir: &str) -> Vec<Case> {
             1,
             &["sharegpt.rhai:", "error in `phases`"],
         ),
-        // Guest faults.
+    ]
+}
+
+/// Scenarios that fail in their own code or return what the runner cannot send.
+fn guest_cases(inputs: &Inputs) -> Vec<Case> {
+    let Inputs {
+        huge,
+        no_prompt,
+        wrong_type,
+        prompt_number,
+        bad_max,
+        syntax,
+        runtime,
+        endless,
+        ..
+    } = inputs;
+    vec![
         case(
             "Rhai syntax error",
-            &[&syntax],
+            &[syntax],
             1,
             &["syntax_error.rhai:6:13", "syntax error"],
         ),
         case(
             "Rhai runtime error",
-            &[&runtime],
+            &[runtime],
             1,
             &["runtime_error.rhai:6:", "next_request", "no_such_method"],
         ),
         case(
             "endless loop",
-            &[&endless],
+            &[endless],
             1,
             &["endless.rhai", "operations"],
         ),
         case(
             "huge string",
-            &[&huge],
+            &[huge],
             1,
             &["huge_string.rhai", "next_request", "size limit"],
         ),
         case(
             "negative max_tokens",
-            &[&bad_max],
+            &[bad_max],
             1,
             &["`max_tokens` must be a positive integer, got -5"],
         ),
         case(
             "neither prompt nor messages",
-            &[&no_prompt],
+            &[no_prompt],
             1,
             &["neither `prompt` nor `messages`"],
         ),
         case(
             "max_tokens of the wrong type",
-            &[&wrong_type],
+            &[wrong_type],
             1,
             &["`max_tokens` must be a positive integer, got ten"],
         ),
         case(
             "prompt of the wrong type",
-            &[&prompt_number],
+            &[prompt_number],
             1,
             &["`prompt` must be a string or an array of token ids"],
         ),

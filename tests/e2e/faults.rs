@@ -56,6 +56,98 @@ fn key_of(f: Fault) -> Option<&'static str> {
     PLAN.iter().find(|p| p.0 == f).map(|p| p.1)
 }
 
+/// The text report: the successful and failed requests, each fault's own row and label.
+/// Returns the expected count of each (kind, label).
+fn check_report(
+    text: &str,
+    ok: usize,
+    injected: usize,
+) -> BTreeMap<(&'static str, &'static str), u64> {
+    assert_eq!(
+        report_row(text, "Successful requests:"),
+        Some(ok as u64),
+        "{text}"
+    );
+    assert_eq!(
+        report_row(text, "Failed requests:"),
+        Some(injected as u64),
+        "{text}"
+    );
+    let mut expected: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for &(_, key, label, n) in &PLAN {
+        *expected.entry((key, label)).or_default() += n as u64;
+    }
+    for (&(_, label), &n) in &expected {
+        assert_eq!(
+            report_row(text, &format!("Failed ({label}):")),
+            Some(n),
+            "{label}\n{text}"
+        );
+        assert!(text.contains(&format!("\n  {label}: ")), "{label}");
+    }
+    expected
+}
+
+/// result.json: the same counts, and nothing else.
+fn check_result(
+    dir: &std::path::Path,
+    ok: usize,
+    injected: usize,
+    expected: &BTreeMap<(&str, &str), u64>,
+) {
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    assert_eq!(num(&result, "completed") as usize, ok);
+    assert_eq!(num(&result, "failed") as usize, injected);
+    let by_kind: BTreeMap<String, u64> =
+        serde_json::from_value(result["runner"]["failures_by_kind"].clone()).unwrap();
+    let expected: BTreeMap<String, u64> = expected
+        .iter()
+        .map(|(&(key, _), &n)| (key.to_string(), n))
+        .collect();
+    assert_eq!(by_kind, expected);
+}
+
+/// requests.jsonl: one record per request, each classified as injected, with a message
+/// that says what happened.
+fn check_records(dir: &std::path::Path, faults: &[Fault]) {
+    let records = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
+    let mut seen = vec![false; faults.len()];
+    for line in records.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        let index = r["index"].as_u64().unwrap() as usize;
+        assert!(!seen[index], "request {index} recorded twice");
+        seen[index] = true;
+        let kind = r["error"]["kind"].as_str();
+        assert_eq!(kind, key_of(faults[index]), "request {index}: {r}");
+        if kind.is_some() {
+            let message = r["error"]["message"].as_str().unwrap();
+            assert!(!message.is_empty(), "request {index}: {r}");
+        }
+    }
+    assert!(
+        seen.iter().all(|&s| s),
+        "a request is missing from the records"
+    );
+    let message_of = |f: Fault| -> String {
+        let i = faults.iter().position(|&x| x == f).unwrap();
+        records
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|r| r["index"] == i)
+            .unwrap()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(message_of(Fault::RateLimited).contains("HTTP 429 (Retry-After: 7)"));
+    assert!(message_of(Fault::Unavailable).contains("injected: overloaded"));
+    assert!(message_of(Fault::UnavailableStalled).starts_with("HTTP 503"));
+    // A redirect is not followed: its target is quoted.
+    assert!(message_of(Fault::RedirectAway).starts_with("HTTP 307 (Location: \"http://127.0.0.1:"));
+    assert!(message_of(Fault::ErrorObject).contains("injected: engine died"));
+}
+
 #[test]
 fn every_injected_fault_is_counted_under_its_own_kind() {
     let _guard = exclusive();
@@ -88,82 +180,9 @@ fn every_injected_fault_is_counted_under_its_own_kind() {
     assert_eq!(out.status.code(), Some(0), "{}\n{text}", stderr(&out));
 
     let injected: usize = PLAN.iter().map(|p| p.3).sum();
-    let ok = REQUESTS - injected;
-    // The text report.
-    assert_eq!(
-        report_row(&text, "Successful requests:"),
-        Some(ok as u64),
-        "{text}"
-    );
-    assert_eq!(
-        report_row(&text, "Failed requests:"),
-        Some(injected as u64),
-        "{text}"
-    );
-    let mut expected: BTreeMap<(&str, &str), u64> = BTreeMap::new();
-    for &(_, key, label, n) in &PLAN {
-        *expected.entry((key, label)).or_default() += n as u64;
-    }
-    for (&(_, label), &n) in &expected {
-        assert_eq!(
-            report_row(&text, &format!("Failed ({label}):")),
-            Some(n),
-            "{label}\n{text}"
-        );
-        assert!(text.contains(&format!("\n  {label}: ")), "{label}");
-    }
-    // result.json: the same counts, and nothing else.
-    let result: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("result.json")).unwrap())
-            .unwrap();
-    assert_eq!(num(&result, "completed") as usize, ok);
-    assert_eq!(num(&result, "failed") as usize, injected);
-    let by_kind: BTreeMap<String, u64> =
-        serde_json::from_value(result["runner"]["failures_by_kind"].clone()).unwrap();
-    let expected: BTreeMap<String, u64> = expected
-        .iter()
-        .map(|(&(key, _), &n)| (key.to_string(), n))
-        .collect();
-    assert_eq!(by_kind, expected);
-
-    // requests.jsonl: one record per request, each classified as injected, with a message.
-    let records = std::fs::read_to_string(dir.path().join("requests.jsonl")).unwrap();
-    let mut seen = vec![false; REQUESTS];
-    for line in records.lines() {
-        let r: serde_json::Value = serde_json::from_str(line).unwrap();
-        let index = r["index"].as_u64().unwrap() as usize;
-        assert!(!seen[index], "request {index} recorded twice");
-        seen[index] = true;
-        let kind = r["error"]["kind"].as_str();
-        assert_eq!(kind, key_of(faults[index]), "request {index}: {r}");
-        if kind.is_some() {
-            let message = r["error"]["message"].as_str().unwrap();
-            assert!(!message.is_empty(), "request {index}: {r}");
-        }
-    }
-    assert!(
-        seen.iter().all(|&s| s),
-        "a request is missing from the records"
-    );
-
-    // Messages say what happened.
-    let message_of = |f: Fault| -> String {
-        let i = faults.iter().position(|&x| x == f).unwrap();
-        records
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .find(|r| r["index"] == i)
-            .unwrap()["error"]["message"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    assert!(message_of(Fault::RateLimited).contains("HTTP 429 (Retry-After: 7)"));
-    assert!(message_of(Fault::Unavailable).contains("injected: overloaded"));
-    assert!(message_of(Fault::UnavailableStalled).starts_with("HTTP 503"));
-    // A redirect is not followed: its target is quoted.
-    assert!(message_of(Fault::RedirectAway).starts_with("HTTP 307 (Location: \"http://127.0.0.1:"));
-    assert!(message_of(Fault::ErrorObject).contains("injected: engine died"));
+    let expected = check_report(&text, REQUESTS - injected, injected);
+    check_result(dir.path(), REQUESTS - injected, injected, &expected);
+    check_records(dir.path(), &faults);
 
     // The server saw every request once: failed requests are not retried.
     let seen = server.seen.lock().unwrap();

@@ -30,6 +30,61 @@ fn start_sim(port: u16) -> Child {
     child
 }
 
+/// What requests.jsonl says of a run.
+struct Outcome {
+    /// Every record's request index, in file order.
+    indices: Vec<u64>,
+    /// Failed requests by error kind.
+    kinds: BTreeMap<String, u64>,
+    /// Requests that succeeded with an index above the last failed one.
+    successes_after_last_failure: u64,
+}
+
+impl Outcome {
+    fn read(records: &std::path::Path) -> Outcome {
+        let all: Vec<serde_json::Value> = std::fs::read_to_string(records)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
+        let mut last_failure = 0;
+        for r in &all {
+            if let Some(kind) = r["error"]["kind"].as_str() {
+                *kinds.entry(kind.to_string()).or_default() += 1;
+                last_failure = last_failure.max(r["index"].as_u64().unwrap());
+            }
+        }
+        let successes_after_last_failure = all
+            .iter()
+            .filter(|r| r["error"].is_null() && r["index"].as_u64().unwrap() > last_failure)
+            .count() as u64;
+        Outcome {
+            indices: all.iter().map(|r| r["index"].as_u64().unwrap()).collect(),
+            kinds,
+            successes_after_last_failure,
+        }
+    }
+}
+
+/// Each failure kind has its own row in the report, with its count.
+fn check_failure_rows(text: &str, kinds: &BTreeMap<String, u64>) {
+    for (kind, n) in kinds {
+        // A dead target refuses connections; requests in flight when it died lose theirs.
+        let label = match kind.as_str() {
+            "connect" => "connect failed",
+            "disconnect" => "connection lost",
+            "stream_cut" => "stream cut",
+            other => panic!("unexpected failure kind {other}: {text}"),
+        };
+        assert_eq!(
+            report_row(text, &format!("Failed ({label}):")),
+            Some(*n),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn the_target_dies_and_comes_back() {
     let _guard = exclusive();
@@ -83,30 +138,11 @@ fn the_target_dies_and_comes_back() {
     assert_eq!(code, Some(0), "{err}\n{text}");
 
     // Every request once, in the records and in the report.
-    let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
-    let mut indices = Vec::new();
-    let mut last_failure = 0;
-    let mut successes_after_last_failure = 0;
-    let all: Vec<serde_json::Value> = std::fs::read_to_string(&records)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    for r in &all {
-        let index = r["index"].as_u64().unwrap();
-        indices.push(index);
-        if let Some(kind) = r["error"]["kind"].as_str() {
-            *kinds.entry(kind.to_string()).or_default() += 1;
-            last_failure = last_failure.max(index);
-        }
-    }
-    for r in &all {
-        if r["error"].is_null() && r["index"].as_u64().unwrap() > last_failure {
-            successes_after_last_failure += 1;
-        }
-    }
+    let outcome = Outcome::read(&records);
+    let mut indices = outcome.indices.clone();
     indices.sort_unstable();
     assert_eq!(indices, (0..REQUESTS).collect::<Vec<_>>());
+    let kinds = &outcome.kinds;
     let failed: u64 = kinds.values().sum();
     let ok = report_row(&text, "Successful requests:").unwrap();
     assert_eq!(
@@ -115,24 +151,12 @@ fn the_target_dies_and_comes_back() {
         "{text}"
     );
     assert_eq!(ok + failed, REQUESTS, "{text}");
-    for (kind, n) in &kinds {
-        // A dead target refuses connections; requests in flight when it died lose theirs.
-        let label = match kind.as_str() {
-            "connect" => "connect failed",
-            "disconnect" => "connection lost",
-            "stream_cut" => "stream cut",
-            other => panic!("unexpected failure kind {other}: {text}"),
-        };
-        assert_eq!(
-            report_row(&text, &format!("Failed ({label}):")),
-            Some(*n),
-            "{text}"
-        );
-    }
+    check_failure_rows(&text, kinds);
     assert!(
         kinds.get("connect").copied().unwrap_or(0) >= 10,
         "{kinds:?}"
     );
+    let successes_after_last_failure = outcome.successes_after_last_failure;
     assert!(
         successes_after_last_failure > 0,
         "nothing succeeded after the restart"
