@@ -89,6 +89,7 @@ fn cases(dir: &str) -> Vec<Case> {
     let inputs = Inputs::new(dir);
     [
         command_line_cases(&inputs),
+        run_flag_cases(&inputs),
         file_cases(&inputs),
         guest_cases(&inputs),
     ]
@@ -97,9 +98,9 @@ fn cases(dir: &str) -> Vec<Case> {
     .collect()
 }
 
+/// The command line's own mistakes: flags, parameters and their values.
 fn command_line_cases(inputs: &Inputs) -> Vec<Case> {
     let t = inputs.throughput.as_str();
-    let not_json = &inputs.not_json;
     vec![
         case(
             "unknown flag",
@@ -138,6 +139,14 @@ fn command_line_cases(inputs: &Inputs) -> Vec<Case> {
             1,
             &["max_requests", "non-negative"],
         ),
+    ]
+}
+
+/// Flags of a run that parse but cannot be used: timeouts, limits, the target, outputs.
+fn run_flag_cases(inputs: &Inputs) -> Vec<Case> {
+    let t = inputs.throughput.as_str();
+    let not_json = &inputs.not_json;
+    vec![
         case(
             "--api not an endpoint",
             &[t, "--api", "grpc"],
