@@ -22,6 +22,7 @@ mod large;
 mod leaks;
 mod llamacpp;
 mod mistakes;
+mod oci;
 mod outage;
 mod packages;
 mod progress;
