@@ -1,5 +1,5 @@
-//! Per-phase statistics, accumulated one finished request at a time (vLLM semantics, see
-//! PEERS §2.1) and summarised on demand.
+//! Per-phase statistics, accumulated one finished request at a time (vLLM semantics: `calculate_metrics`
+//! in vLLM's `vllm/benchmarks/serve.py`) and summarised on demand.
 //!
 //! Memory: a fixed set of HDR histograms and running sums, plus 16 bytes per sent request
 //! (its send and end times, in two sorted vectors, for the exact peak-concurrency sweep) and

@@ -1,5 +1,5 @@
 //! result.json, built as the types of [`super::result_file`] from a [`RunReport`]: the
-//! `vllm bench serve --save-result` keys of each measured phase (PEERS §2.3), plus ours
+//! `vllm bench serve --save-result` keys of each measured phase (the `result_json` of vLLM's `vllm/benchmarks/serve.py`), plus ours
 //! under "runner". The metrics' keys come from the metric catalogue.
 //!
 //! The file is written through a `serde_json::Value`, whose map (serde_json is built

@@ -1,5 +1,5 @@
 //! Console reports. [`render_vllm_block`] reproduces `vllm bench serve`'s result block byte
-//! for byte (PEERS §2.2): rows are Python's `"{:<40} {:<10}"` / `"{:<40} {:<10.2f}"`, so short
+//! for byte (the `print` calls of `benchmark()` in vLLM's `vllm/benchmarks/serve.py`): rows are Python's `"{:<40} {:<10}"` / `"{:<40} {:<10.2f}"`, so short
 //! values leave trailing spaces; section rulers are `"{:-^50}"`, which in Python and in Rust
 //! alike put the odd pad character on the right. Every rendered string ends with a newline.
 
@@ -474,8 +474,8 @@ mod tests {
         }
     }
 
-    /// The synthetic numbers of the literal example in PEERS §2.2.
-    fn peers_example() -> PhaseSummary {
+    /// Synthetic figures filling every row of the block.
+    fn vllm_example() -> PhaseSummary {
         PhaseSummary {
             name: "main".into(),
             completed: 1000,
@@ -510,8 +510,9 @@ mod tests {
         }
     }
 
-    /// Copied from PEERS.md §2.2 (trailing spaces preserved).
-    const PEERS_BLOCK: &str = "\
+    /// The block `vllm bench serve` prints for those figures, in its layout (trailing spaces
+    /// preserved).
+    const VLLM_BLOCK: &str = "\
 ============ Serving Benchmark Result ============
 Successful requests:                     1000      
 Failed requests:                         0         
@@ -546,16 +547,16 @@ P99 E2EL (ms):                           3990.70
 ";
 
     #[test]
-    fn vllm_block_matches_peers_literal() {
+    fn vllm_block_matches_vllms_layout() {
         assert_eq!(
-            render_vllm_block(&peers_example(), &[99.0], true),
-            PEERS_BLOCK
+            render_vllm_block(&vllm_example(), &[99.0], true),
+            VLLM_BLOCK
         );
     }
 
     #[test]
     fn vllm_block_optional_rows() {
-        let mut s = peers_example();
+        let mut s = vllm_example();
         s.max_concurrency = None;
         s.request_rate = None; // infinite: no "configured" row
         s.failed = 3;
@@ -585,7 +586,7 @@ Output token throughput (tok/s):         2445.28
 
     #[test]
     fn section_rulers_match_vllm_reference_output() {
-        // Literal lines from shared/reference/vllm-poisson-20min.txt.
+        // Literal lines of a report printed by `vllm bench serve` (a 20-minute Poisson run).
         let mut out = String::new();
         title(&mut out, " Serving Benchmark Result ");
         section(&mut out, "Time to First Token");
@@ -621,7 +622,7 @@ Output token throughput (tok/s):         2445.28
 
     #[test]
     fn extras_golden() {
-        let mut s = peers_example();
+        let mut s = vllm_example();
         s.failures_by_kind = vec![
             FailureCount {
                 kind: ErrorKind::Http5xx,
@@ -680,7 +681,7 @@ WARNING: the client could not keep its schedule (P99 send lateness 12.35 ms > 10
 
     #[test]
     fn extras_without_failures_or_warning() {
-        let text = render_extras(&peers_example(), &[99.0]);
+        let text = render_extras(&vllm_example(), &[99.0]);
         assert!(!text.contains("Failed"));
         assert!(!text.contains("WARNING"));
         assert!(text.ends_with("Max send lateness (ms):                  0.90      \n==================================================\n"));
@@ -738,9 +739,9 @@ Runner version:  0.1.0
 
     #[test]
     fn phase_table_golden() {
-        let mut a = peers_example();
+        let mut a = vllm_example();
         a.name = "rate=1".into();
-        let mut b = peers_example();
+        let mut b = vllm_example();
         b.name = "rate=16 (saturated)".into();
         b.completed = 12;
         b.failed = 3;
@@ -756,7 +757,7 @@ rate=16 (saturated)    12       3       52.35  19.10    2445.28        112.30   
 
     #[test]
     fn phase_table_without_p99_uses_highest() {
-        let mut a = peers_example();
+        let mut a = vllm_example();
         a.ttft.percentiles = vec![(50.0, 1.0), (90.0, 2.0)];
         let text = render_phase_table(&[a]);
         assert!(text.starts_with("phase  "));
