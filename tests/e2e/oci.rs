@@ -3,7 +3,9 @@
 //! test's temp dir. `runner push`, then runs by tag and by digest from another working
 //! directory with a cache of its own; a wrong pin, a moved digest tag and a tampered blob
 //! are refused before anything runs; with the registry stopped a pinned reference runs
-//! from the cache; `runner verify --expect` refuses a re-packed, modified package.
+//! from the cache; `runner verify --expect` refuses a re-packed, modified package; a
+//! registry behind htpasswd takes credentials from the environment or a Docker
+//! configuration, and no output shows them.
 //!
 //! Skipped with a reason when `docker-registry` is not installed, unless
 //! RUNNER_REQUIRE_REGISTRY=1.
@@ -25,12 +27,13 @@ struct Registry {
 }
 
 impl Registry {
-    fn start(program: &Path, dir: &Path) -> Registry {
+    /// Starts a registry in `dir`; `extra` is appended to its configuration.
+    fn start(program: &Path, dir: &Path, extra: &str) -> Registry {
         let port = free_port();
         let storage = dir.join("storage");
         // No blob descriptor cache: every read goes to the files, which the test edits.
         let config = format!(
-            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n{extra}",
             storage.display()
         );
         let config_path = dir.join("config.yml");
@@ -65,7 +68,8 @@ impl Registry {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// Whether `GET /v2/` answers 200, as the distribution API's version check.
+    /// Whether `GET /v2/` answers (200, or 401 asking for credentials): the distribution
+    /// API's version check.
     fn answers(&self) -> bool {
         let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
@@ -75,7 +79,7 @@ impl Registry {
         let mut answer = String::new();
         s.write_all(request.as_bytes()).is_ok()
             && s.read_to_string(&mut answer).is_ok()
-            && answer.split_whitespace().nth(1) == Some("200")
+            && matches!(answer.split_whitespace().nth(1), Some("200" | "401"))
     }
 
     /// The file Distribution keeps a blob in.
@@ -132,7 +136,14 @@ fn registry_or_skip() -> Option<PathBuf> {
 
 /// Runs the runner in `cwd` with its own cache and no credentials from this machine.
 fn runner_in(cwd: &Path, cache: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runner"))
+    runner_with(cwd, cache, args, &[])
+}
+
+/// [`runner_in`] with `env` set (the Docker configuration is read from `cwd` unless
+/// `env` names another).
+fn runner_with(cwd: &Path, cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_runner"));
+    command
         .args(args)
         .current_dir(cwd)
         .env("RUNNER_CACHE_DIR", cache)
@@ -140,9 +151,11 @@ fn runner_in(cwd: &Path, cache: &Path, args: &[&str]) -> Output {
         .env_remove("RUNNER_REGISTRY_USERNAME")
         .env_remove("RUNNER_REGISTRY_PASSWORD")
         .env_remove("OPENAI_API_KEY")
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("the runner binary starts")
+        .env("RUST_BACKTRACE", "0");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect("the runner binary starts")
 }
 
 /// A package directory of the bundled long_context scenario, `version` in its manifest.
@@ -252,7 +265,7 @@ fn a_pushed_package_runs_by_tag_and_digest_is_checked_and_runs_offline_once_pull
     for d in [&publisher, &elsewhere] {
         std::fs::create_dir_all(d).unwrap();
     }
-    let mut registry = Registry::start(&program, tmp.path());
+    let mut registry = Registry::start(&program, tmp.path(), "");
     let base = format!("oci://{}/{REPOSITORY}", registry.host());
 
     let (archive, packed) = pack(&package_dir(&publisher, "1.0.0"), &publisher);
@@ -421,4 +434,71 @@ fn verify_expect_refuses_a_repacked_modified_package() {
             && err.contains(&format!("actual sha256:{new_digest}")),
         "{err}"
     );
+}
+
+/// The registry's one user, and the bcrypt hash of its password as Distribution's htpasswd
+/// file holds it (cost 4, so the registry checks it quickly on every request).
+const USER: &str = "ci-user";
+const PASSWORD: &str = "pw-Zq8-registry";
+const PASSWORD_BCRYPT: &str = "$2b$04$it3qaAKruKkSAdU.jmHsK..87IiyhT5hwMuqVZolNUrwpVBADtSru";
+
+#[test]
+fn credentials_come_from_the_environment_or_the_docker_config_and_are_never_shown() {
+    let Some(program) = registry_or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let htpasswd = tmp.path().join("htpasswd");
+    std::fs::write(&htpasswd, format!("{USER}:{PASSWORD_BCRYPT}\n")).unwrap();
+    let auth = format!(
+        "auth:\n  htpasswd:\n    realm: test\n    path: {}\n",
+        htpasswd.display()
+    );
+    let registry = Registry::start(&program, tmp.path(), &auth);
+    let reference = format!("oci://{}/{REPOSITORY}:1.0", registry.host());
+    let (archive, digest) = pack(&package_dir(&work, "1.0.0"), &work);
+    let a = archive.display().to_string();
+    let cache = tmp.path().join("cache");
+
+    let anonymous = runner_in(&work, &cache, &["push", &a, &reference]);
+    assert_eq!(anonymous.status.code(), Some(1));
+    assert!(stderr(&anonymous).contains("401"), "{}", stderr(&anonymous));
+    let wrong = [
+        ("RUNNER_REGISTRY_USERNAME", USER),
+        ("RUNNER_REGISTRY_PASSWORD", "not-it"),
+    ];
+    let refused = runner_with(&work, &cache, &["push", &a, &reference], &wrong);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+
+    let env = [
+        ("RUNNER_REGISTRY_USERNAME", USER),
+        ("RUNNER_REGISTRY_PASSWORD", PASSWORD),
+    ];
+    let pushed = runner_with(&work, &cache, &["push", &a, &reference], &env);
+    assert!(pushed.status.success(), "{}", stderr(&pushed));
+    assert!(stdout(&pushed).contains(&digest));
+
+    // `docker login`'s form: base64 of user:password under the registry's host:port.
+    use base64::Engine as _;
+    let token = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+    let docker = tmp.path().join("docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    let config = serde_json::json!({"auths": {registry.host(): {"auth": token}}});
+    std::fs::write(docker.join("config.json"), config.to_string()).unwrap();
+    let docker_env = [("DOCKER_CONFIG", docker.to_str().unwrap())];
+    let info = runner_with(&work, &cache, &["info", &reference], &docker_env);
+    assert!(info.status.success(), "{}", stderr(&info));
+    assert!(stdout(&info).contains(&format!("sha256 {digest}")));
+    let unauthorised = runner_in(&work, &tmp.path().join("cache-anon"), &["info", &reference]);
+    assert_eq!(unauthorised.status.code(), Some(1));
+
+    let shown: String = [&anonymous, &refused, &pushed, &info, &unauthorised]
+        .iter()
+        .map(|o| stdout(o) + stderr(o).as_str())
+        .collect();
+    for secret in [PASSWORD, "not-it", token.as_str()] {
+        assert!(!shown.contains(secret), "{secret} shown: {shown}");
+    }
 }
