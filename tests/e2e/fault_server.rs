@@ -346,36 +346,40 @@ async fn stall(stream: &mut TcpStream) {
 
 /// Writes the answer; returns whether the connection stays open for another request.
 async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: SocketAddr) -> bool {
-    let out = match (req.path.as_str(), fault) {
-        ("/health", _) => simple("200 OK", "", "{}"),
-        ("/v1/models", _) => simple(
+    let out = match req.path.as_str() {
+        "/health" => simple("200 OK", "", "{}"),
+        "/v1/models" => simple(
             "200 OK",
             "",
             r#"{"object":"list","data":[{"id":"fault-model","object":"model"}]}"#,
         ),
-        (_, Fault::None | Fault::Paced) => normal_stream(),
-        (_, Fault::BadRequest) => simple(
+        _ => match error_answer(req, fault, dead).or_else(|| stream_answer(req, fault)) {
+            Some(out) => out,
+            None => return misbehave(stream, fault).await,
+        },
+    };
+    stream.write_all(out.as_bytes()).await.is_ok()
+}
+
+/// The faults answered whole with an HTTP error or a redirect.
+fn error_answer(req: &Request, fault: Fault, dead: SocketAddr) -> Option<String> {
+    let out = match fault {
+        Fault::BadRequest => simple(
             "400 Bad Request",
             "",
             r#"{"error":{"message":"injected: max_tokens is too large","type":"BadRequestError"}}"#,
         ),
-        (_, Fault::RateLimited) => simple(
+        Fault::RateLimited => simple(
             "429 Too Many Requests",
             "retry-after: 7\r\n",
             r#"{"error":{"message":"injected: slow down"}}"#,
         ),
-        (_, Fault::Unavailable) => simple(
+        Fault::Unavailable => simple(
             "503 Service Unavailable",
             "",
             r#"{"error":{"message":"injected: overloaded"}}"#,
         ),
-        (_, Fault::UnavailableStalled) => {
-            let head = "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"error\":";
-            let _ = stream.write_all(head.as_bytes()).await;
-            stall(stream).await;
-            return false;
-        }
-        (_, Fault::EchoAuth) => {
+        Fault::EchoAuth => {
             let auth = req.headers.get("authorization").cloned().unwrap_or_default();
             simple(
                 "401 Unauthorized",
@@ -383,8 +387,44 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
                 &format!(r#"{{"error":{{"message":"injected: bad key in header `{auth}`"}}}}"#),
             )
         }
-        (_, Fault::EchoAuthInTimings) => {
+        Fault::EchoAuthAtCut => {
             let auth = req.headers.get("authorization").cloned().unwrap_or_default();
+            let key = auth.strip_prefix("Bearer ").unwrap_or(&auth);
+            // `HTTP 400: ` is not part of the cut text: 290 characters of padding, then the
+            // key, so its first 10 characters fall before character 300 and the rest after.
+            let body = format!("{}{key} and more text after it", "x".repeat(290));
+            simple("400 Bad Request", "", &body)
+        }
+        Fault::RedirectAway => format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://{dead}{}\r\ncontent-length: 0\r\n\r\n",
+            req.path
+        ),
+        Fault::RedirectLoop => format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: {}\r\ncontent-length: 0\r\n\r\n",
+            req.path
+        ),
+        Fault::EscapeBody => {
+            let body = format!("overloaded {ESCAPES}\nsecond line");
+            format!(
+                "HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        }
+        _ => return None,
+    };
+    Some(out)
+}
+
+/// The faults answered whole with a 200 event stream, well-formed or not.
+fn stream_answer(req: &Request, fault: Fault) -> Option<String> {
+    let out = match fault {
+        Fault::None | Fault::Paced => normal_stream(),
+        Fault::EchoAuthInTimings => {
+            let auth = req
+                .headers
+                .get("authorization")
+                .cloned()
+                .unwrap_or_default();
             let timings = serde_json::json!({
                 "choices": [],
                 "usage": {"prompt_tokens": 2, "completion_tokens": 3},
@@ -398,44 +438,10 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
             s += &event("[DONE]");
             s + "0\r\n\r\n"
         }
-        (_, Fault::EchoAuthAtCut) => {
-            let auth = req.headers.get("authorization").cloned().unwrap_or_default();
-            let key = auth.strip_prefix("Bearer ").unwrap_or(&auth);
-            // `HTTP 400: ` is not part of the cut text: 290 characters of padding, then the
-            // key, so its first 10 characters fall before character 300 and the rest after.
-            let body = format!("{}{key} and more text after it", "x".repeat(290));
-            simple("400 Bad Request", "", &body)
-        }
-        (_, Fault::RedirectAway) => format!(
-            "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://{dead}{}\r\ncontent-length: 0\r\n\r\n",
-            req.path
-        ),
-        (_, Fault::RedirectLoop) => format!(
-            "HTTP/1.1 307 Temporary Redirect\r\nlocation: {}\r\ncontent-length: 0\r\n\r\n",
-            req.path
-        ),
-        (_, Fault::EscapeBody) => {
-            let body = format!("overloaded {ESCAPES}\nsecond line");
-            format!(
-                "HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{body}",
-                body.len()
-            )
-        }
-        (_, Fault::EscapeLine) => {
+        Fault::EscapeLine => {
             STREAM_HEAD.to_string() + &*chunk(&format!("oops {ESCAPES}\n\n")) + "0\r\n\r\n"
         }
-        (_, Fault::GzipBody) => {
-            // A gzip member header and deflate bytes: what a compressed error page starts
-            // with, not text.
-            let body: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xab\x56\x4a\x2d\x2a\xca\x2f\x52\xb2\x52\x1b\x9b\x00";
-            let head = format!(
-                "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ncontent-length: {}\r\n\r\n",
-                body.len()
-            );
-            let _ = stream.write_all(head.as_bytes()).await;
-            return stream.write_all(body).await.is_ok();
-        }
-        (_, Fault::CrLines | Fault::Bom) => {
+        Fault::CrLines | Fault::Bom => {
             let (mut start, nl) = if fault == Fault::Bom {
                 ("\u{feff}", "\n")
             } else {
@@ -449,12 +455,63 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
             }
             s + "0\r\n\r\n"
         }
-        (_, Fault::CloseAfterRead) => return false,
-        (_, Fault::LongWord) => {
+        Fault::LongWord => {
             let word = serde_json::json!({"choices": [{"index": 0, "text": "a".repeat(100_000)}]});
             STREAM_HEAD.to_string() + &*event(&word.to_string()) + &*event("[DONE]") + "0\r\n\r\n"
         }
-        (_, Fault::Endless) => {
+        Fault::NotSse => {
+            STREAM_HEAD.to_string() + &*chunk(&format!("{TOKEN}\n{TOKEN}\n")) + "0\r\n\r\n"
+        }
+        Fault::BadJson => {
+            STREAM_HEAD.to_string()
+                + &*event(r#"{"choices":[{"index":0,"text":" tok"}"#)
+                + &*event("[DONE]")
+                + "0\r\n\r\n"
+        }
+        Fault::ErrorObject => {
+            STREAM_HEAD.to_string()
+                + &*event(TOKEN)
+                + &*event(
+                    r#"{"error":{"message":"injected: engine died","type":"InternalServerError","code":500}}"#,
+                )
+                + &*event("[DONE]")
+                + "0\r\n\r\n"
+        }
+        Fault::Empty => {
+            STREAM_HEAD.to_string()
+                + &*event(r#"{"choices":[{"index":0,"text":"","finish_reason":"stop"}]}"#)
+                + &*event(r#"{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":0}}"#)
+                + &*event("[DONE]")
+                + "0\r\n\r\n"
+        }
+        _ => return None,
+    };
+    Some(out)
+}
+
+/// The faults that write part of an answer, stall, or close the connection; returns
+/// whether the connection stays open.
+async fn misbehave(stream: &mut TcpStream, fault: Fault) -> bool {
+    match fault {
+        Fault::UnavailableStalled => {
+            let head = "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"error\":";
+            let _ = stream.write_all(head.as_bytes()).await;
+            stall(stream).await;
+            false
+        }
+        Fault::GzipBody => {
+            // A gzip member header and deflate bytes: what a compressed error page starts
+            // with, not text.
+            let body: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xab\x56\x4a\x2d\x2a\xca\x2f\x52\xb2\x52\x1b\x9b\x00";
+            let head = format!(
+                "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            stream.write_all(body).await.is_ok()
+        }
+        Fault::CloseAfterRead => false,
+        Fault::Endless => {
             let _ = stream.write_all(STREAM_HEAD.as_bytes()).await;
             let batch = event(TOKEN).repeat(1000);
             // Bounded, should the client never stop reading: 10 million events.
@@ -463,55 +520,32 @@ async fn respond(stream: &mut TcpStream, req: &Request, fault: Fault, dead: Sock
                     break;
                 }
             }
-            return false;
+            false
         }
-        (_, Fault::CloseAfterAnswer) => {
+        Fault::CloseAfterAnswer => {
             let _ = stream.write_all(normal_stream().as_bytes()).await;
             let _ = stream.flush().await;
-            return false;
+            false
         }
-        (_, Fault::Reset) => {
+        Fault::Reset => {
             let _ = stream.set_zero_linger();
-            return false;
+            false
         }
-        (_, Fault::Cut) => {
+        Fault::Cut => {
             let s = STREAM_HEAD.to_string() + &*event(TOKEN);
             let _ = stream.write_all(s.as_bytes()).await;
             let _ = stream.flush().await;
-            return false;
+            false
         }
-        (_, Fault::StallAfterFirst | Fault::StallBeforeFirst) => {
+        Fault::StallAfterFirst | Fault::StallBeforeFirst => {
             let mut s = STREAM_HEAD.to_string();
             if fault == Fault::StallAfterFirst {
                 s += &event(TOKEN);
             }
             let _ = stream.write_all(s.as_bytes()).await;
             stall(stream).await;
-            return false;
+            false
         }
-        (_, Fault::NotSse) => {
-            STREAM_HEAD.to_string() + &*chunk(&format!("{TOKEN}\n{TOKEN}\n")) + "0\r\n\r\n"
-        }
-        (_, Fault::BadJson) => {
-            STREAM_HEAD.to_string()
-                + &*event(r#"{"choices":[{"index":0,"text":" tok"}"#)
-                + &*event("[DONE]")
-                + "0\r\n\r\n"
-        }
-        (_, Fault::ErrorObject) => {
-            STREAM_HEAD.to_string()
-                + &*event(TOKEN)
-                + &*event(r#"{"error":{"message":"injected: engine died","type":"InternalServerError","code":500}}"#)
-                + &*event("[DONE]")
-                + "0\r\n\r\n"
-        }
-        (_, Fault::Empty) => {
-            STREAM_HEAD.to_string()
-                + &*event(r#"{"choices":[{"index":0,"text":"","finish_reason":"stop"}]}"#)
-                + &*event(r#"{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":0}}"#)
-                + &*event("[DONE]")
-                + "0\r\n\r\n"
-        }
-    };
-    stream.write_all(out.as_bytes()).await.is_ok()
+        _ => false,
+    }
 }

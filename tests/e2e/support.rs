@@ -22,12 +22,19 @@ pub fn fixture(name: &str) -> String {
         .to_string()
 }
 
+/// Where the runs of these tests keep compiled components and pulled packages: under
+/// target/, not in the user's own cache.
+pub fn test_cache_dir() -> PathBuf {
+    repo().join("target/tmp/runner-cache")
+}
+
 /// Runs `runner ARGS…` to completion (every run in these tests is bounded in requests).
 pub fn runner(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_runner"))
         .args(args)
         .env_remove("OPENAI_API_KEY")
         .env("RUST_BACKTRACE", "0")
+        .env("RUNNER_CACHE_DIR", test_cache_dir())
         .output()
         .expect("the runner binary starts")
 }
@@ -112,6 +119,7 @@ pub fn spawn_runner(args: &[&str]) -> std::process::Child {
         .args(args)
         .env_remove("OPENAI_API_KEY")
         .env("RUST_BACKTRACE", "0")
+        .env("RUNNER_CACHE_DIR", test_cache_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
