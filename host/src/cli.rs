@@ -95,8 +95,9 @@ pub struct ScenarioArg {
 
 #[derive(Args)]
 pub struct PushArgs {
-    /// The package archive (.scenario.tar.gz, written by `runner pack`)
-    pub archive: PathBuf,
+    /// The package: an archive (.scenario.tar.gz, written by `runner pack`) or a package
+    /// directory, packed on the way
+    pub package: PathBuf,
     /// Where to publish it: oci://HOST[:PORT]/REPO:TAG
     #[arg(value_name = "oci://HOST[:PORT]/REPO:TAG")]
     pub reference: String,

@@ -272,6 +272,15 @@ fn a_pushed_package_runs_by_tag_and_digest_is_checked_and_runs_offline_once_pull
     let pushed = push(&publisher, &archive, &format!("{base}:1.0"));
     assert_eq!(pushed.package, packed, "push names the digest pack printed");
     assert_ne!(pushed.manifest, pushed.package);
+    // The directory itself, packed on the way: the archive is reproducible, so the
+    // registry gets the same manifest.
+    let from_dir = push(
+        &publisher,
+        &publisher.join("src-1.0.0"),
+        &format!("{base}:1.0-dir"),
+    );
+    assert_eq!(from_dir.package, pushed.package);
+    assert_eq!(from_dir.manifest, pushed.manifest);
 
     // From another directory, with a cache of its own: by tag, by package digest, by
     // manifest digest. Each records the package digest it ran.

@@ -1,17 +1,29 @@
-//! `runner push ARCHIVE oci://HOST[:PORT]/REPO:TAG`: a package archive into an OCI
-//! registry, and the two digests a team may quote, each said for what it is.
+//! `runner push PACKAGE oci://HOST[:PORT]/REPO:TAG`: a package archive (or a package
+//! directory, packed on the way) into an OCI registry, and the two digests a team may
+//! quote, each said for what it is.
 
 use anyhow::{anyhow, Result};
 
 use crate::cli::PushArgs;
 use crate::package::oci::{self, Access, OciRef};
+use crate::package;
 
 pub fn push(a: PushArgs) -> Result<()> {
     let reference = OciRef::parse(&a.reference).map_err(|e| anyhow!(e))?;
     let access = Access {
         insecure: a.insecure_registry,
     };
-    let p = oci::push(&a.archive, &reference, &access).map_err(|e| anyhow!(e))?;
+    // A directory is packed as `runner pack` would: the archive is reproducible, so the
+    // registry gets the same bytes, and the same manifest digest, either way.
+    let packed = tempfile::tempdir()?;
+    let archive = if a.package.is_dir() {
+        package::pack(&a.package, packed.path())
+            .map_err(|e| anyhow!(e))?
+            .0
+    } else {
+        a.package.clone()
+    };
+    let p = oci::push(&archive, &reference, &access).map_err(|e| anyhow!(e))?;
     let pinned = format!(
         "{}{}/{}@sha256:{}",
         oci::SCHEME,
