@@ -239,6 +239,19 @@ fn open_loop_shards_merge_into_the_single_run() {
     assert!(text.contains("============ Serving Benchmark Result ============"));
     let m = json(&merged.join("result.json"));
 
+    merged_is_the_single_run(&m, &single_result, &text, &dirs);
+    merged_reports_starts_and_files(&m, &text, &merged);
+    thresholds_are_checked_on_the_merged_run(&dirs);
+    incomplete_or_mixed_shard_sets_are_refused(tmp.path(), &scenario, &sim.url, &dirs);
+}
+
+/// The union of the shards' streams, counts, tags and percentiles is the single run's.
+fn merged_is_the_single_run(
+    m: &serde_json::Value,
+    single_result: &serde_json::Value,
+    text: &str,
+    dirs: &[PathBuf],
+) {
     // The union of the four streams is the single run's stream.
     let digest = single_result["runner"]["request_digest"]
         .as_str()
@@ -279,8 +292,8 @@ fn open_loop_shards_merge_into_the_single_run() {
             })
             .collect()
     };
-    assert_eq!(tags(&m).len(), 2);
-    assert_eq!(tags(&m), tags(&single_result));
+    assert_eq!(tags(m).len(), 2);
+    assert_eq!(tags(m), tags(single_result));
     // Every shard sent its stripe: 40 of the 160 requests.
     for (i, d) in dirs.iter().enumerate() {
         let recs = records_in(d);
@@ -290,8 +303,11 @@ fn open_loop_shards_merge_into_the_single_run() {
             .all(|r| r["index"].as_u64().unwrap() % SHARDS as u64 == i as u64));
     }
 
-    assert_merged_percentiles(&m, &dirs);
+    assert_merged_percentiles(m, dirs);
+}
 
+/// The shards' start offsets and spread, and the same exports as a single run's --output.
+fn merged_reports_starts_and_files(m: &serde_json::Value, text: &str, merged: &Path) {
     // The shards' starts: one offset each against --start-at, and their spread.
     let shard_info = &m["shards"];
     assert_eq!(shard_info["count"].as_u64(), Some(SHARDS as u64));
@@ -316,14 +332,16 @@ fn open_loop_shards_merge_into_the_single_run() {
     ] {
         assert!(merged.join(f).is_file(), "{f}");
     }
-    assert_eq!(records_in(&merged).len(), 160);
+    assert_eq!(records_in(merged).len(), 160);
+}
 
+fn thresholds_are_checked_on_the_merged_run(dirs: &[PathBuf]) {
     // Thresholds are checked on the merged run: a count only the union reaches, and a
     // percentile the shards did not report (they ran with the default 99) computed from
     // the merged histograms.
     let checked = |thresholds: &[&str]| {
         let mut args: Vec<String> = vec!["merge".into(), "-q".into()];
-        args.extend(dir_args(&dirs));
+        args.extend(dir_args(dirs));
         for t in thresholds {
             args.extend(["--threshold".into(), t.to_string()]);
         }
@@ -343,7 +361,14 @@ fn open_loop_shards_merge_into_the_single_run() {
         stderr(&out).trim(),
         "error: 1 of 2 thresholds failed: completed>160 (160.00)"
     );
+}
 
+fn incomplete_or_mixed_shard_sets_are_refused(
+    tmp: &Path,
+    scenario: &str,
+    sim_url: &str,
+    dirs: &[PathBuf],
+) {
     // A missing shard is refused, naming it.
     let mut three = vec!["merge".to_string()];
     three.extend(dir_args(&dirs[..3]));
@@ -364,12 +389,12 @@ fn open_loop_shards_merge_into_the_single_run() {
     );
 
     // A shard of another workload (another seed) is refused, naming its directory.
-    let foreign = tmp.path().join("foreign3");
+    let foreign = tmp.join("foreign3");
     let foreign_dir = foreign.display().to_string();
     let out = runner(&[
-        &scenario,
+        scenario,
         "--target",
-        &sim.url,
+        sim_url,
         "-q",
         "--shard",
         "3/4",
