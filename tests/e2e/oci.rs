@@ -443,6 +443,20 @@ fn verify_expect_refuses_a_repacked_modified_package() {
             && err.contains(&format!("actual sha256:{new_digest}")),
         "{err}"
     );
+    // Refused before any of its code is loaded: a package whose entry would not even
+    // compile is named as the wrong package, not as a broken script.
+    writeln!(entry, "fn describe( {{").unwrap();
+    let broken_out = tmp.path().join("broken");
+    std::fs::create_dir_all(&broken_out).unwrap();
+    let (broken, _) = pack(&dir, &broken_out);
+    let o = runner_in(
+        tmp.path(),
+        tmp.path(),
+        &["verify", &broken.display().to_string(), "--expect", &expect],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("is not the expected package"), "{err}");
 }
 
 /// The registry's one user, and the bcrypt hash of its password as Distribution's htpasswd

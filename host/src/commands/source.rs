@@ -36,43 +36,67 @@ pub fn load_scenario(
     data_dirs: &[PathBuf],
     quiet: bool,
 ) -> Result<Loaded> {
-    let search = package::search_path(&arg.scenario_path);
-    let (entry, package) = match package::resolve(
-        &arg.scenario,
-        &search,
-        &package::oci::Access {
+    Source::resolve(arg)?.load(tokenizer, data_dirs, quiet)
+}
+
+/// A scenario argument resolved to its entry file (and package), nothing of it run yet:
+/// `verify --expect` checks the digest here, before any code of the package is loaded.
+pub struct Source {
+    entry: PathBuf,
+    package: Option<Package>,
+}
+
+impl Source {
+    pub fn resolve(arg: &ScenarioArg) -> Result<Source> {
+        let search = package::search_path(&arg.scenario_path);
+        let access = package::oci::Access {
             insecure: arg.insecure_registry.clone(),
-        },
-    )
-    .map_err(|e| anyhow!(e))?
-    {
-        Resolved::File(path) => (path, None),
-        Resolved::Package(p) => (p.entry(), Some(*p)),
-    };
-    for d in data_dirs {
-        if !d.is_dir() {
-            bail!("--data-dir {} is not a directory", d.display());
-        }
+        };
+        let (entry, package) =
+            match package::resolve(&arg.scenario, &search, &access).map_err(|e| anyhow!(e))? {
+                Resolved::File(path) => (path, None),
+                Resolved::Package(p) => (p.entry(), Some(*p)),
+            };
+        Ok(Source { entry, package })
     }
-    let files = match &package {
-        Some(p) => FileAccess::package(&p.root, data_dirs),
-        None => FileAccess::lone_file(&scenario_dir(&entry), data_dirs),
-    };
-    let scenario = scenario::load(&entry, HostContext::new(tokenizer, files, quiet))?;
-    let mut description = scenario.describe().clone();
-    let digest = match &package {
-        Some(p) => {
-            p.apply_defaults(&mut description).map_err(|e| anyhow!(e))?;
-            p.digest.clone()
+
+    /// What identifies the workload's code: the package digest, or the sha256 of the file.
+    pub fn digest(&self) -> Result<String> {
+        Ok(match &self.package {
+            Some(p) => p.digest.clone(),
+            None => hex::encode(sha2::Sha256::digest(
+                std::fs::read(&self.entry)
+                    .with_context(|| format!("cannot read {}", self.entry.display()))?,
+            )),
+        })
+    }
+
+    pub fn load(
+        self,
+        tokenizer: Arc<Tokenizer>,
+        data_dirs: &[PathBuf],
+        quiet: bool,
+    ) -> Result<Loaded> {
+        for d in data_dirs {
+            if !d.is_dir() {
+                bail!("--data-dir {} is not a directory", d.display());
+            }
         }
-        None => hex::encode(sha2::Sha256::digest(
-            std::fs::read(&entry).with_context(|| format!("cannot read {}", entry.display()))?,
-        )),
-    };
-    Ok(Loaded {
-        scenario,
-        description,
-        package,
-        digest,
-    })
+        let files = match &self.package {
+            Some(p) => FileAccess::package(&p.root, data_dirs),
+            None => FileAccess::lone_file(&scenario_dir(&self.entry), data_dirs),
+        };
+        let digest = self.digest()?;
+        let scenario = scenario::load(&self.entry, HostContext::new(tokenizer, files, quiet))?;
+        let mut description = scenario.describe().clone();
+        if let Some(p) = &self.package {
+            p.apply_defaults(&mut description).map_err(|e| anyhow!(e))?;
+        }
+        Ok(Loaded {
+            scenario,
+            description,
+            package: self.package,
+            digest,
+        })
+    }
 }

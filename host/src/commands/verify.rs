@@ -3,7 +3,7 @@
 use anyhow::{anyhow, bail, Result};
 
 use super::load_tokenizer;
-use super::source::load_scenario;
+use super::source::Source;
 use crate::cli::VerifyArgs;
 use crate::scenario::Params;
 
@@ -14,17 +14,18 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
         })?),
         None => None,
     };
-    let tokenizer = load_tokenizer("o200k_base")?;
-    let mut loaded = load_scenario(&a.scenario, tokenizer, &[], true)?;
-    // Before the scenario is configured or asked for its phases: a package that is not
-    // the expected one goes no further.
-    if let Some(expected) = expected.filter(|e| *e != loaded.digest) {
+    // Before any of its code is loaded: a package that is not the expected one goes no
+    // further.
+    let source = Source::resolve(&a.scenario)?;
+    let actual = source.digest()?;
+    if let Some(expected) = expected.filter(|e| *e != actual) {
         bail!(
-            "{} is not the expected package: expected sha256:{expected}, actual sha256:{}",
+            "{} is not the expected package: expected sha256:{expected}, actual sha256:{actual}",
             a.scenario.scenario.display(),
-            loaded.digest
         );
     }
+    let tokenizer = load_tokenizer("o200k_base")?;
+    let mut loaded = source.load(tokenizer, &[], true)?;
     let params = Params::resolve(
         &a.scenario.scenario.display().to_string(),
         &loaded.description.params,
