@@ -15,9 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 
-/// The exit code of an interrupted run (see `cli::EXIT_INTERRUPTED` and the README).
-const EXIT_INTERRUPTED: i32 = 130;
-
 /// The directories alive now.
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Set, under the lock, once the process is removing them on its way out: no file is
@@ -171,7 +168,7 @@ fn watch_signals() {
                             std::io::stderr(),
                             "error: interrupted ({name}); the unpacked package was removed"
                         );
-                        std::process::exit(EXIT_INTERRUPTED);
+                        std::process::exit(crate::interrupt::EXIT_INTERRUPTED);
                     }
                 }
             });
