@@ -86,6 +86,9 @@ pub fn prepare(
             body.insert("messages".into(), json!([{"role": "user", "content": t}]))
         }
         (Prompt::Messages(m), _) => body.insert("messages".into(), Value::Array(m.clone())),
+        (Prompt::Inputs(_), _) => {
+            return Err("a batch of embedding inputs needs --api embeddings".into())
+        }
     };
     // The names vLLM's benchmark client uses for each endpoint.
     let max_key = if api == Api::Chat {
@@ -511,6 +514,9 @@ impl Client {
             at: None,
             delay: None,
             input_tokens: None,
+            headers: vec![],
+            cancel: None,
+            target: None,
         };
         // Asks for usage as the run will, so a server that rejects it fails here.
         let prepared =

@@ -437,6 +437,7 @@ fn plan(
             .filter_map(|m| m.get("content").and_then(|c| c.as_str()))
             .map(|c| tokenizer.count(c) as u64)
             .sum(),
+        Prompt::Inputs(texts) => texts.iter().map(|t| tokenizer.count(t) as u64).sum(),
     });
     Ok(Planned {
         index,

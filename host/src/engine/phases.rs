@@ -252,5 +252,6 @@ fn phase_report(
         tpot: summary(&latencies.tpot),
         itl: summary(&latencies.itl),
         e2el: summary(&latencies.e2el),
+        server: vec![],
     }
 }

@@ -79,6 +79,7 @@ impl SentRequest {
             e2el_ms: record.e2el_ns().unwrap_or(0) as f64 / 1e6,
             input_tokens: record.input_tokens,
             output_tokens: record.output_tokens,
+            ..Outcome::default()
         });
         (record, outcome)
     }

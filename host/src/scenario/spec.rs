@@ -83,6 +83,17 @@ pub enum Prompt {
     Tokens(Vec<u32>),
     /// Chat messages as JSON objects (`{role, content}`), sent to the chat endpoint.
     Messages(Vec<serde_json::Value>),
+    /// A batch of input texts for the embeddings endpoint (`--api embeddings`).
+    Inputs(Vec<String>),
+}
+
+/// When the client gives up on a request mid-stream, as a chat user who stops reading
+/// does: after this many output tokens, or this many milliseconds after the send,
+/// whichever comes first. The record counts as cancelled, not failed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cancel {
+    pub after_tokens: Option<u64>,
+    pub after_ms: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -101,6 +112,12 @@ pub struct RequestSpec {
     pub delay: Option<f64>,
     /// Prompt length known to the scenario, used when the server reports no usage.
     pub input_tokens: Option<u64>,
+    /// HTTP headers of this request only (added to `--header`; session affinity, tenant).
+    pub headers: Vec<(String, String)>,
+    /// Give up on the request mid-stream (`None`: read it to the end).
+    pub cancel: Option<Cancel>,
+    /// Index of the `--target` to send to (`None`: round-robin over the targets).
+    pub target: Option<usize>,
 }
 
 /// What `next_request` gives the engine.
@@ -128,6 +145,26 @@ pub struct Outcome {
     pub e2el_ms: f64,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The client gave up as the request's `cancel` asked (not a failure).
+    pub cancelled: bool,
+    /// Time to the first answer (content) token, after any reasoning, ms.
+    pub ttfa_ms: Option<f64>,
+    /// Of `output_tokens`, those the model spent reasoning.
+    pub reasoning_tokens: u64,
+}
+
+/// The latest scraped value of each server metric, by metric name, summed over its
+/// label sets (a single-model server has one); histogram buckets are left out.
+pub type ServerValues = Vec<(String, f64)>;
+
+/// One server metric over a finished phase: its value at the end, and the mean and
+/// maximum of its samples during the phase.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerStat {
+    pub name: String,
+    pub last: f64,
+    pub mean: f64,
+    pub max: f64,
 }
 
 /// A live view of the current phase, given to `stop`.
@@ -143,6 +180,8 @@ pub struct Snapshot {
     pub ttft_p50_ms: f64,
     pub ttft_p99_ms: f64,
     pub e2el_p99_ms: f64,
+    /// The server's metrics at the latest scrape (empty when not scraped).
+    pub server: ServerValues,
 }
 
 /// Mean and the percentiles an adaptive scenario decides on, milliseconds.
@@ -178,6 +217,8 @@ pub struct PhaseReport {
     pub tpot: LatencySummary,
     pub itl: LatencySummary,
     pub e2el: LatencySummary,
+    /// The server's metrics over the phase (empty when not scraped).
+    pub server: Vec<ServerStat>,
 }
 
 /// A key-value result a scenario reports (the rate an SLO search found), shown in the

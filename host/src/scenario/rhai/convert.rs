@@ -332,6 +332,9 @@ fn request(map: &Map) -> Result<RequestSpec, String> {
         at: secs("at")?,
         delay: secs("delay")?,
         input_tokens: fields.count("input_tokens")?,
+        headers: vec![],
+        cancel: None,
+        target: None,
     })
 }
 

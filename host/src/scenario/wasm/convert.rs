@@ -99,6 +99,9 @@ fn request(r: wit::Request) -> Result<RequestSpec, String> {
         at: r.at,
         delay: r.delay,
         input_tokens: r.input_tokens,
+        headers: vec![],
+        cancel: None,
+        target: None,
     })
 }
 
