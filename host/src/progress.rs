@@ -186,6 +186,7 @@ mod tests {
             ttft_p50_ms: 48.14,
             ttft_p99_ms: 90.0,
             e2el_p99_ms: 900.0,
+            server: vec![],
         }
     }
 

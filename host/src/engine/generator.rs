@@ -387,7 +387,7 @@ impl<'t, 'a> PhaseGenerator<'t, 'a> {
         let (phase, index) = (self.phase, self.index);
         let scenario = &mut *self.thread.scenario;
         let request = match scenario.next_request(phase, index)? {
-            Next::Request(r) => r,
+            Next::Request(r) => *r,
             Next::Wait => return Ok(Generated::Wait),
             Next::Done => return Ok(Generated::Done),
         };

@@ -123,7 +123,8 @@ pub struct RequestSpec {
 /// What `next_request` gives the engine.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Next {
-    Request(RequestSpec),
+    /// Boxed: a request is large beside the other cases.
+    Request(Box<RequestSpec>),
     /// Nothing to send until a request in flight finishes (the next turn of a
     /// conversation needs the last answer): ask again after the next `on_response`.
     Wait,

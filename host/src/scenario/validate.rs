@@ -190,6 +190,9 @@ mod tests {
             at: None,
             delay: None,
             input_tokens: None,
+            headers: vec![],
+            cancel: None,
+            target: None,
         }
     }
 

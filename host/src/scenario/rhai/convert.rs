@@ -278,7 +278,7 @@ fn next(d: Dynamic) -> Result<Next, String> {
     let map = d
         .try_cast::<Map>()
         .ok_or("expected a map #{ prompt, max_tokens, … }, \"wait\", or () to end the phase")?;
-    request(&map).map(Next::Request)
+    request(&map).map(|r| Next::Request(Box::new(r)))
 }
 
 fn request(map: &Map) -> Result<RequestSpec, String> {

@@ -64,7 +64,7 @@ pub fn phase(i: usize, p: wit::Phase) -> Result<PhaseSpec, String> {
 /// A `next` answer; its rules are checked by the caller with [`validate::next`].
 pub fn next(n: wit::Next) -> Result<Next, String> {
     Ok(match n {
-        wit::Next::Request(r) => Next::Request(request(r)?),
+        wit::Next::Request(r) => Next::Request(Box::new(request(r)?)),
         wit::Next::Wait => Next::Wait,
         wit::Next::Done => Next::Done,
     })
