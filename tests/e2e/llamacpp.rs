@@ -194,24 +194,29 @@ fn concurrency_above_the_slots_queues_as_ttft() {
     let within = at("4");
     let above = at("8");
     eprintln!("(wait before prefill, engine service) ms at 4 in flight (4 slots): {within:.1?}\nat 8: {above:.1?}");
+    // A request queued when it waited for a good part of another request's service.
+    let queued = |runs: &[(f64, f64)]| {
+        let mut services: Vec<f64> = runs.iter().map(|&(_, s)| s).collect();
+        services.sort_by(f64::total_cmp);
+        let median = services[services.len() / 2];
+        runs.iter()
+            .filter(|&&(wait, _)| wait > 0.5 * median)
+            .count()
+    };
     // Within the slots nothing queues: a request waits at most for the engine step under
-    // way when it arrives, a small part of its own service time.
-    for &(wait, service) in &within {
-        assert!(
-            wait < 0.5 * service,
-            "waited {wait:.1} ms of {service:.1} ms: {within:.1?}"
-        );
-    }
+    // way when it arrives. On a busy machine one may still be late to its slot (CI saw
+    // one wait 75 ms of 149 ms), so this counts such requests rather than failing on one.
+    let (within_queued, above_queued) = (queued(&within), queued(&above));
+    assert!(
+        within_queued <= 2,
+        "{within_queued} of 16 queued within the slots: {within:.1?}"
+    );
     // Above them, a request waits for a slot to free: the 4 beyond the slots at the start,
-    // and those after them, wait for a good part of another request's service.
-    let mut services: Vec<f64> = above.iter().map(|&(_, s)| s).collect();
-    services.sort_by(f64::total_cmp);
-    let median = services[services.len() / 2];
-    let queued = above
-        .iter()
-        .filter(|&&(wait, _)| wait > 0.5 * median)
-        .count();
-    assert!(queued >= 4, "{queued} requests queued: {above:.1?}");
+    // and those after them.
+    assert!(
+        above_queued >= within_queued + 4,
+        "{above_queued} queued above the slots, {within_queued} within: {above:.1?}"
+    );
 }
 
 #[test]
