@@ -1,6 +1,7 @@
 //! The HTTP side: an OpenAI-compatible streaming client, its SSE framing, and the decoding
 //! of a response into timed content chunks.
 
+pub mod api;
 mod error_body;
 pub mod openai;
 pub mod sse;
@@ -10,4 +11,4 @@ pub mod stream;
 mod props;
 
 pub use openai::{prepare, Api, Client, ClientError, Prepared, Timeouts, UsageRequest};
-pub use stream::{BodyDecoder, ContentChunk, Exchange};
+pub use stream::{BodyDecoder, ContentChunk, Exchange, Generated};

@@ -15,30 +15,7 @@ use crate::redact::Redactor;
 use crate::scenario::{Prompt, RequestSpec};
 use crate::wire::REQUEST_ID;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Api {
-    /// `/v1/completions`
-    Completions,
-    /// `/v1/chat/completions`
-    Chat,
-}
-
-impl Api {
-    pub fn name(self) -> &'static str {
-        match self {
-            Api::Completions => "completions",
-            Api::Chat => "chat",
-        }
-    }
-
-    /// vLLM's `--backend` name for this endpoint, used in result JSON.
-    pub fn backend(self) -> &'static str {
-        match self {
-            Api::Completions => "openai",
-            Api::Chat => "openai-chat",
-        }
-    }
-}
+pub use super::api::Api;
 
 /// A request ready to send: the body is built off the I/O path, on the scenario thread.
 #[derive(Clone, Debug)]
@@ -59,66 +36,25 @@ pub enum UsageRequest {
     Continuous,
 }
 
-/// Builds the JSON body. `messages` always go to the chat endpoint; a plain prompt goes to
-/// the run's `--api` (wrapped as one user message for chat).
+/// Builds the JSON body for the API the request goes to ([`Api::for_prompt`]): the run's
+/// `--api`, except that chat messages on a completions run go to chat.
 pub fn prepare(
     spec: &RequestSpec,
     api: Api,
     model: &str,
     usage: UsageRequest,
 ) -> Result<Prepared, String> {
-    use serde_json::{json, Value};
-    let mut body = serde_json::Map::new();
-    body.insert("model".into(), json!(model));
-    let api =
-        match (&spec.prompt, api) {
-            (Prompt::Messages(_), _) => Api::Chat,
-            (Prompt::Tokens(_), Api::Chat) => return Err(
-                "a prompt of token ids can only be sent to /v1/completions; use --api completions"
-                    .into(),
-            ),
-            (_, api) => api,
-        };
-    match (&spec.prompt, api) {
-        (Prompt::Text(t), Api::Completions) => body.insert("prompt".into(), json!(t)),
-        (Prompt::Tokens(ids), _) => body.insert("prompt".into(), json!(ids)),
-        (Prompt::Text(t), Api::Chat) => {
-            body.insert("messages".into(), json!([{"role": "user", "content": t}]))
-        }
-        (Prompt::Messages(m), _) => body.insert("messages".into(), Value::Array(m.clone())),
-        (Prompt::Inputs(_), _) => {
-            return Err("a batch of embedding inputs needs --api embeddings".into())
-        }
-    };
-    // The names vLLM's benchmark client uses for each endpoint.
-    let max_key = if api == Api::Chat {
-        "max_completion_tokens"
-    } else {
-        "max_tokens"
-    };
-    body.insert(max_key.into(), json!(spec.max_tokens));
-    body.insert("stream".into(), json!(spec.stream));
-    match (spec.stream, usage) {
-        (true, UsageRequest::Final) => {
-            body.insert("stream_options".into(), json!({"include_usage": true}))
-        }
-        (true, UsageRequest::Continuous) => body.insert(
-            "stream_options".into(),
-            json!({"include_usage": true, "continuous_usage_stats": true}),
-        ),
-        _ => None,
-    };
-    if spec.ignore_eos {
-        body.insert("ignore_eos".into(), json!(true));
-    }
+    let api = api.for_prompt(&spec.prompt)?;
+    let mut body = api.body(spec, model, usage)?;
     for (k, v) in &spec.extra {
         body.insert(k.clone(), v.clone());
     }
-    let bytes = serde_json::to_vec(&Value::Object(body)).map_err(|e| e.to_string())?;
+    let bytes = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
     Ok(Prepared {
         api,
         body: Bytes::from(bytes),
-        stream: spec.stream,
+        // Embeddings are never streamed.
+        stream: spec.stream && api.generates(),
     })
 }
 
@@ -191,6 +127,27 @@ fn closed_before_response(e: &reqwest::Error) -> bool {
     !e.is_connect()
         && !e.is_timeout()
         && chain(e).contains("connection closed before message completed")
+}
+
+/// `req` with the API key where `api` expects it: Anthropic's Messages in `x-api-key`
+/// beside its `anthropic-version`, the OpenAI APIs as a bearer token.
+fn authorized(
+    req: reqwest::RequestBuilder,
+    api: Api,
+    key: Option<&str>,
+) -> reqwest::RequestBuilder {
+    match (api, key) {
+        (Api::Messages, key) => {
+            let version = super::api::messages::ANTHROPIC_VERSION;
+            let req = req.header("anthropic-version", version);
+            match key {
+                Some(key) => req.header("x-api-key", key),
+                None => req,
+            }
+        }
+        (_, Some(key)) => req.bearer_auth(key),
+        (_, None) => req,
+    }
 }
 
 /// The most of an error body read for its message.
@@ -270,10 +227,7 @@ impl Client {
     }
 
     fn url(&self, api: Api) -> String {
-        match api {
-            Api::Completions => format!("{}/v1/completions", self.base),
-            Api::Chat => format!("{}/v1/chat/completions", self.base),
-        }
+        format!("{}{}", self.base, api.path())
     }
 
     /// Removes the API key from text bound for a record, a report or the terminal: a
@@ -346,10 +300,7 @@ impl Client {
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .header(REQUEST_ID, request_id)
                 .body(p.body.clone());
-            match &self.api_key {
-                Some(key) => req.bearer_auth(key),
-                None => req,
-            }
+            authorized(req, p.api, self.api_key.as_deref())
         };
         let mut sent = request(&self.http).send().await;
         // llama.cpp's server closes the connection after every streamed response without
@@ -384,7 +335,7 @@ impl Client {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
-        let mut decoder = BodyDecoder::new(is_sse);
+        let mut decoder = BodyDecoder::for_api(p.api, is_sse);
         loop {
             match resp.chunk().await {
                 Ok(Some(bytes)) => {
@@ -498,13 +449,9 @@ impl Client {
             None => self.first_model().await?,
         };
         let spec = RequestSpec {
-            prompt: if api == Api::Chat {
-                Prompt::Messages(vec![
-                    serde_json::json!({"role": "user", "content": "Hello"}),
-                ])
-            } else {
-                Prompt::Text("Hello".into())
-            },
+            // A text prompt goes where the run's prompts go: chat, responses and messages
+            // wrap it as a user message, embeddings as a batch of one.
+            prompt: Prompt::Text("Hello".into()),
             max_tokens: 4,
             ignore_eos: false,
             stream: true,

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use serde::Deserialize;
 
+use super::api::{embeddings, messages, responses, Api};
 use super::sse::{SseError, SseParser, MAX_EVENT_BYTES};
 use crate::metrics::record::{ErrorKind, RequestError};
 
@@ -21,6 +22,9 @@ pub struct Exchange {
     pub text: String,
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// Of `completion_tokens`, those the server says the model spent reasoning
+    /// (`completion_tokens_details.reasoning_tokens`, Responses' `output_tokens_details`).
+    pub reasoning_tokens: Option<u64>,
     /// A `timings` object the server sent (llama.cpp does, on the final chunk).
     pub server_timings: Option<serde_json::Value>,
     pub error: Option<RequestError>,
@@ -36,8 +40,28 @@ pub struct ContentChunk {
     pub at: Instant,
     /// The byte range of its text in [`Exchange::text`].
     pub text: std::ops::Range<usize>,
+    /// Bytes at the start of `text` that are reasoning (a chunk that crosses from
+    /// reasoning to the answer carries both, reasoning first).
+    pub reasoning: usize,
+    /// It carried answer content or a tool call: the first such chunk is the first
+    /// answer token.
+    pub answer: bool,
     /// The completion tokens so far, when the server reports usage on every chunk.
     pub cumulative_tokens: Option<u64>,
+}
+
+/// What one message generated, whatever the API: reasoning, then answer text, or a call.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Generated<'a> {
+    pub reasoning: &'a str,
+    pub answer: &'a str,
+    pub tool_call: bool,
+}
+
+impl Generated<'_> {
+    fn is_empty(&self) -> bool {
+        self.reasoning.is_empty() && self.answer.is_empty() && !self.tool_call
+    }
 }
 
 impl Default for Exchange {
@@ -55,6 +79,7 @@ impl Exchange {
             text: String::new(),
             prompt_tokens: None,
             completion_tokens: None,
+            reasoning_tokens: None,
             server_timings: None,
             retried: false,
             error: None,
@@ -87,13 +112,13 @@ impl Exchange {
         if let Some(err) = &msg.error {
             return self.fail(ErrorKind::ErrorObject, error_object_text(err));
         }
-        if let Some(problem) = msg.usage.as_ref().and_then(Usage::implausible) {
-            return self.fail(ErrorKind::MalformedJson, problem);
-        }
         let cumulative_tokens = msg.usage.as_ref().and_then(|u| u.completion_tokens);
         if let Some(u) = msg.usage {
-            self.prompt_tokens = u.prompt_tokens.or(self.prompt_tokens);
-            self.completion_tokens = u.completion_tokens.or(self.completion_tokens);
+            let reasoning = u.completion_tokens_details.and_then(|d| d.reasoning_tokens);
+            self.usage(u.prompt_tokens, u.completion_tokens, reasoning);
+            if self.error.is_some() {
+                return;
+            }
         }
         if let Some(t) = msg.timings {
             // Kept in every record: a server's object of any size is not.
@@ -104,6 +129,52 @@ impl Exchange {
         let Some(choice) = &msg.choice else {
             return;
         };
+        let mut generated = Generated::default();
+        for d in [&choice.delta, &choice.message].into_iter().flatten() {
+            // vLLM has sent the reasoning as `reasoning_content`, newer servers as
+            // `reasoning`: one of them, never both counted.
+            let reasoning = [&d.reasoning_content, &d.reasoning]
+                .into_iter()
+                .flatten()
+                .find(|r| !r.is_empty());
+            generated.reasoning = reasoning.map_or("", |r| r);
+            generated.answer = d.content.as_deref().unwrap_or("");
+            generated.tool_call = d.tool_calls.as_ref().is_some_and(|t| !t.is_empty());
+        }
+        if let Some(t) = &choice.text {
+            generated.answer = t;
+        }
+        self.generated(at, generated, cumulative_tokens);
+    }
+
+    /// Token counts a server reported (any of them may be absent); an implausible one
+    /// fails the exchange and is not kept.
+    pub fn usage(&mut self, prompt: Option<u64>, completion: Option<u64>, reasoning: Option<u64>) {
+        let counts = [
+            ("prompt_tokens", prompt),
+            ("completion_tokens", completion),
+            ("reasoning_tokens", reasoning),
+        ];
+        let implausible = counts
+            .into_iter()
+            .find_map(|(name, n)| n.filter(|&n| n > MAX_USAGE_TOKENS).map(|n| (name, n)));
+        if let Some((name, n)) = implausible {
+            return self.fail(
+                ErrorKind::MalformedJson,
+                format!("usage.{name} of {n} is beyond any real count (over {MAX_USAGE_TOKENS})"),
+            );
+        }
+        self.prompt_tokens = prompt.or(self.prompt_tokens);
+        self.completion_tokens = completion.or(self.completion_tokens);
+        self.reasoning_tokens = reasoning.or(self.reasoning_tokens);
+    }
+
+    /// Appends what one message generated as a content chunk read at `at`; a message that
+    /// generated nothing (a role-only delta, an empty text) is no chunk.
+    pub fn generated(&mut self, at: Instant, g: Generated<'_>, cumulative_tokens: Option<u64>) {
+        if g.is_empty() {
+            return;
+        }
         if self.chunks.len() >= MAX_CHUNKS || self.text.len() > MAX_TEXT_BYTES {
             return self.fail(
                 ErrorKind::TooLarge,
@@ -114,39 +185,31 @@ impl Exchange {
             );
         }
         let start = self.text.len();
-        if self.append_content(choice) {
-            self.chunks.push(ContentChunk {
-                at,
-                text: start..self.text.len(),
-                cumulative_tokens,
-            });
-        }
+        self.text.push_str(g.reasoning);
+        self.text.push_str(g.answer);
+        self.chunks.push(ContentChunk {
+            at,
+            text: start..self.text.len(),
+            reasoning: g.reasoning.len(),
+            answer: !g.answer.is_empty() || g.tool_call,
+            cumulative_tokens,
+        });
     }
 
-    /// Appends a choice's text, reasoning and content to `text`; whether it carried
-    /// any content (a tool call counts, a role-only delta does not).
-    fn append_content(&mut self, choice: &Choice) -> bool {
-        let mut content = false;
-        if let Some(t) = &choice.text {
-            content |= !t.is_empty();
-            self.text.push_str(t);
+    /// The generated text without its reasoning: what a scenario hears as the answer.
+    pub fn answer_text(&self) -> String {
+        if self.chunks.iter().all(|c| c.reasoning == 0) {
+            return self.text.clone();
         }
-        for d in [&choice.delta, &choice.message].into_iter().flatten() {
-            for part in [&d.reasoning_content, &d.reasoning, &d.content]
-                .into_iter()
-                .flatten()
-            {
-                content |= !part.is_empty();
-                self.text.push_str(part);
-            }
-            content |= d.tool_calls.as_ref().is_some_and(|t| !t.is_empty());
-        }
-        content
+        self.chunks
+            .iter()
+            .map(|c| &self.text[c.text.start + c.reasoning..c.text.end])
+            .collect()
     }
 }
 
 /// The message of an `error` object a server sent in place of content, redacted and cut.
-fn error_object_text(err: &serde_json::Value) -> String {
+pub(super) fn error_object_text(err: &serde_json::Value) -> String {
     let text = err
         .get("message")
         .and_then(|m| m.as_str())
@@ -170,7 +233,7 @@ const MAX_TIMINGS_BYTES: usize = 64 << 10;
 const MAX_USAGE_TOKENS: u64 = 1_000_000_000;
 
 /// The start of a message a server sent, for an error: redacted before it is cut.
-fn head(data: &[u8]) -> String {
+pub(super) fn head(data: &[u8]) -> String {
     // A secret is far shorter than 4 KiB: redacting that much catches one at the cut.
     let window = String::from_utf8_lossy(&data[..data.len().min(4096)]);
     crate::redact::excerpt(&window, 120)
@@ -254,27 +317,23 @@ struct Usage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens_details: Option<UsageDetails>,
 }
 
-impl Usage {
-    /// Why a count cannot be real, if one cannot.
-    fn implausible(&self) -> Option<String> {
-        [
-            ("prompt_tokens", self.prompt_tokens),
-            ("completion_tokens", self.completion_tokens),
-        ]
-        .into_iter()
-        .find_map(|(name, n)| n.filter(|&n| n > MAX_USAGE_TOKENS).map(|n| (name, n)))
-        .map(|(name, n)| {
-            format!("usage.{name} of {n} is beyond any real count (over {MAX_USAGE_TOKENS})")
-        })
-    }
+/// `completion_tokens_details` (OpenAI, vLLM) or `output_tokens_details` (Responses).
+#[derive(Deserialize)]
+pub(super) struct UsageDetails {
+    #[serde(default)]
+    pub(super) reasoning_tokens: Option<u64>,
 }
 
 /// Turns the reads of one response body into messages of an [`Exchange`]. An SSE body is
 /// decoded as it arrives, so each chunk keeps the time its bytes were read; any other body
 /// is one JSON answer, decoded when it ends. Decoding stops at the first error.
 pub struct BodyDecoder {
+    /// Whose events (or whole answer) the body holds.
+    api: Api,
     sse: bool,
     parser: SseParser,
     whole: Vec<u8>,
@@ -283,8 +342,15 @@ pub struct BodyDecoder {
 }
 
 impl BodyDecoder {
+    /// A decoder of OpenAI completions or chat answers.
     pub fn new(sse: bool) -> BodyDecoder {
+        BodyDecoder::for_api(Api::Chat, sse)
+    }
+
+    /// A decoder of `api`'s answers.
+    pub fn for_api(api: Api, sse: bool) -> BodyDecoder {
         BodyDecoder {
+            api,
             sse,
             parser: SseParser::default(),
             whole: Vec::new(),
@@ -306,9 +372,9 @@ impl BodyDecoder {
             }
             return self.whole.extend_from_slice(bytes);
         }
-        let done = &mut self.done;
+        let (done, api) = (&mut self.done, self.api);
         self.parser
-            .push(bytes, |event| on_event(ex, done, event, at));
+            .push(bytes, |event| on_event(ex, api, done, event, at));
     }
 
     /// The body ended normally.
@@ -317,24 +383,39 @@ impl BodyDecoder {
             return;
         }
         if self.sse {
-            let done = &mut self.done;
-            self.parser.finish(|event| on_event(ex, done, event, at));
+            let (done, api) = (&mut self.done, self.api);
+            self.parser
+                .finish(|event| on_event(ex, api, done, event, at));
         } else {
             // A whole JSON answer: one chunk, at the time the body ended.
             let whole = std::mem::take(&mut self.whole);
-            ex.message(&whole, at);
+            match self.api {
+                Api::Completions | Api::Chat => ex.message(&whole, at),
+                Api::Responses => responses::whole(ex, &whole, at),
+                Api::Messages => messages::whole(ex, &whole, at),
+                Api::Embeddings => embeddings::whole(ex, &whole, at),
+            }
         }
     }
 }
 
-fn on_event(ex: &mut Exchange, done: &mut bool, event: Result<&[u8], SseError>, at: Instant) {
+fn on_event(
+    ex: &mut Exchange,
+    api: Api,
+    done: &mut bool,
+    event: Result<&[u8], SseError>,
+    at: Instant,
+) {
     if *done || ex.error.is_some() {
         return;
     }
-    match event {
-        Ok(b"[DONE]") => *done = true,
-        Ok(data) => ex.message(data, at),
-        Err(e) => ex.fail(
+    match (event, api) {
+        (Ok(b"[DONE]"), _) => *done = true,
+        (Ok(data), Api::Responses) => responses::event(ex, data, at),
+        (Ok(data), Api::Messages) => messages::event(ex, data, at),
+        // Embeddings are never streamed: a stream of them is read as OpenAI's.
+        (Ok(data), _) => ex.message(data, at),
+        (Err(e), _) => ex.fail(
             ErrorKind::MalformedSse,
             format!("the stream is not server-sent events: {e}"),
         ),
