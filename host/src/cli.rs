@@ -136,9 +136,16 @@ pub struct RunArgs {
     /// Seed of the run (same as -p seed=N for scenarios with a `seed` parameter)
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Base URL of an OpenAI-compatible server; without it the built-in simulator is used
+    /// Base URL of an OpenAI-compatible server; without it the built-in simulator is used.
+    /// Repeatable: requests go round-robin over the targets, unless a request names one
+    /// (its `target` index, 0 for the first), and the report adds a per-target table
     #[arg(long, value_name = "URL")]
-    pub target: Option<String>,
+    pub target: Vec<String>,
+    /// An HTTP header sent with every request (repeatable): --header 'x-tenant: acme'. A
+    /// scenario's per-request header of the same name replaces it. Values of secret-looking
+    /// names (authorization, api keys, tokens, cookies, passwords) are never printed
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
     /// Model name; by default the first one the server lists at /v1/models
     #[arg(long = "model", id = "target_model", value_name = "NAME")]
     pub model: Option<String>,

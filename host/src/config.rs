@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Result};
 
 use crate::cli::RunArgs;
+use crate::client::headers::parse_header_arg;
 use crate::client::{Api, Timeouts, UsageRequest};
 use crate::metrics::{parse_percentiles, MetricsOptions, Slo};
 use crate::scenario::{Description, Params, PhaseSpec, Scenario};
@@ -17,8 +18,8 @@ use crate::thresholds::{self, Threshold};
 
 /// Where the requests go.
 pub enum TargetSpec {
-    /// A real server's base URL.
-    Server(String),
+    /// Real servers' base URLs (`--target`, one or more, in order).
+    Servers(Vec<String>),
     /// The built-in simulator on loopback, with its configuration and profile name.
     Simulator {
         config: Box<SimConfig>,
@@ -50,6 +51,8 @@ pub struct RunConfig {
     pub usage: UsageRequest,
     pub model: Option<String>,
     pub api_key: Option<String>,
+    /// `--header`s, sent with every request.
+    pub headers: Vec<(String, String)>,
     pub drain_timeout: Duration,
     pub max_error_rate: Option<f64>,
     pub output: Option<PathBuf>,
@@ -69,7 +72,7 @@ impl RunConfig {
         let (params, seed) = resolve_params(a, description)?;
         scenario.configure(&params)?;
         let declared_phases = scenario.phases()?;
-        if a.target.is_some() && !a.unbounded && !scenario.has_stop() {
+        if !a.target.is_empty() && !a.unbounded && !scenario.has_stop() {
             refuse_unbounded(&source, &declared_phases)?;
         }
         let (shard, phases) = plan_shard(a, scenario, &declared_phases)?;
@@ -103,6 +106,11 @@ impl RunConfig {
             api_key: a.api_key.clone(),
             drain_timeout: a.drain_timeout,
             max_error_rate: a.max_error_rate,
+            headers: a
+                .headers
+                .iter()
+                .map(|h| parse_header_arg(h).map_err(|e| anyhow!("--header: {e}")))
+                .collect::<Result<_>>()?,
             output: a.output.clone(),
             save_result: a.save_result.clone(),
             quiet: a.quiet,
@@ -207,15 +215,15 @@ fn metrics_options(a: &RunArgs, checks: &[Threshold]) -> Result<MetricsOptions> 
 }
 
 fn target_spec(a: &RunArgs) -> Result<TargetSpec> {
-    Ok(match &a.target {
-        Some(url) => TargetSpec::Server(url.clone()),
-        None => TargetSpec::Simulator {
+    Ok(match a.target.as_slice() {
+        [] => TargetSpec::Simulator {
             config: Box::new(a.sim.to_config()?),
             profile: a.sim.profile.clone(),
         },
     })
 }
 
+        urls => TargetSpec::Servers(urls.to_vec()),
 fn usage_request(a: &RunArgs) -> UsageRequest {
     match (a.no_usage, a.continuous_usage) {
         (true, _) => UsageRequest::None,

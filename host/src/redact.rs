@@ -1,6 +1,7 @@
-//! Secrets never leave the process: the API key and the credentials of the target URL are
-//! replaced by `[redacted]` in every string bound for a record, a report, the terminal or
-//! a result file. A server may echo them back (in an error body, in llama.cpp-style
+//! Secrets never leave the process: the API key, the credentials of the target URL and the
+//! values of secret-looking headers (`--header 'Authorization: …'`, a scenario's
+//! per-request `headers`) are replaced by `[redacted]` in every string bound for a record,
+//! a report, the terminal or a result file. A server may echo them back (in an error body, in llama.cpp-style
 //! `timings`, in a model name), and reqwest quotes the request URL in its errors.
 //!
 //! Redaction runs on whole strings before anything cuts them: an excerpt of an already
@@ -28,15 +29,57 @@ impl Redactor {
         if let Some(key) = api_key {
             r.add(key);
         }
-        if let Some((user, password)) = target.and_then(url_credentials) {
-            r.add(&password);
+        if let Some(target) = target {
+            r.add_target(target);
+        }
+        r
+    }
+
+    /// The user name and password of a target URL, if it has any.
+    pub fn add_target(&mut self, target: &str) {
+        if let Some((user, password)) = url_credentials(target) {
+            self.add(&password);
             // A URL's user name is a secret too when it carries the token alone
             // (`https://TOKEN@host`).
             if password.is_empty() {
-                r.add(&user);
+                self.add(&user);
             }
         }
-        r
+    }
+
+    /// The secret-looking values among `--header NAME: VALUE` arguments as written (valid
+    /// or not: an invalid one's error must not show its value either).
+    pub fn add_header_args(&mut self, args: &[String]) {
+        let pairs: Vec<(String, String)> = args
+            .iter()
+            .filter_map(|a| a.split_once(':'))
+            .map(|(n, v)| (n.trim().to_string(), v.to_string()))
+            .collect();
+        self.add_headers(&pairs);
+    }
+
+    /// The values of the headers among `headers` whose name looks secret
+    /// ([`secret_header`]): the whole value, and its credentials without an
+    /// `Authorization`-style scheme (`Bearer t0k` hides `t0k` too, as a server may echo it).
+    pub fn add_headers(&mut self, headers: &[(String, String)]) {
+        for (_, value) in headers.iter().filter(|(n, _)| secret_header(n)) {
+            self.add(value.trim());
+            if let Some((_, credentials)) = value.trim().split_once(' ') {
+                self.add(credentials.trim());
+            }
+        }
+    }
+
+    /// No secret to hide.
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty()
+    }
+
+    /// Adds every secret of `other`.
+    pub fn extend(&mut self, other: &Redactor) {
+        for secret in &other.secrets {
+            self.add(secret);
+        }
     }
 
     /// Adds one secret (an empty one hides nothing).
@@ -93,6 +136,29 @@ impl Redactor {
             _ => {}
         }
     }
+}
+
+/// Parts of header names that mark their values as secrets: credentials, tokens, cookies
+/// (what curl's and reqwest's own redaction of sensitive headers covers, and the spellings
+/// API gateways use: `x-api-key`, `api-key`, `x-auth-token`).
+const SECRET_HEADER_PARTS: [&str; 11] = [
+    "authorization",
+    "auth",
+    "api-key",
+    "api_key",
+    "apikey",
+    "token",
+    "cookie",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+];
+
+/// Whether a header's value must never be printed or written, judged by its name.
+pub fn secret_header(name: &str) -> bool {
+    let name = name.trim().to_ascii_lowercase();
+    SECRET_HEADER_PARTS.iter().any(|part| name.contains(part))
 }
 
 static PROCESS: OnceLock<Redactor> = OnceLock::new();
@@ -244,6 +310,35 @@ mod tests {
         assert!(!text.contains("SECRET"), "{text}");
         assert_eq!(v["prompt_ms"], 1.5);
         assert_eq!(v["auth"], "Bearer [redacted]");
+    }
+
+    #[test]
+    fn secret_looking_header_values_are_secrets() {
+        for name in [
+            "Authorization",
+            "proxy-authorization",
+            "X-Api-Key",
+            "api-key",
+            "x-auth-token",
+            "Cookie",
+            "x-client-secret",
+            "X-Password",
+        ] {
+            assert!(secret_header(name), "{name}");
+        }
+        for name in ["x-tenant", "x-session-affinity", "accept", "user-agent"] {
+            assert!(!secret_header(name), "{name}");
+        }
+        let mut r = Redactor::default();
+        r.add_headers(&[
+            ("x-tenant".into(), "acme".into()),
+            ("Authorization".into(), "Bearer t0k3n".into()),
+            ("x-api-key".into(), " k-42 ".into()),
+        ]);
+        assert_eq!(
+            r.text("acme: Bearer t0k3n, t0k3n, k-42"),
+            "acme: [redacted], [redacted], [redacted]"
+        );
     }
 
     #[test]

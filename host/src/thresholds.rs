@@ -305,6 +305,8 @@ mod tests {
                 server_timings: None,
                 reached: Default::default(),
                 retried: false,
+                cancelled: false,
+                target: None,
             });
         }
         for i in 0..failed {
@@ -331,6 +333,8 @@ mod tests {
                 server_timings: None,
                 reached: Default::default(),
                 retried: false,
+                cancelled: false,
+                target: None,
             });
         }
         acc.summarize(&PhaseInfo {

@@ -2,7 +2,9 @@
 //! of a response into timed content chunks.
 
 pub mod api;
+pub mod cancel;
 mod error_body;
+pub mod headers;
 pub mod openai;
 pub mod sse;
 pub mod stream;
@@ -10,5 +12,6 @@ pub mod stream;
 #[cfg(test)]
 mod props;
 
+pub use cancel::{CancelPoint, RequestExtras};
 pub use openai::{prepare, Api, Client, ClientError, Prepared, Timeouts, UsageRequest};
 pub use stream::{BodyDecoder, ContentChunk, Exchange, Generated};

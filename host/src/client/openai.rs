@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::watch;
 
+use super::cancel::RequestExtras;
 use super::error_body;
+use super::headers::{self, HeaderError};
 use super::stream::{BodyDecoder, Exchange};
 use crate::display::escape_control;
 use crate::metrics::record::ErrorKind;
@@ -105,6 +107,8 @@ pub struct Client {
     timeouts: Timeouts,
     /// Starts every request's `x-request-id`.
     request_id_prefix: String,
+    /// `--header`s, sent with every request.
+    headers: reqwest::header::HeaderMap,
 }
 
 fn chain(e: &dyn std::error::Error) -> String {
@@ -214,7 +218,16 @@ impl Client {
             api_key,
             timeouts,
             request_id_prefix,
+            headers: Default::default(),
         })
+    }
+
+    /// Sends `pairs` (`--header`) with every request; their secret-looking values are
+    /// hidden in what this client reports.
+    pub fn with_headers(mut self, pairs: &[(String, String)]) -> Result<Client, HeaderError> {
+        self.headers = headers::header_map(pairs)?;
+        self.redactor.add_headers(pairs);
+        Ok(self)
     }
 
     /// The `x-request-id` a request is sent with: the run's prefix, then `suffix`.
@@ -244,7 +257,27 @@ impl Client {
         request_id: &str,
         cancel: &mut watch::Receiver<bool>,
     ) -> Exchange {
+        self.execute_with(p, request_id, &RequestExtras::default(), cancel)
+            .await
+    }
+
+    /// [`Client::execute`] with the request's own headers and cancel point: at the cancel
+    /// point the stream is dropped (the connection closes) and the exchange is
+    /// `cancelled`, not failed.
+    pub async fn execute_with(
+        &self,
+        p: &Prepared,
+        request_id: &str,
+        extras: &RequestExtras,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Exchange {
         let mut ex = Exchange::new();
+        let scenario_gives_up = async {
+            match extras.cancel.and_then(|c| c.deadline(Instant::now())) {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
         // Set once content (or an error status) arrived: the first-token clock stops.
         let answered = AtomicBool::new(false);
         let first_token = async {
@@ -258,21 +291,28 @@ impl Client {
                 None => std::future::pending::<()>().await,
             }
         };
+        let mut ex_cancelled = false;
         let interrupted = {
-            let run = self.exchange(p, request_id, &mut ex, &answered);
+            let run = self.exchange(p, request_id, extras, &mut ex, &answered);
             tokio::pin!(run);
             tokio::select! {
                 _ = &mut run => None,
+                _ = scenario_gives_up => {
+                    // The scenario's own cancel point: given up, not failed.
+                    ex_cancelled = true;
+                    None
+                }
                 _ = tokio::time::sleep(self.timeouts.request) => Some((ErrorKind::Timeout, format!("no complete response within --request-timeout {:?}", self.timeouts.request))),
                 _ = first_token => Some((ErrorKind::FirstTokenTimeout, format!("no generated content within --first-token-timeout {:?}", self.timeouts.first_token.unwrap_or_default()))),
                 _ = cancel.wait_for(|c| *c) => Some((ErrorKind::Cancelled, "the run stopped before the request finished".to_string())),
             }
         };
+        ex.cancelled |= ex_cancelled;
         if let Some((kind, message)) = interrupted {
             ex.fail(kind, message);
         }
         ex.end = Instant::now();
-        if ex.error.is_none() && ex.chunks.is_empty() {
+        if ex.error.is_none() && ex.chunks.is_empty() && !ex.cancelled {
             ex.fail(
                 ErrorKind::EmptyCompletion,
                 "the response carried no generated content",
@@ -284,6 +324,14 @@ impl Client {
         if let Some(timings) = ex.server_timings.as_mut() {
             self.redactor.json(timings);
         }
+        if let Some(secrets) = &extras.secrets {
+            if let Some(e) = ex.error.as_mut() {
+                e.message = secrets.string(std::mem::take(&mut e.message));
+            }
+            if let Some(timings) = ex.server_timings.as_mut() {
+                secrets.json(timings);
+            }
+        }
         ex
     }
 
@@ -291,16 +339,20 @@ impl Client {
         &self,
         p: &Prepared,
         request_id: &str,
+        extras: &RequestExtras,
         ex: &mut Exchange,
         answered: &AtomicBool,
     ) {
+        let own_headers = headers::merged(&self.headers, &extras.headers);
         let request = |http: &reqwest::Client| {
             let req = http
                 .post(self.url(p.api))
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .header(REQUEST_ID, request_id)
                 .body(p.body.clone());
-            authorized(req, p.api, self.api_key.as_deref())
+            let req = authorized(req, p.api, self.api_key.as_deref());
+            // After the key: an `Authorization` header given explicitly replaces it.
+            req.headers(own_headers.clone())
         };
         let mut sent = request(&self.http).send().await;
         // llama.cpp's server closes the connection after every streamed response without
@@ -347,6 +399,12 @@ impl Client {
                         answered.store(true, Ordering::Release);
                     }
                     if ex.error.is_some() {
+                        return;
+                    }
+                    // Returning drops the response: its connection closes, which is how a
+                    // server hears that a client gave up.
+                    if extras.cancel.is_some_and(|c| c.tokens_reached(ex)) {
+                        ex.cancelled = true;
                         return;
                     }
                 }

@@ -31,6 +31,8 @@ pub struct Exchange {
     pub end: Instant,
     /// Sent a second time after its pooled connection closed with no answer.
     pub retried: bool,
+    /// The scenario gave up on it (its cancel point): the stream was dropped there.
+    pub cancelled: bool,
 }
 
 /// One message that carried generated content.
@@ -82,6 +84,7 @@ impl Exchange {
             reasoning_tokens: None,
             server_timings: None,
             retried: false,
+            cancelled: false,
             error: None,
             end: Instant::now(),
         }

@@ -10,6 +10,7 @@ mod push;
 mod run;
 mod sim;
 mod source;
+mod targets;
 mod verify;
 
 use std::ffi::OsString;

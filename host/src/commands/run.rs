@@ -3,12 +3,12 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use super::source::{load_scenario, Loaded};
+use super::targets::Targets;
 use super::{load_tokenizer, runtime, EXIT_INTERRUPTED};
 use crate::cli::RunArgs;
-use crate::client::Client;
 use crate::config::{RunConfig, TargetSpec};
 use crate::engine::{self, EngineConfig, RunResult, StopReason};
 use crate::interrupt::Interrupts;
@@ -17,7 +17,6 @@ use crate::package::{self, Package};
 use crate::progress::{self, Progress};
 use crate::report::{output, render_header, ReportParts, ReportPhase, RunHeader, RunReport};
 use crate::scenario::{self, Scenario};
-use crate::sim::SimServer;
 use crate::thresholds::EXIT_THRESHOLDS_FAILED;
 use crate::tokenizer::Tokenizer;
 
@@ -26,7 +25,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let tokenizer = load_tokenizer(&a.tokenizer)?;
     let mut loaded = load_scenario(&a.source, tokenizer.clone(), &a.data_dirs, a.quiet)?;
     let config = RunConfig::new(&a, &loaded.description, &mut *loaded.scenario)?;
-    let target = Target::connect(&config, &tokenizer, &session)?;
+    let target = Targets::connect(&config, &tokenizer, &session.rt)?;
     let mut header = run_header(&config, &loaded, &target, &tokenizer);
     if !config.quiet {
         crate::out!("{}", render_header(&header));
@@ -52,10 +51,12 @@ struct Session {
 
 impl Session {
     fn open(a: &RunArgs) -> Result<Session> {
-        crate::redact::install(crate::redact::Redactor::new(
-            a.api_key.as_deref(),
-            a.target.as_deref(),
-        ));
+        let mut secrets = crate::redact::Redactor::new(a.api_key.as_deref(), None);
+        for target in &a.target {
+            secrets.add_target(target);
+        }
+        secrets.add_header_args(&a.headers);
+        crate::redact::install(secrets);
         let rt = runtime()?;
         let interrupts = Interrupts::listen(&rt);
         let _signals = package::signals_handled_elsewhere();
@@ -70,58 +71,11 @@ impl Session {
     }
 }
 
-/// The server the run talks to, checked and its model known.
-struct Target {
-    /// The built-in simulator, when it is the target; stopped when dropped.
-    sim: Option<SimServer>,
-    client: Client,
-    /// How the target is named in reports (a URL's credentials hidden).
-    label: String,
-    model: String,
-}
-
-impl Target {
-    /// Starts the simulator when it is the target, then checks the server (health, model,
-    /// usage) before anything is sent.
-    fn connect(config: &RunConfig, tokenizer: &Arc<Tokenizer>, s: &Session) -> Result<Target> {
-        let (sim, url, label) = match &config.target {
-            TargetSpec::Server(url) => (None, url.clone(), crate::redact::string(url.clone())),
-            TargetSpec::Simulator { config, profile } => {
-                let mut sim_config = (**config).clone();
-                let counter = tokenizer.clone();
-                sim_config.prompt_token_counter =
-                    Some(Arc::new(move |text: &str| counter.count(text)));
-                let server = SimServer::start(sim_config, 0)?;
-                let url = server.base_url();
-                let label = format!("built-in simulator, profile {profile} ({url})");
-                (Some(server), url, label)
-            }
-        };
-        let client = Client::new(
-            &url,
-            config.api_key.clone(),
-            config.timeouts,
-            config.request_id_prefix.clone(),
-        )?;
-        if let Some(dir) = &config.output {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create output directory {}", dir.display()))?;
-        }
-        let model =
-            s.rt.block_on(client.preflight(config.model.as_deref(), config.api, config.usage))?;
-        Ok(Target {
-            sim,
-            client,
-            label,
-            model,
-        })
     }
-}
-
 fn run_header(
     config: &RunConfig,
     loaded: &Loaded,
-    target: &Target,
+    target: &Targets,
     tokenizer: &Tokenizer,
 ) -> RunHeader {
     let d = &loaded.description;
@@ -134,8 +88,12 @@ fn run_header(
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect(),
         seed: config.seed,
-        target: target.label.clone(),
-        model: crate::redact::string(target.model.clone()),
+        target: target.label(),
+        targets: match target.labels.len() {
+            1 => vec![],
+            _ => target.labels.clone(),
+        },
+        model: target.model(),
         api: config.api.name().to_string(),
         tokenizer: tokenizer.name().to_string(),
         request_digest: None,
@@ -162,10 +120,11 @@ fn execute(
     session: &Session,
     scenario: Box<dyn Scenario>,
     config: &RunConfig,
-    target: Target,
+    target: Targets,
     tokenizer: Arc<Tokenizer>,
 ) -> Result<Finished> {
-    let engine_config = engine_config(config, target.model.clone());
+    let mut engine_config = engine_config(config, target.models[0].clone());
+    engine_config.target_models = target.models.clone();
     let clock_offset_ms = config.start_at.map(|at| {
         if !config.quiet {
             crate::errln!("waiting to start at {}", at.rfc3339());
@@ -184,7 +143,7 @@ fn execute(
     let result = session.rt.block_on(engine::run(
         scenario,
         config.phases.clone(),
-        target.client,
+        target.clients,
         tokenizer,
         engine_config,
         session.interrupts.receiver(),
@@ -231,6 +190,11 @@ struct Outcome {
 /// file must not be merged), end with the error; a shard writes its shard.json.
 fn finish_shard(config: &RunConfig, header: &RunHeader, f: Finished) -> Result<Outcome> {
     let mut result = f.result;
+        targets: match &config.target {
+            TargetSpec::Servers(urls) => urls.len(),
+            TargetSpec::Simulator { .. } => 1,
+        },
+        target_models: vec![],
     let mut failure = result.failure.take();
     if let Some(e) = failure.take_if(|_| config.shard.is_some() || nothing_sent(&result)) {
         return Err(e.into());

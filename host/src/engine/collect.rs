@@ -86,7 +86,7 @@ impl Collector {
                     let _ = l.ttft.record((t / 1000).max(1));
                     let _ = l.e2el.record((e / 1000).max(1));
                 }
-            } else {
+            } else if !record.cancelled {
                 l.snapshot.failed += 1;
             }
         }

@@ -54,7 +54,8 @@ fn send_time(phase_start: Instant, offset: f64) -> SendTime {
 
 /// What every phase's dispatcher shares: the client, where records go, the live counters.
 pub(super) struct RunContext<'a> {
-    pub(super) client: &'a Client,
+    /// One per `--target`, in their order.
+    pub(super) clients: &'a [Client],
     pub(super) tokenizer: &'a Arc<Tokenizer>,
     pub(super) config: &'a EngineConfig,
     pub(super) records: &'a mpsc::UnboundedSender<Collect>,
@@ -257,16 +258,19 @@ impl<'a> PhaseDispatch<'a> {
         permit: Option<OwnedSemaphorePermit>,
     ) {
         let (phase, phase_start) = (self.phase, self.start);
-        let client = self.run.client.clone();
+        // `plan` checked the index against the targets; the first is a safe fallback.
+        let client = self.run.clients.get(planned.target).unwrap_or(&self.run.clients[0]);
+        let client = client.clone();
         let tokenizer = self.run.tokenizer.clone();
         let records = self.run.records.clone();
         let wants_outcome = self.run.wants_outcomes;
+        let target = (self.run.clients.len() > 1).then_some(planned.target);
         let mut cancel = self.cancel.subscribe();
         self.tasks.spawn(async move {
             let request_id = client.request_id(format_args!("{phase}-{}", planned.index));
             let sent = Instant::now();
             let exchange = client
-                .execute(&planned.prepared, &request_id, &mut cancel)
+                .execute_with(&planned.prepared, &request_id, &planned.extras, &mut cancel)
                 .await;
             drop(permit);
             let request = SentRequest {
@@ -276,6 +280,7 @@ impl<'a> PhaseDispatch<'a> {
                 phase_start,
                 scheduled,
                 sent,
+                target,
             };
             // Counting tokens is CPU work on text of any size a server sends: done on the
             // record builders, never on the I/O threads that timestamp other streams'

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, watch, Notify};
 
 use super::live::Live;
 use super::{EngineConfig, EngineError, FromScenario, Planned, ToScenario};
-use crate::client::prepare;
+use crate::client::{prepare, RequestExtras};
 use crate::digest::{RequestKey, StreamEntry};
 use crate::scenario::{
     ArrivalSpec, Next, NoteValue, PhaseSpec, Prompt, RequestSpec, Scenario, ScenarioError,
@@ -427,7 +427,10 @@ fn plan(
     config: &EngineConfig,
     tokenizer: &Tokenizer,
 ) -> Result<Planned, String> {
-    let prepared = prepare(&spec, config.api, &config.model, config.usage)?;
+    let target = target_of(spec.target, index, config.targets)?;
+    let model = config.target_models.get(target).unwrap_or(&config.model);
+    let prepared = prepare(&spec, config.api, model, config.usage)?;
+    let extras = RequestExtras::of(&spec).map_err(|e| e.to_string())?;
     let body_sha256 = RequestKey::body_digest(&prepared.body);
     let input_tokens = spec.input_tokens.unwrap_or_else(|| match &spec.prompt {
         Prompt::Text(t) => tokenizer.count(t) as u64,
@@ -448,5 +451,38 @@ fn plan(
         tag: spec.tag,
         session: spec.session,
         warmup: false,
+        extras,
+        target,
     })
+}
+
+/// The target a request goes to: the one it names, else round-robin by its index in the
+/// phase (so every shard of a run picks as the single run would).
+fn target_of(named: Option<usize>, index: u64, targets: usize) -> Result<usize, String> {
+    let targets = targets.max(1);
+    match named {
+        Some(t) if t < targets => Ok(t),
+        Some(t) => Err(format!(
+            "the request names target {t}, but the run has {targets} --target{} (indices 0 to {})",
+            if targets == 1 { "" } else { "s" },
+            targets - 1
+        )),
+        None => Ok((index % targets as u64) as usize),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_go_round_robin_unless_they_name_a_target() {
+        let picks: Vec<usize> = (0..6).map(|i| target_of(None, i, 3).unwrap()).collect();
+        assert_eq!(picks, [0, 1, 2, 0, 1, 2]);
+        assert_eq!(target_of(Some(1), 0, 3), Ok(1));
+        assert_eq!(target_of(None, 7, 1), Ok(0));
+        let e = target_of(Some(2), 0, 2).unwrap_err();
+        assert!(e.contains("target 2") && e.contains("0 to 1"), "{e}");
+        assert!(target_of(Some(1), 0, 1).unwrap_err().contains("1 --target "));
+    }
 }

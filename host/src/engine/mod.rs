@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::client::{Api, Client, Prepared, UsageRequest};
+use crate::client::{Api, Client, Prepared, RequestExtras, UsageRequest};
 use crate::digest::RequestKey;
 use crate::metrics::record::RequestRecord;
 use crate::metrics::{DecisionLatencies, MetricsOptions, PhaseInfo, PhaseSummary};
@@ -72,6 +72,10 @@ pub struct EngineConfig {
     /// Log of every request generated for sending (phase, index, offset, body digest), so
     /// `runner merge` can compute the digest of the union of shards.
     pub stream_log: Option<PathBuf>,
+    /// How many `--target`s the requests go to (round-robin, or as each request names).
+    pub targets: usize,
+    /// The model of each target, when they were discovered one by one (else `model`).
+    pub target_models: Vec<String>,
 }
 
 /// Finished requests a phase needs before `max_error_rate` is checked, so one early
@@ -174,6 +178,10 @@ struct Planned {
     warmup: bool,
 }
 
+    /// Its own headers and cancel point.
+    extras: RequestExtras,
+    /// The index of the target it goes to.
+    target: usize,
 impl Planned {
     /// The request's identity in the run digest.
     fn key(&self, phase: usize) -> RequestKey {
@@ -210,12 +218,13 @@ enum Collect {
 }
 
 /// Runs every phase of a configured scenario: `phases` (what its `phases` returned), then
-/// for an adaptive scenario each phase its `next_phase` gives. `interrupt` turning true
-/// stops sending, drains briefly and ends the run with what finished.
+/// for an adaptive scenario each phase its `next_phase` gives, sending to `clients` (one
+/// per `--target`). `interrupt` turning true stops sending, drains briefly and ends the run
+/// with what finished.
 pub async fn run(
     scenario: Box<dyn Scenario>,
     phases: Vec<PhaseSpec>,
-    client: Client,
+    clients: Vec<Client>,
     tokenizer: Arc<Tokenizer>,
     config: EngineConfig,
     interrupt: watch::Receiver<bool>,
@@ -253,7 +262,7 @@ pub async fn run(
     let collector = tokio::spawn(collector.run(rec_rx));
     let mut phases = PhaseLoop {
         run: RunContext {
-            client: &client,
+            clients: &clients,
             tokenizer: &tokenizer,
             config: &config,
             records: &rec_tx,

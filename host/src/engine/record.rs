@@ -19,6 +19,8 @@ pub(super) struct SentRequest {
     /// When it was due: its send time, or the moment a concurrency slot let it go.
     pub(super) scheduled: Instant,
     pub(super) sent: Instant,
+    /// The index of its target, when the run has several.
+    pub(super) target: Option<usize>,
 }
 
 impl SentRequest {
@@ -66,6 +68,8 @@ impl SentRequest {
             error: ex.error,
             retried: ex.retried,
             server_timings: ex.server_timings,
+            cancelled: ex.cancelled,
+            target: self.target,
         };
         let outcome = wants_outcome.then(|| Outcome {
             phase: self.phase,
@@ -79,6 +83,7 @@ impl SentRequest {
             e2el_ms: record.e2el_ns().unwrap_or(0) as f64 / 1e6,
             input_tokens: record.input_tokens,
             output_tokens: record.output_tokens,
+            cancelled: record.cancelled,
             ..Outcome::default()
         });
         (record, outcome)

@@ -167,11 +167,19 @@ pub struct RequestRecord {
     /// `timings` object (`prompt_ms`, `predicted_per_token_ms`, …) on the final chunk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timings: Option<serde_json::Value>,
+    /// The scenario gave up on it mid-stream (its `cancel`): neither a success nor a
+    /// failure; only its TTFT enters the statistics.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
+    /// The index of the `--target` it went to, when the run had several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<usize>,
 }
 
 impl RequestRecord {
+    /// Neither failed nor cancelled by the scenario.
     pub fn succeeded(&self) -> bool {
-        self.error.is_none()
+        self.error.is_none() && !self.cancelled
     }
 
     /// Time to first token, ns: first content chunk minus send.

@@ -13,7 +13,7 @@ use super::record::{ErrorKind, RequestRecord};
 use super::stat::{Distribution, StreamingStat};
 
 mod mergeable;
-use super::tags::{TagStats, TagSummary};
+use super::tags::{TagStats, TagSummary, TAG_PERCENTILES};
 pub use mergeable::PhaseState;
 
 /// P99 send lateness above which the run is flagged as client-bound, in ms.
@@ -99,6 +99,10 @@ pub struct PhaseSummary {
     /// answer: the server may have received both copies.
     #[serde(default)]
     pub retried: u64,
+    /// Requests the scenario gave up on mid-stream (its `cancel`): neither completed nor
+    /// failed; only their TTFT is in the statistics.
+    #[serde(default)]
+    pub cancelled: u64,
     /// Non-zero counts only, in [`ERROR_KINDS`] order.
     pub failures_by_kind: Vec<FailureCount>,
     pub max_concurrency: Option<u64>,
@@ -146,6 +150,10 @@ pub struct PhaseSummary {
     /// The main metrics per request tag, in natural tag order; empty without tags.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<TagSummary>,
+    /// With several `--target`s, the main metrics per target: each row's `tag` is the
+    /// target's index (`0`, `1`, …). Empty with one target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TagSummary>,
 }
 
 /// The latencies an adaptive scenario decides on, at p50, p90 and p99 whatever
@@ -202,6 +210,8 @@ pub struct PhaseAccumulator {
     failed: u64,
     /// Requests sent a second time (see `RequestRecord::retried`).
     retried: u64,
+    /// Requests the scenario cancelled (see `RequestRecord::cancelled`).
+    cancelled: u64,
     failures: [u64; ERROR_KINDS.len()],
     first_messages: [Option<String>; ERROR_KINDS.len()],
     input_tokens: u64,
@@ -228,6 +238,16 @@ pub struct PhaseAccumulator {
     /// Output tokens of successful requests per second `[k s, k+1 s)` of chunk arrival.
     tokens_per_second: Vec<u64>,
     tags: TagStats,
+    /// Keyed by the target's index, for records that name one.
+    targets: TagStats,
+}
+
+/// The per-target table's percentiles (the per-tag table's) and the report's, which hold
+/// any a threshold on a target reads.
+fn target_percentiles(report: &[f64]) -> Vec<f64> {
+    let mut out = TAG_PERCENTILES.to_vec();
+    out.extend(report.iter().filter(|p| !TAG_PERCENTILES.contains(p)));
+    out
 }
 
 /// Inserts into an ascending vector. Records arrive in completion order, so the insertion
@@ -264,6 +284,7 @@ impl PhaseAccumulator {
             completed: 0,
             failed: 0,
             retried: 0,
+            cancelled: 0,
             failures: [0; ERROR_KINDS.len()],
             first_messages: std::array::from_fn(|_| None),
             input_tokens: 0,
@@ -285,6 +306,7 @@ impl PhaseAccumulator {
             ends: Vec::new(),
             tokens_per_second: Vec::new(),
             tags: TagStats::default(),
+            targets: TagStats::default(),
         }
     }
 
@@ -302,12 +324,23 @@ impl PhaseAccumulator {
     pub fn record(&mut self, r: &RequestRecord) {
         self.lateness.record(r.lateness_ns() as f64);
         self.tags.record(r);
+        if let Some(target) = r.target {
+            self.targets.record_as(&target.to_string(), r);
+        }
         if r.end_ns > r.sent_ns {
             insert_sorted(&mut self.starts, r.sent_ns);
             insert_sorted(&mut self.ends, r.end_ns);
         }
 
         self.retried += u64::from(r.retried);
+        if r.cancelled {
+            // A user who gave up still saw the first token: its wait counts, nothing else.
+            self.cancelled += 1;
+            if let Some(t) = r.ttft_ns() {
+                self.ttft.record(t as f64);
+            }
+            return;
+        }
         if let Some(err) = &r.error {
             self.failed += 1;
             let k = kind_index(err.kind);
@@ -431,6 +464,7 @@ impl PhaseAccumulator {
             completed: self.completed,
             failed: self.failed,
             retried: self.retried,
+            cancelled: self.cancelled,
             failures_by_kind: self.failure_counts(),
             max_concurrency: info.max_concurrency,
             request_rate: info.request_rate,
@@ -466,6 +500,7 @@ impl PhaseAccumulator {
             },
             client_bound,
             tags: self.tags.summarize(),
+            targets: self.targets.summarize_at(&target_percentiles(pcts)),
         }
     }
 
@@ -522,6 +557,8 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            cancelled: false,
+            target: None,
         }
     }
 
@@ -549,6 +586,8 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            cancelled: false,
+            target: None,
         }
     }
 

@@ -29,6 +29,9 @@ pub struct TagSummary {
     pub tag: String,
     pub completed: u64,
     pub failed: u64,
+    /// Cancelled by the scenario mid-stream: only their TTFT is in `ttft`.
+    #[serde(default)]
+    pub cancelled: u64,
     pub ttft: Distribution,
     pub tpot: Distribution,
     pub e2el: Distribution,
@@ -40,6 +43,7 @@ pub struct TagSummary {
 struct TagAccumulator {
     completed: u64,
     failed: u64,
+    cancelled: u64,
     input_tokens: u64,
     output_tokens: u64,
     ttft: StreamingStat,
@@ -52,6 +56,7 @@ impl TagAccumulator {
         TagAccumulator {
             completed: 0,
             failed: 0,
+            cancelled: 0,
             input_tokens: 0,
             output_tokens: 0,
             ttft: StreamingStat::new(),
@@ -61,6 +66,13 @@ impl TagAccumulator {
     }
 
     fn record(&mut self, r: &RequestRecord) {
+        if r.cancelled {
+            self.cancelled += 1;
+            if let Some(t) = r.ttft_ns() {
+                self.ttft.record(t as f64);
+            }
+            return;
+        }
         if r.error.is_some() {
             self.failed += 1;
             return;
@@ -79,7 +91,7 @@ impl TagAccumulator {
         }
     }
 
-    fn summarize(&self, tag: &str) -> TagSummary {
+    fn summarize(&self, tag: &str, percentiles: &[f64]) -> TagSummary {
         let mean = |total: u64| {
             if self.completed == 0 {
                 0.0
@@ -91,9 +103,10 @@ impl TagAccumulator {
             tag: tag.to_string(),
             completed: self.completed,
             failed: self.failed,
-            ttft: self.ttft.distribution(&TAG_PERCENTILES),
-            tpot: self.tpot.distribution(&TAG_PERCENTILES),
-            e2el: self.e2el.distribution(&TAG_PERCENTILES),
+            cancelled: self.cancelled,
+            ttft: self.ttft.distribution(percentiles),
+            tpot: self.tpot.distribution(percentiles),
+            e2el: self.e2el.distribution(percentiles),
             mean_input_tokens: mean(self.input_tokens),
             mean_output_tokens: mean(self.output_tokens),
         }
@@ -113,6 +126,11 @@ impl TagStats {
         self.slot(tag).record(r);
     }
 
+    /// Adds a finished request under `key` instead of its tag (the per-target rows).
+    pub(crate) fn record_as(&mut self, key: &str, r: &RequestRecord) {
+        self.slot(key).record(r);
+    }
+
     /// The accumulator of `tag`, or of "(other tags)" once [`MAX_TAGS`] others exist.
     fn slot(&mut self, tag: &str) -> &mut TagAccumulator {
         let key = if self.by_tag.contains_key(tag) || self.by_tag.len() < MAX_TAGS {
@@ -127,10 +145,15 @@ impl TagStats {
 
     /// One summary per tag, in natural order (`turn-2` before `turn-10`).
     pub(crate) fn summarize(&self) -> Vec<TagSummary> {
+        self.summarize_at(&TAG_PERCENTILES)
+    }
+
+    /// [`TagStats::summarize`] with these percentiles of each latency.
+    pub(crate) fn summarize_at(&self, percentiles: &[f64]) -> Vec<TagSummary> {
         let mut tags: Vec<&String> = self.by_tag.keys().collect();
         tags.sort_by(|a, b| natural_cmp(a, b));
         tags.into_iter()
-            .map(|t| self.by_tag[t].summarize(t))
+            .map(|t| self.by_tag[t].summarize(t, percentiles))
             .collect()
     }
 }
@@ -206,6 +229,8 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            cancelled: false,
+            target: None,
         }
     }
 

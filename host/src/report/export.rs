@@ -22,7 +22,11 @@ pub fn request_csv_row(r: &RequestRecord, phase_name: &str) -> String {
     let opt = |v: Option<f64>| v.map_or_else(String::new, |ns| format!("{:.3}", ns / 1e6));
     let gaps: Vec<u64> = r.itls_ns().collect();
     let mean_itl = (!gaps.is_empty()).then(|| gaps.iter().sum::<u64>() as f64 / gaps.len() as f64);
-    let outcome = r.error.as_ref().map_or("ok", |e| e.kind.key());
+    let outcome = match &r.error {
+        _ if r.cancelled => "cancelled_by_scenario",
+        Some(e) => e.kind.key(),
+        None => "ok",
+    };
     let cells = [
         r.phase.to_string(),
         csv_field(phase_name),
@@ -135,6 +139,8 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            cancelled: false,
+            target: None,
         };
         let columns = REQUEST_CSV_HEADER.trim_end().split(',').count();
         let row = request_csv_row(&r, "2 prompts");

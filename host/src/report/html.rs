@@ -9,6 +9,7 @@ use hdrhistogram::Histogram;
 use super::charts::{Chart, ChartError, XScale};
 use super::series::{cdf, PhaseLatencies, Series};
 use super::table::{columns, tag_columns};
+use super::targets::target_columns;
 use super::text::{percentile_word, render_extras, render_vllm_block};
 use super::RunHeader;
 use crate::metrics::{PhaseSummary, TagSummary};
@@ -108,6 +109,11 @@ pub fn render_html(r: &HtmlReport) -> Result<String, ChartError> {
         out.push_str("<h2>Serving benchmark result of each phase</h2>\n");
         for (i, s) in r.phases.iter().enumerate() {
             let _ = writeln!(
+    for s in r.phases.iter().filter(|s| !s.targets.is_empty()) {
+        let _ = writeln!(out, "<h2>Per-target metrics: {}</h2>", escape(&s.name));
+        let rows = s.targets.iter();
+        grid_table(&mut out, rows.map(|t| target_columns(t, &h.targets)));
+    }
                 out,
                 "<details{}><summary>{}</summary>",
                 if i == 0 { " open" } else { "" },

@@ -188,7 +188,7 @@ fn runner_metrics(s: &PhaseSummary) -> RunnerMetrics {
     RunnerMetrics(m)
 }
 
-fn distribution_result(d: &Distribution) -> DistributionResult {
+pub(crate) fn distribution_result(d: &Distribution) -> DistributionResult {
     DistributionResult {
         count: d.count,
         mean_ms: d.mean,
@@ -250,6 +250,8 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Runne
 
 fn tag_result(t: &crate::metrics::TagSummary) -> TagResult {
     TagResult {
+        cancelled_requests: s.cancelled,
+        targets: super::targets::target_results(s, &h.targets),
         tag: t.tag.clone(),
         completed: t.completed,
         failed: t.failed,
@@ -284,6 +286,7 @@ mod tests {
             runner_version: "0.1.0".into(),
             package: None,
             scenario_digest: "cafe".into(),
+            targets: vec![],
             wit_version: "0.1.0".into(),
         }
     }
@@ -331,6 +334,8 @@ mod tests {
             index: 1,
             tag: None,
             scheduled_ns: 0,
+            cancelled: false,
+            target: None,
             sent_ns: 0,
             first_byte_ns: None,
             chunks: vec![],
@@ -355,6 +360,8 @@ mod tests {
             max_concurrency: Some(8),
             request_rate: None,
             burstiness: Some(1.0),
+            cancelled: false,
+            target: None,
         })
     }
 

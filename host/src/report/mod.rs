@@ -16,6 +16,7 @@ pub mod table;
 pub mod text;
 
 use serde::{Deserialize, Serialize};
+pub mod targets;
 
 pub use json::vllm_backend;
 pub use run_report::{ReportParts, ReportPhase, RunReport, ShardStart, ShardStarts};
@@ -30,11 +31,16 @@ pub struct RunHeader {
     /// Scenario parameters, in declaration order.
     pub params: Vec<(String, String)>,
     pub seed: u64,
-    /// URL, or "built-in simulator (profile default)".
+    /// URL, or "built-in simulator (profile default)"; with several targets, each one as
+    /// `[index] URL`, comma-separated.
     pub target: String,
     pub model: String,
     /// "completions" or "chat".
     pub api: String,
+    /// With several `--target`s, each one's URL, by index (records name the index);
+    /// empty with one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
     pub tokenizer: String,
     /// sha256 hex of the request stream, known at the end of the run.
     pub request_digest: Option<String>,

@@ -190,6 +190,12 @@ pub struct RunnerSection {
     pub metrics: RunnerMetrics,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<TagResult>,
+    /// Requests the scenario gave up on mid-stream (its `cancel`): neither completed nor
+    /// failed, in no latency but TTFT.
+    pub cancelled_requests: u64,
+    /// With several `--target`s, each one's main metrics (the header's `targets` by index).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetResult>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -247,3 +253,20 @@ pub struct TagResult {
 
 #[cfg(test)]
 mod schema;
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(deny_unknown_fields))]
+pub struct TargetResult {
+    /// Its index among the run's `--target`s.
+    pub target: usize,
+    pub url: String,
+    pub completed: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+    pub mean_input_tokens: f64,
+    pub mean_output_tokens: f64,
+    pub ttft: DistributionResult,
+    pub tpot: DistributionResult,
+    pub e2el: DistributionResult,
+}
+

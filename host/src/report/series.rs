@@ -252,6 +252,8 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            cancelled: false,
+            target: None,
         }
     }
 

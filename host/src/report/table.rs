@@ -108,7 +108,12 @@ pub fn cut_cell(text: &str) -> String {
 
 /// The per-tag table as aligned text columns (nothing without tags).
 pub fn render_tag_table_text(tags: &[TagSummary]) -> String {
-    let mut rows: Vec<[(&str, String); 13]> = tags.iter().map(tag_columns).collect();
+    aligned_table(tags.iter().map(|t| tag_columns(t).to_vec()).collect())
+}
+
+/// Rows of (column title, value) as aligned text columns, the first left-aligned, the
+/// others right-aligned (nothing without rows).
+pub(crate) fn aligned_table(mut rows: Vec<Vec<(&'static str, String)>>) -> String {
     // A column is as wide as its widest cell, and a format width must stay far below
     // u16::MAX: a scenario's tag may be any length, so long ones are cut for display.
     for cell in rows.iter_mut().flat_map(|r| r.iter_mut()) {
@@ -152,18 +157,20 @@ pub fn render_tag_table_text(tags: &[TagSummary]) -> String {
 
 /// The per-tag table in markdown (nothing without tags).
 pub fn render_tag_table_markdown(tags: &[TagSummary]) -> String {
+    markdown_table(tags.iter().map(|t| tag_columns(t).to_vec()).collect())
+}
+
+/// Rows of (column title, value) as a markdown table (nothing without rows).
+pub(crate) fn markdown_table(rows: Vec<Vec<(&'static str, String)>>) -> String {
     let mut out = String::new();
-    let Some(first) = tags.first() else {
+    let Some(first) = rows.first() else {
         return out;
     };
-    let titles: Vec<&str> = tag_columns(first).iter().map(|c| c.0).collect();
+    let titles: Vec<&str> = first.iter().map(|c| c.0).collect();
     out.push_str(&format!("| {} |\n", titles.join(" | ")));
     out.push_str(&format!("|{}\n", ["---|"].repeat(titles.len()).concat()));
-    for t in tags {
-        let cells: Vec<String> = tag_columns(t)
-            .into_iter()
-            .map(|c| markdown_cell(&c.1))
-            .collect();
+    for row in rows {
+        let cells: Vec<String> = row.into_iter().map(|c| markdown_cell(&c.1)).collect();
         out.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
     out
@@ -223,6 +230,7 @@ mod tests {
             tag: name.into(),
             completed: 2,
             failed: 1,
+            cancelled: 0,
             ttft: latency(10.0),
             tpot: latency(2.0),
             e2el: latency(30.0),

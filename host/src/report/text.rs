@@ -128,7 +128,12 @@ pub fn render_header(h: &RunHeader) -> String {
         false,
     );
     line("Seed", &h.seed.to_string(), false);
-    line("Target", &h.target, false);
+    if h.targets.is_empty() {
+        line("Target", &h.target, false);
+    }
+    for (i, target) in h.targets.iter().enumerate() {
+        line(&format!("Target {i}"), target, false);
+    }
     line("Model", &h.model, false);
     line("API", &h.api, false);
     line("Tokenizer", &h.tokenizer, false);
@@ -239,6 +244,8 @@ pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
         section(&mut out, "Per-tag Metrics");
         out.push_str(&super::table::render_tag_table_text(&s.tags));
     }
+    // The header lists the targets' URLs by index.
+    out.push_str(&super::targets::render_text_section(s, &[]));
     footer(&mut out, '=');
     out
 }
@@ -486,6 +493,7 @@ mod tests {
             request_rate: Some(20.0),
             burstiness: Some(1.0),
             duration_s: 52.35,
+            cancelled: 0,
             total_input_tokens: 1_024_000,
             total_output_tokens: 128_000,
             total_chunks: 128_000,
@@ -512,6 +520,7 @@ mod tests {
 
     /// The block `vllm bench serve` prints for those figures, in its layout (trailing spaces
     /// preserved).
+            targets: vec![],
     const VLLM_BLOCK: &str = "\
 ============ Serving Benchmark Result ============
 Successful requests:                     1000      
@@ -703,6 +712,7 @@ WARNING: the client could not keep its schedule (P99 send lateness 12.35 ms > 10
             tokenizer: "cl100k_base".into(),
             request_digest: Some("ab12".into()),
             runner_version: "0.1.0".into(),
+            targets: vec![],
             package: Some(("team-a/chat-mix".into(), "1.2.0".into())),
             scenario_digest: "cafe".into(),
             wit_version: "0.1.0".into(),

@@ -3,11 +3,16 @@
 //! arrival, and the request's `x-request-id` when it came with one (the runner sends one:
 //! its requests.jsonl has the same `request_id`). A client's TTFT and E2EL can then be checked against what the server really
 //! did, not only against its nominal timetable (its own timers can be late too).
+//!
+//! A stream that ends without its `[DONE]` (the client closed the connection: hyper then
+//! drops the response body) gets its line too, with `"aborted": true` and `aborted_ms`,
+//! when the server noticed: a client's cancellation can be checked against what the server
+//! saw.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
 
@@ -31,8 +36,12 @@ impl SendLog {
     }
 }
 
-/// The send times of one stream, collected while it runs.
+/// The send times of one stream, collected while it runs; its line is written when it
+/// finishes, or when it is dropped unfinished (aborted).
 pub struct SentTimes {
+    log: Arc<SendLog>,
+    /// The line was written.
+    written: bool,
     id: u64,
     request_id: Option<String>,
     arrived: Instant,
@@ -40,8 +49,15 @@ pub struct SentTimes {
 }
 
 impl SentTimes {
-    pub fn new(id: u64, request_id: Option<String>, arrived: Instant) -> SentTimes {
+    pub fn new(
+        log: Arc<SendLog>,
+        id: u64,
+        request_id: Option<String>,
+        arrived: Instant,
+    ) -> SentTimes {
         SentTimes {
+            log,
+            written: false,
             id,
             request_id,
             arrived,
@@ -62,15 +78,33 @@ impl SentTimes {
 
     /// `{"id":N,"request_id":"...","chunk_ms":[...]}`: each content chunk's send time after
     /// the request's headers arrived, in ms with µs resolution.
-    pub fn finish(self, log: &SendLog) {
+    pub fn finish(mut self) {
+        self.write(false);
+    }
+
+    fn write(&mut self, aborted: bool) {
+        self.written = true;
         let ms: Vec<f64> = self.chunk_us.iter().map(|&us| us as f64 / 1e3).collect();
         let mut line = serde_json::json!({ "id": self.id, "chunk_ms": ms });
-        if let Some(request_id) = self.request_id {
+        if let Some(request_id) = self.request_id.take() {
             line["request_id"] = request_id.into();
+        }
+        if aborted {
+            line["aborted"] = true.into();
+            line["aborted_ms"] = (self.arrived.elapsed().as_micros() as f64 / 1e3).into();
         }
         let mut line = line.to_string();
         line.push('\n');
-        log.write(line.as_bytes());
+        self.log.write(line.as_bytes());
+    }
+}
+
+impl Drop for SentTimes {
+    /// Dropped unfinished: the client went away mid-stream (or the server stopped).
+    fn drop(&mut self) {
+        if !self.written {
+            self.write(true);
+        }
     }
 }
 
@@ -82,12 +116,12 @@ mod tests {
     fn each_stream_is_one_line_of_its_chunk_offsets() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("sent.jsonl");
-        let log = SendLog::create(&path).expect("log file");
-        let mut times = SentTimes::new(7, Some("runner-1-0-3".into()), Instant::now());
+        let log = Arc::new(SendLog::create(&path).expect("log file"));
+        let mut times = SentTimes::new(log, 7, Some("runner-1-0-3".into()), Instant::now());
         times.chunk_sent();
         std::thread::sleep(std::time::Duration::from_millis(2));
         times.chunk_sent();
-        times.finish(&log);
+        times.finish();
         let text = std::fs::read_to_string(&path).expect("log");
         let line: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
         assert_eq!(line["id"], 7);
@@ -99,5 +133,21 @@ mod tests {
             gap >= 2.0,
             "the second chunk left at least 2 ms later: {gap}"
         );
+        assert!(line.get("aborted").is_none());
+    }
+
+    #[test]
+    fn a_stream_dropped_unfinished_is_logged_as_aborted() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("sent.jsonl");
+        let log = Arc::new(SendLog::create(&path).expect("log file"));
+        let mut times = SentTimes::new(log, 3, Some("r-0-1".into()), Instant::now());
+        times.chunk_sent();
+        drop(times);
+        let text = std::fs::read_to_string(&path).expect("log");
+        let line: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
+        assert_eq!((line["id"].as_u64(), line["aborted"].as_bool()), (Some(3), Some(true)));
+        assert_eq!(line["chunk_ms"].as_array().map(Vec::len), Some(1));
+        assert!(line["aborted_ms"].as_f64().is_some_and(|ms| ms >= 0.0));
     }
 }

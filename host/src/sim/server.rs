@@ -284,7 +284,7 @@ async fn generate(state: Arc<AppState>, endpoint: Endpoint, request: Request) ->
         let sent = state
             .send_log
             .clone()
-            .map(|log| (log, SentTimes::new(id, request_id, arrived)));
+            .map(|log| SentTimes::new(log, id, request_id, arrived));
         sse_response(events, writer, job.include_usage, sent)
     } else {
         full_response(events, writer).await
@@ -313,8 +313,8 @@ struct Sse {
     writer: Writer,
     include_usage: bool,
     stage: Stage,
-    /// With `--sim-send-log`: the log and this stream's send times so far.
-    sent: Option<(Arc<SendLog>, SentTimes)>,
+    /// With `--sim-send-log`: this stream's send times so far.
+    sent: Option<SentTimes>,
 }
 
 impl Sse {
@@ -329,7 +329,7 @@ impl Sse {
                         }
                     }
                     Some(Event::Tokens(n)) => {
-                        if let Some((_, times)) = &mut self.sent {
+                        if let Some(times) = &mut self.sent {
                             times.chunk_sent();
                         }
                         return Some(self.writer.content_chunk(n));
@@ -348,8 +348,8 @@ impl Sse {
                 }
                 Stage::Done => {
                     self.stage = Stage::End;
-                    if let Some((log, times)) = self.sent.take() {
-                        times.finish(&log);
+                    if let Some(times) = self.sent.take() {
+                        times.finish();
                     }
                     return Some(Bytes::from_static(openai::DONE));
                 }
@@ -366,7 +366,7 @@ fn sse_response(
     events: Events,
     writer: Writer,
     include_usage: bool,
-    sent: Option<(Arc<SendLog>, SentTimes)>,
+    sent: Option<SentTimes>,
 ) -> Response {
     let sse = Sse {
         events,

@@ -16,6 +16,8 @@ pub struct PhaseState {
     pub failed: u64,
     #[serde(default)]
     pub retried: u64,
+    #[serde(default)]
+    pub cancelled: u64,
     /// Non-zero kinds only.
     pub failures: Vec<FailureCount>,
     pub input_tokens: u64,
@@ -43,6 +45,9 @@ pub struct PhaseState {
     /// Per-tag statistics; absent when no request had a tag.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<TagState>,
+    /// Per-target statistics, keyed by the target's index; absent with one target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TagState>,
 }
 
 /// Two sorted vectors as one.
@@ -70,6 +75,7 @@ impl PhaseAccumulator {
             completed: self.completed,
             failed: self.failed,
             retried: self.retried,
+            cancelled: self.cancelled,
             failures: self.failure_counts(),
             input_tokens: self.input_tokens,
             output_tokens: self.output_tokens,
@@ -90,6 +96,7 @@ impl PhaseAccumulator {
             ends_ns: self.ends.clone(),
             tokens_per_second: self.tokens_per_second.clone(),
             tags: self.tags.state(),
+            targets: self.targets.state(),
         }
     }
 
@@ -102,6 +109,7 @@ impl PhaseAccumulator {
         acc.completed = s.completed;
         acc.failed = s.failed;
         acc.retried = s.retried;
+        acc.cancelled = s.cancelled;
         for f in &s.failures {
             let k = kind_index(f.kind);
             acc.failures[k] = f.count;
@@ -126,6 +134,7 @@ impl PhaseAccumulator {
         acc.ends = s.ends_ns.clone();
         acc.tokens_per_second = s.tokens_per_second.clone();
         acc.tags = TagStats::from_state(&s.tags)?;
+        acc.targets = TagStats::from_state(&s.targets)?;
         Ok(acc)
     }
 
@@ -135,6 +144,7 @@ impl PhaseAccumulator {
         self.completed += o.completed;
         self.failed += o.failed;
         self.retried += o.retried;
+        self.cancelled += o.cancelled;
         for k in 0..ERROR_KINDS.len() {
             self.failures[k] += o.failures[k];
             if self.first_messages[k].is_none() {
@@ -164,7 +174,8 @@ impl PhaseAccumulator {
         for (a, b) in self.tokens_per_second.iter_mut().zip(&o.tokens_per_second) {
             *a += b;
         }
-        self.tags.merge(&o.tags)
+        self.tags.merge(&o.tags)?;
+        self.targets.merge(&o.targets)
     }
 }
 

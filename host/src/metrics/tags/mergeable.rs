@@ -11,6 +11,8 @@ pub struct TagState {
     pub tag: String,
     pub completed: u64,
     pub failed: u64,
+    #[serde(default)]
+    pub cancelled: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub ttft: StatState,
@@ -22,6 +24,7 @@ impl TagAccumulator {
     fn merge(&mut self, o: &TagAccumulator) -> Result<(), StatStateError> {
         self.completed += o.completed;
         self.failed += o.failed;
+        self.cancelled += o.cancelled;
         self.input_tokens += o.input_tokens;
         self.output_tokens += o.output_tokens;
         self.ttft.merge(&o.ttft)?;
@@ -40,6 +43,7 @@ impl TagStats {
                 tag: tag.clone(),
                 completed: a.completed,
                 failed: a.failed,
+                cancelled: a.cancelled,
                 input_tokens: a.input_tokens,
                 output_tokens: a.output_tokens,
                 ttft: a.ttft.state(),
@@ -57,6 +61,7 @@ impl TagStats {
             let acc = TagAccumulator {
                 completed: s.completed,
                 failed: s.failed,
+                cancelled: s.cancelled,
                 input_tokens: s.input_tokens,
                 output_tokens: s.output_tokens,
                 ttft: StreamingStat::from_state(&s.ttft)?,

@@ -1,0 +1,102 @@
+//! The servers a run talks to: the built-in simulator, or each `--target` in order, every
+//! one checked (health, model list, one test request) before anything is sent.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use crate::client::Client;
+use crate::config::{RunConfig, TargetSpec};
+use crate::sim::SimServer;
+use crate::tokenizer::Tokenizer;
+
+/// The targets of a run, checked, each one's model known.
+pub(super) struct Targets {
+    /// The built-in simulator, when it is the target; stopped when dropped.
+    pub(super) sim: Option<SimServer>,
+    /// One per target, in `--target` order (a request's `target` indexes this).
+    pub(super) clients: Vec<Client>,
+    /// How each target is named in reports (a URL's credentials hidden).
+    pub(super) labels: Vec<String>,
+    /// The model each target serves (`--model`, else the first it lists).
+    pub(super) models: Vec<String>,
+}
+
+impl Targets {
+    /// Starts the simulator when it is the target, then checks every server before
+    /// anything is sent.
+    pub(super) fn connect(
+        config: &RunConfig,
+        tokenizer: &Arc<Tokenizer>,
+        rt: &tokio::runtime::Runtime,
+    ) -> Result<Targets> {
+        let (sim, urls, labels) = match &config.target {
+            TargetSpec::Servers(urls) => {
+                let labels = urls.iter().map(|u| crate::redact::string(u.clone()));
+                (None, urls.clone(), labels.collect())
+            }
+            TargetSpec::Simulator { config, profile } => {
+                let mut sim_config = (**config).clone();
+                let counter = tokenizer.clone();
+                sim_config.prompt_token_counter =
+                    Some(Arc::new(move |text: &str| counter.count(text)));
+                let server = SimServer::start(sim_config, 0)?;
+                let url = server.base_url();
+                let label = format!("built-in simulator, profile {profile} ({url})");
+                (Some(server), vec![url], vec![label])
+            }
+        };
+        let clients = urls
+            .iter()
+            .map(|url| {
+                let client = Client::new(
+                    url,
+                    config.api_key.clone(),
+                    config.timeouts,
+                    config.request_id_prefix.clone(),
+                )?;
+                Ok(client.with_headers(&config.headers)?)
+            })
+            .collect::<Result<Vec<Client>>>()?;
+        if let Some(dir) = &config.output {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create output directory {}", dir.display()))?;
+        }
+        // Each error names its server's URL.
+        let models = clients
+            .iter()
+            .map(|c| rt.block_on(c.preflight(config.model.as_deref(), config.api, config.usage)))
+            .collect::<Result<Vec<String>, _>>()?;
+        Ok(Targets {
+            sim,
+            clients,
+            labels,
+            models,
+        })
+    }
+
+    /// How the report names the targets: the one label, or each with its index.
+    pub(super) fn label(&self) -> String {
+        match self.labels.as_slice() {
+            [one] => one.clone(),
+            many => many
+                .iter()
+                .enumerate()
+                .map(|(i, l)| format!("[{i}] {l}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
+    /// The model of the report's header: the one model, or each different one.
+    pub(super) fn model(&self) -> String {
+        let mut distinct: Vec<&String> = Vec::new();
+        for m in &self.models {
+            if !distinct.contains(&m) {
+                distinct.push(m);
+            }
+        }
+        let names: Vec<&str> = distinct.iter().map(|m| m.as_str()).collect();
+        crate::redact::string(names.join(", "))
+    }
+}
