@@ -196,6 +196,55 @@ fn streaming(report: &mut String, quick: bool) {
     }
 }
 
+/// Client CPU per 1M streamed tokens with the server's metrics scraped every 100 ms and
+/// with scraping off, runs alternated so drift in the machine's load hits both alike.
+/// Written to its own file, bench-results/server_metrics.md.
+fn scrape(header: &str) {
+    let sim = Sim::start(&["--sim-profile", "zero"]);
+    let params = [
+        ("requests", "4000".to_string()),
+        ("input_tokens", "16".into()),
+        ("output_tokens", "256".into()),
+        ("rate", "1e9".into()),
+        ("max_concurrency", "512".into()),
+    ];
+    let settings: [(&str, &[&str]); 2] = [
+        ("off", &["--server-metrics", "off"]),
+        ("every 100 ms", &["--server-metrics-interval", "100ms"]),
+    ];
+    let mut per_million: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..5 {
+        for (i, (name, extra)) in settings.iter().enumerate() {
+            let (r, u) = run_client(&sim, &params, extra);
+            let cpu = u.cpu_s / f(&r, &["total_output_tokens"]) * 1e6;
+            println!("round {round}, scraping {name}: {cpu:.2} CPU s per 1M tokens");
+            per_million[i].push(cpu);
+        }
+    }
+    let mut text = format!("{header}### Client CPU per 1M streamed tokens, server metrics scraped or not (zero profile, 512 streams, 4000 requests of 256 single-token chunks, 5 alternated runs each)\n\n| scraping | mean | min | max | runs |\n|---|---|---|---|---|\n");
+    for (i, (name, _)) in settings.iter().enumerate() {
+        let v = &per_million[i];
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::INFINITY, 0f64), |(l, h), x| (l.min(*x), h.max(*x)));
+        let runs: Vec<String> = v.iter().map(|x| format!("{x:.2}")).collect();
+        writeln!(
+            text,
+            "| {name} | {mean:.2} | {lo:.2} | {hi:.2} | {} |",
+            runs.join(", ")
+        )
+        .unwrap();
+    }
+    println!("{text}");
+    let path = repo().join("bench-results/server_metrics.md");
+    let mut all = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        "# Server metrics scraping: `cargo bench -p runner --bench client_perf -- scrape`\n\nWhat scraping the server's /metrics costs the client: its CPU (user + system, wait4 rusage) per million streamed tokens against the simulator's `zero` profile, whose /metrics is vLLM's set of gauges, counters and histograms.\n".into()
+    });
+    all.push_str(&text);
+    std::fs::write(&path, all).expect("bench-results/server_metrics.md");
+}
+
 fn lateness(report: &mut String, quick: bool) {
     let sim = Sim::start(&["--sim-profile", "zero"]);
     writeln!(report, "\n### Send lateness, Poisson arrivals (zero profile, 16 output tokens)\n\n| rate req/s | requests | p50 ms | p99 ms | max ms | client CPU s |\n|---|---|---|---|---|---|").unwrap();
@@ -411,6 +460,11 @@ fn main() {
         runner_bin()
     );
     println!("{report}");
+    // Only when named: it writes its own file.
+    if args[1..].iter().any(|a| a == "scrape") {
+        scrape(&report);
+        return;
+    }
     if only("streaming") {
         streaming(&mut report, quick);
     }

@@ -170,6 +170,12 @@ pub struct RunArgs {
     /// Directory for requests.jsonl (written as requests finish) and result.json
     #[arg(long, value_name = "DIR")]
     pub output: Option<PathBuf>,
+    /// Scrape the server's Prometheus metrics from URL [default: the target's /metrics], or `off`
+    #[arg(long = "server-metrics", value_name = "URL|off")]
+    pub server_metrics: Option<String>,
+    /// Time between scrapes of the server's metrics (e.g. 1s, 250ms; at least 100ms)
+    #[arg(long = "server-metrics-interval", value_name = "DURATION", default_value = "1s", value_parser = crate::server_metrics::parse_interval)]
+    pub server_metrics_interval: Duration,
     /// How long in-flight requests may finish once a phase is stopped by its duration or stop
     /// condition (e.g. 30s, 5m); a phase that sent all its requests waits for every one
     #[arg(long, default_value = "60s", value_parser = parse_duration_arg)]

@@ -57,6 +57,8 @@ pub struct RunConfig {
     pub max_error_rate: Option<f64>,
     pub output: Option<PathBuf>,
     pub save_result: Option<PathBuf>,
+    /// `--server-metrics` (a URL, `off`, or the target's /metrics when `None`) and its interval.
+    pub server_metrics: (Option<String>, Duration),
     pub quiet: bool,
     pub start_at: Option<StartAt>,
 }
@@ -113,6 +115,7 @@ impl RunConfig {
                 .collect::<Result<_>>()?,
             output: a.output.clone(),
             save_result: a.save_result.clone(),
+            server_metrics: (a.server_metrics.clone(), a.server_metrics_interval),
             quiet: a.quiet,
             start_at: a.start_at,
         })

@@ -24,6 +24,7 @@ pub mod redact;
 pub mod report;
 pub mod scenario;
 pub mod schedule;
+pub mod server_metrics;
 pub mod shard;
 pub mod sim;
 pub mod thresholds;

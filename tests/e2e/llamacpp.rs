@@ -219,6 +219,52 @@ fn concurrency_above_the_slots_queues_as_ttft() {
     );
 }
 
+/// The summary of the known server metric `name` in a phase of result.json, from the
+/// list `kind` (`gauges`, `counters`).
+fn server_metric<'a>(result: &'a Value, kind: &str, name: &str) -> &'a Value {
+    let section = &result["runner"]["server_metrics"];
+    section[kind]
+        .as_array()
+        .and_then(|all| all.iter().find(|m| m["name"] == name))
+        .unwrap_or_else(|| panic!("no {name} among the {kind} of {section}"))
+}
+
+#[test]
+fn server_metrics_show_deferred_requests_above_the_slots() {
+    let _quiet = exclusive();
+    let Some(engine) = engine() else { return };
+    let srv = Server::start(&engine);
+    let (text, result, records) = run(
+        &srv,
+        &engine,
+        &[
+            &scenario("throughput.rhai"),
+            "-p",
+            "requests=24",
+            "-p",
+            "input_tokens=64",
+            "-p",
+            "output_tokens=32",
+            "-p",
+            "max_concurrency=12",
+            "--server-metrics-interval",
+            "100ms",
+        ],
+    );
+    assert_exact(&records, 24, 32);
+    // 12 in flight over 4 slots: llama.cpp defers the 8 that find no slot.
+    let deferred = server_metric(&result, "gauges", "llamacpp:requests_deferred");
+    assert!(deferred["max"].as_f64().unwrap() > 0.0, "{deferred}");
+    let processing = server_metric(&result, "gauges", "llamacpp:requests_processing");
+    assert!(processing["max"].as_f64().unwrap() <= 4.0, "{processing}");
+    for counter in ["llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total"] {
+        let c = server_metric(&result, "counters", counter);
+        assert!(c["rate"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    assert!(text.contains("Requests deferred mean / max:"), "{text}");
+    assert!(text.contains("Predicted tokens (increase, per s):"), "{text}");
+}
+
 #[test]
 fn shared_prefix_hits_the_prefix_cache() {
     let _quiet = exclusive();

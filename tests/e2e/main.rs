@@ -28,6 +28,7 @@ mod packages;
 mod progress;
 mod report;
 mod schema;
+mod server_metrics;
 mod shards;
 mod signals;
 mod skew;

@@ -33,6 +33,8 @@ def main() -> None:
     params.n_ctx = args.ctx
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
+    # /metrics in Prometheus text (llama-server --metrics), scraped by the runner.
+    params.endpoint_metrics = True
     server = xllamacpp.Server(params)
     print(f"listening on {server.listening_address}", flush=True)
     # The server runs on its own threads; this one only waits.

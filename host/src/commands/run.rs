@@ -17,6 +17,7 @@ use crate::package::{self, Package};
 use crate::progress::{self, Progress};
 use crate::report::{output, render_header, ReportParts, ReportPhase, RunHeader, RunReport};
 use crate::scenario::{self, Scenario};
+use crate::server_metrics::{ScrapeConfig, Scraper};
 use crate::thresholds::EXIT_THRESHOLDS_FAILED;
 use crate::tokenizer::Tokenizer;
 
@@ -125,6 +126,9 @@ fn execute(
 ) -> Result<Finished> {
     let mut engine_config = engine_config(config, target.models[0].clone());
     engine_config.target_models = target.models.clone();
+    if let Some(scraper) = start_server_metrics(config, &target)? {
+        engine_config.live = engine::LiveView::with_server_metrics(scraper);
+    }
     let clock_offset_ms = config.start_at.map(|at| {
         if !config.quiet {
             crate::errln!("waiting to start at {}", at.rfc3339());
@@ -155,6 +159,21 @@ fn execute(
         started,
         clock_offset_ms,
     })
+}
+
+/// The scraper of the (first) target's metrics, unless `--server-metrics off`.
+fn start_server_metrics(config: &RunConfig, target: &Targets) -> Result<Option<Scraper>> {
+    let (flag, interval) = &config.server_metrics;
+    let Some(first) = target.clients.first() else {
+        return Ok(None);
+    };
+    let output = config.output.as_deref();
+    let Some(mut scrape) = ScrapeConfig::for_run(flag.as_deref(), first.base_url(), *interval, output)
+    else {
+        return Ok(None);
+    };
+    scrape.api_key.clone_from(&config.api_key);
+    Ok(Some(Scraper::start(scrape)?))
 }
 
 fn engine_config(config: &RunConfig, model: String) -> EngineConfig {
@@ -226,6 +245,7 @@ fn build_report(config: &RunConfig, header: RunHeader, result: &RunResult) -> Ru
             arrival: p.spec.arrival.describe(),
             ended: (p.stop != StopReason::Exhausted).then(|| p.stop.describe()),
             cut: p.cut,
+            server: p.server.clone(),
         })
         .collect();
     let parts = ReportParts {

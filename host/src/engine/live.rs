@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::scenario::{PhaseSpec, Snapshot};
+use crate::server_metrics::Scraper;
 
 /// Live counters shared with the scenario thread for its `stop` function.
 pub(super) struct Live {
@@ -14,6 +15,8 @@ pub(super) struct Live {
     pub(super) phase_start: Instant,
     pub(super) ttft: hdrhistogram::Histogram<u64>,
     pub(super) e2el: hdrhistogram::Histogram<u64>,
+    /// The server's metrics, when they are scraped.
+    pub(super) server: Option<Arc<Scraper>>,
 }
 
 impl Live {
@@ -25,6 +28,9 @@ impl Live {
         s.ttft_p50_ms = self.ttft.value_at_quantile(0.5) as f64 / 1000.0;
         s.ttft_p99_ms = self.ttft.value_at_quantile(0.99) as f64 / 1000.0;
         s.e2el_p99_ms = self.e2el.value_at_quantile(0.99) as f64 / 1000.0;
+        if let Some(server) = &self.server {
+            s.server = server.latest_values();
+        }
         s
     }
 }
@@ -42,7 +48,16 @@ impl LiveView {
             phase_start: Instant::now(),
             ttft: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
             e2el: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
+            server: None,
         })))
+    }
+
+    /// Live counters whose snapshots, and the phases' results, carry what `scraper`
+    /// scrapes from the server.
+    pub fn with_server_metrics(scraper: Scraper) -> LiveView {
+        let view = LiveView::new();
+        view.0.lock().unwrap_or_else(|e| e.into_inner()).server = Some(Arc::new(scraper));
+        view
     }
 
     /// The counters of the running phase now (the same snapshot a `stop` function sees).

@@ -151,6 +151,8 @@ pub struct PhaseResult {
     pub stop: StopReason,
     /// Requests still running at the drain limit, cut and counted as cancelled.
     pub cut: u64,
+    /// The server's metrics over the phase, when they were scraped.
+    pub server: Option<crate::server_metrics::ServerPhase>,
 }
 
 pub struct RunResult {

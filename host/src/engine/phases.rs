@@ -114,7 +114,14 @@ impl PhaseLoop<'_> {
             .start_phase(p, spec);
         self.wait_until_primed().await;
         let start = Instant::now();
-        live.lock().unwrap_or_else(|e| e.into_inner()).phase_start = start;
+        let server = {
+            let mut live = live.lock().unwrap_or_else(|e| e.into_inner());
+            live.phase_start = start;
+            live.server.clone()
+        };
+        if let Some(server) = &server {
+            server.begin_phase(p);
+        }
         let dispatch = PhaseDispatch::new(
             &self.run,
             p,
@@ -124,13 +131,14 @@ impl PhaseLoop<'_> {
             &mut self.done.digest,
         );
         let end = dispatch.run(&mut self.scenario.queue).await?;
+        let server = server.map(|s| s.end_phase()).unwrap_or_default();
         if let Err(e) = self.close_phase(&end.stop).await {
             self.done.failure = Some(e);
         }
         let (summary, latencies) = self.summarize(spec, &end).await?;
-        self.done
-            .history
-            .push(phase_report(p, spec, &summary, &latencies));
+        let mut report = phase_report(p, spec, &summary, &latencies);
+        report.server = server.stats;
+        self.done.history.push(report);
         let goes_on = self.done.failure.is_none() && !end.stop.ends_run();
         if self.done.failure.is_none() {
             self.done.interrupted |= end.stop == StopReason::Interrupted;
@@ -140,6 +148,7 @@ impl PhaseLoop<'_> {
             summary,
             stop: end.stop,
             cut: end.cut,
+            server: server.report,
         });
         Ok(goes_on)
     }

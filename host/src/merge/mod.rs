@@ -218,6 +218,8 @@ pub fn merge_phases(
             arrival: phase.arrival.clone(),
             ended: stop,
             cut,
+            // Every shard scraped the same server: shard 0's series, not N copies.
+            server: first.phases[p].server.clone().map(|s| s.into_phase()),
         });
     }
     Ok(out)

@@ -53,6 +53,35 @@ pub struct ShardPhase {
     /// Requests cut at the drain limit.
     pub cut: u64,
     pub state: PhaseState,
+    /// The server's metrics over the phase, as this shard scraped them: every shard
+    /// scrapes the same server, so a merge keeps shard 0's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ShardServer>,
+}
+
+/// A phase's server metrics with their chart series (which result.json leaves out).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ShardServer {
+    #[serde(flatten)]
+    pub phase: crate::server_metrics::ServerPhase,
+    pub series: Vec<crate::server_metrics::ServerPoint>,
+}
+
+impl ShardServer {
+    fn of(phase: &crate::server_metrics::ServerPhase) -> ShardServer {
+        ShardServer {
+            phase: phase.clone(),
+            series: phase.series.clone(),
+        }
+    }
+
+    /// The phase's server metrics, series included.
+    pub fn into_phase(self) -> crate::server_metrics::ServerPhase {
+        crate::server_metrics::ServerPhase {
+            series: self.series,
+            ..self.phase
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -201,6 +230,7 @@ impl ShardFile {
                     },
                     stop: (phase.stop != crate::engine::StopReason::Exhausted)
                         .then(|| phase.stop.describe()),
+                    server: phase.server.as_ref().map(ShardServer::of),
                     cut: phase.cut,
                     state,
                 }

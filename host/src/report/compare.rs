@@ -286,6 +286,7 @@ pub fn rows(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<Row> {
                 better,
             })
         })
+        .chain(super::server_compare::rows(a, b))
         .collect()
 }
 

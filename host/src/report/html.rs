@@ -27,6 +27,8 @@ pub struct HtmlReport<'a> {
     /// What the scenario reported with `note` (an SLO search's answer), in order.
     pub notes: &'a [(String, NoteValue)],
     pub series: &'a Series,
+    /// Each measured phase's server metrics, when they were scraped.
+    pub servers: &'a [Option<&'a crate::server_metrics::ServerPhase>],
 }
 
 const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}
@@ -97,6 +99,9 @@ pub fn render_html(r: &HtmlReport) -> Result<String, ChartError> {
     }
     out.push_str("<div class=\"grid\">\n");
     for chart in time_charts(r.series) {
+        out.push_str(&chart.to_svg()?);
+    }
+    for chart in super::server_charts::server_charts(r.series, r.servers) {
         out.push_str(&chart.to_svg()?);
     }
     out.push_str("</div>\n");

@@ -42,7 +42,12 @@ pub fn result_file(r: &RunReport) -> ResultFile {
         .phases
         .iter()
         .filter(|p| !p.warmup)
-        .map(|p| phase_result(h, &p.summary, &r.percentiles, None))
+        .map(|p| {
+            let mut result = phase_result(h, &p.summary, &r.percentiles, None);
+            result.runner.server_metrics.clone_from(&p.server);
+            result.runner.ended.clone_from(&p.ended);
+            result
+        })
         .collect();
     let run = run_sections(r);
     if phases.len() == 1 {
@@ -245,6 +250,8 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Runne
         client_bound: s.client_bound,
         metrics: runner_metrics(s),
         tags: s.tags.iter().map(tag_result).collect(),
+        server_metrics: None,
+        ended: None,
     }
 }
 

@@ -12,6 +12,9 @@ pub mod output;
 pub mod result_file;
 pub mod run_report;
 pub mod series;
+pub mod server;
+pub mod server_charts;
+pub mod server_compare;
 pub mod table;
 pub mod text;
 

@@ -68,6 +68,12 @@ pub fn write_outputs(report: &RunReport, dir: &Path) -> Result<(), OutputError> 
         verdicts: &report.verdicts,
         notes: &report.notes,
         series: &series,
+        servers: &report
+            .phases
+            .iter()
+            .filter(|p| !p.warmup)
+            .map(|p| p.server.as_ref())
+            .collect::<Vec<_>>(),
     })?;
     write_text(&dir.join("report.html"), &html)
 }
@@ -160,6 +166,21 @@ fn render_report_markdown(report: &RunReport) -> String {
             "\n## Per-tag metrics: {}\n\n{}",
             s.name,
             render_tag_table_markdown(&s.tags)
+        );
+    }
+    let servers = report.phases.iter().filter(|p| !p.warmup);
+    for (p, server) in servers.filter_map(|p| Some((p, p.server.as_ref()?))) {
+        md += &format!(
+            "\n## Server metrics: {}\n{}",
+            p.summary.name,
+            super::server::render_markdown(server, &p.summary)
+        );
+    }
+    for s in measured.iter().filter(|s| !s.targets.is_empty()) {
+        md += &format!(
+            "\n## Per-target metrics: {}\n\n{}",
+            s.name,
+            super::targets::render_target_table_markdown(s, &report.header.targets)
         );
     }
     crate::display::escape_control_multiline(&md).into_owned()

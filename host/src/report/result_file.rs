@@ -196,6 +196,12 @@ pub struct RunnerSection {
     /// With several `--target`s, each one's main metrics (the header's `targets` by index).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<TargetResult>,
+    /// The server's own metrics over the phase, when they were scraped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<crate::server_metrics::ServerPhase>,
+    /// Why the phase ended, when it did not simply send all its requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]

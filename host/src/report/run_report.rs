@@ -9,6 +9,7 @@ use super::RunHeader;
 use crate::display::escape_control_multiline;
 use crate::metrics::PhaseSummary;
 use crate::scenario::NoteValue;
+use crate::server_metrics::ServerPhase;
 use crate::thresholds::{self, Threshold, Verdict};
 
 /// One phase as every output shows it.
@@ -23,6 +24,8 @@ pub struct ReportPhase {
     pub ended: Option<String>,
     /// Requests still running at the drain limit, cut.
     pub cut: u64,
+    /// The server's metrics over the phase, when they were scraped.
+    pub server: Option<ServerPhase>,
 }
 
 /// When one shard of a merged run began.
@@ -134,6 +137,7 @@ impl RunReport {
                 warmup: p.warmup,
                 ended: p.ended.clone(),
                 cut: p.cut,
+                server: p.server.as_ref(),
             })
             .collect();
         let mut body = render_phases(&phases, &self.percentiles, self.goodput);

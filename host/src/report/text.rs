@@ -260,6 +260,8 @@ pub struct PhaseText<'a> {
     pub ended: Option<String>,
     /// Requests still running at the drain limit, cut.
     pub cut: u64,
+    /// The server's metrics over the phase, when they were scraped.
+    pub server: Option<&'a crate::server_metrics::ServerPhase>,
 }
 
 /// The phases of a run (a single run's or a merge's): each one's heading when there are
@@ -292,6 +294,9 @@ pub fn render_phases(phases: &[PhaseText], percentiles: &[f64], goodput: bool) -
         }
         out += &render_vllm_block(s, percentiles, goodput);
         out += &render_extras(s, percentiles);
+        if let Some(server) = phase.server {
+            out += &super::server::render_text(server, s);
+        }
         if let Some(ended) = &phase.ended {
             let _ = writeln!(out, "Phase ended: {ended}.");
         }

@@ -4,15 +4,20 @@
 //! order while there is a sequence slot and KV room for prompt + max_tokens, spends the
 //! step's token budget on one decode token per decoding sequence and the rest on chunked
 //! prefill (FIFO), sleeps the step's simulated GPU time, then emits one token for every
-//! sequence that decoded or finished its prefill in that step.
+//! sequence that decoded or finished its prefill in that step. A request admitted skips
+//! the prefill of its prompt's leading blocks found in the prefix cache (`prefix`), and
+//! every step leaves its state in the `/metrics` counters (`metrics`).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::event::{after, Event};
+use super::metrics::SimMetrics;
+use super::prefix::{PrefixCache, PromptBlocks, BLOCK_TOKENS};
 use super::profile::BatchParams;
 use crate::clock::ClockHandle;
 
@@ -31,6 +36,10 @@ pub struct Seq {
     /// Whether this step yields a token for it (a decode, or the end of its prefill).
     emits: bool,
     out: mpsc::UnboundedSender<Event>,
+    /// When the request reached the engine (its queue time and TTFT count from here).
+    arrived: Instant,
+    /// Its prompt's block hashes, for the prefix cache.
+    blocks: PromptBlocks,
 }
 
 impl Seq {
@@ -43,7 +52,16 @@ impl Seq {
             unsent: 0,
             emits: false,
             out,
+            arrived: Instant::now(),
+            blocks: PromptBlocks::default(),
         }
+    }
+
+    /// The same request, arrived at `arrived`, with its prompt's block hashes.
+    pub fn with_prompt(mut self, arrived: Instant, blocks: PromptBlocks) -> Seq {
+        self.arrived = arrived;
+        self.blocks = blocks;
+        self
     }
 
     /// KV-cache tokens reserved for the whole life of the sequence.
@@ -62,17 +80,32 @@ pub struct Scheduler {
     waiting: VecDeque<Seq>,
     running: Vec<Seq>,
     kv_used: usize,
+    prefix: PrefixCache,
+    metrics: Arc<SimMetrics>,
 }
 
 impl Scheduler {
-    pub fn new(params: BatchParams, per_chunk: usize) -> Scheduler {
+    pub fn new(params: BatchParams, per_chunk: usize, metrics: Arc<SimMetrics>) -> Scheduler {
         Scheduler {
+            // The prefix cache lives in the KV cache's blocks.
+            prefix: PrefixCache::new(params.kv_tokens / BLOCK_TOKENS),
             params,
             per_chunk: per_chunk.max(1),
             waiting: VecDeque::new(),
             running: Vec::new(),
             kv_used: 0,
+            metrics,
         }
+    }
+
+    /// Leaves the engine's state in the `/metrics` gauges.
+    fn publish(&self) {
+        let (running, waiting, kv_used) = (self.running.len(), self.waiting.len(), self.kv_used);
+        self.metrics.update(|c| {
+            c.running = running;
+            c.waiting = waiting;
+            c.kv_used = kv_used;
+        });
     }
 
     /// Run steps until every sender of `incoming` is gone; waits without spinning when idle.
@@ -85,6 +118,7 @@ impl Scheduler {
             }
             self.drop_cancelled();
             if self.running.is_empty() && self.waiting.is_empty() {
+                self.publish();
                 match incoming.recv().await {
                     Some(seq) => self.waiting.push_back(seq),
                     None => return,
@@ -93,6 +127,7 @@ impl Scheduler {
                 continue;
             }
             self.admit();
+            self.publish();
             let step = self.plan();
             let now = Instant::now();
             // Chain steps on absolute deadlines so timer lateness does not accumulate.
@@ -139,14 +174,30 @@ impl Scheduler {
             {
                 return;
             }
-            let Some(seq) = self.waiting.pop_front() else {
+            let Some(mut seq) = self.waiting.pop_front() else {
                 return;
             };
             if seq.out.send(Event::Admitted).is_ok() {
                 self.kv_used += seq.kv();
+                self.use_prefix_cache(&mut seq);
                 self.running.push(seq);
             }
         }
+    }
+
+    /// Skips the prefill of the prompt's cached leading blocks (at least its last token is
+    /// computed, as in vLLM, to sample the first output token).
+    fn use_prefix_cache(&mut self, seq: &mut Seq) {
+        let blocks = self.prefix.admit(&seq.blocks);
+        let cached = seq.blocks.covered(blocks, seq.prompt);
+        seq.prefilled = cached.min(seq.prompt.saturating_sub(1));
+        let (prompt, queued) = (seq.prompt as u64, seq.arrived.elapsed());
+        self.metrics.update(|c| {
+            c.prefix_queries += prompt;
+            c.prefix_hits += cached as u64;
+            c.prompt_tokens += prompt;
+        });
+        self.metrics.admitted(queued);
     }
 
     /// Lay out one step and return its simulated duration.
@@ -172,6 +223,7 @@ impl Scheduler {
     /// Deliver the step's tokens and retire finished sequences.
     fn complete(&mut self) {
         let per_chunk = self.per_chunk;
+        let metrics = &self.metrics;
         let mut freed = 0;
         self.running.retain_mut(|s| {
             if !s.emits {
@@ -180,6 +232,9 @@ impl Scheduler {
             s.emits = false;
             s.generated += 1;
             s.unsent += 1;
+            if s.generated == 1 {
+                metrics.first_token(s.arrived.elapsed());
+            }
             let done = s.generated >= s.max_tokens;
             if s.unsent >= per_chunk || done {
                 let sent = s.out.send(Event::Tokens(s.unsent)).is_ok();
@@ -191,6 +246,7 @@ impl Scheduler {
             }
             if done {
                 freed += s.kv();
+                metrics.finished(s.arrived.elapsed(), s.generated);
             }
             !done
         });
@@ -211,6 +267,11 @@ mod tests {
         }
     }
 
+    fn scheduler(p: BatchParams, per_chunk: usize) -> Scheduler {
+        let metrics = Arc::new(SimMetrics::new("m", p.kv_tokens));
+        Scheduler::new(p, per_chunk, metrics)
+    }
+
     fn seq(s: &mut Scheduler, prompt: usize, max: usize) -> mpsc::UnboundedReceiver<Event> {
         let (tx, rx) = mpsc::unbounded_channel();
         s.waiting.push_back(Seq::new(prompt, max, tx));
@@ -223,14 +284,14 @@ mod tests {
 
     #[test]
     fn admission_respects_max_seqs_and_kv() {
-        let mut s = Scheduler::new(params(2, 8192, 1000), 1);
+        let mut s = scheduler(params(2, 8192, 1000), 1);
         let mut rxs: Vec<_> = (0..3).map(|_| seq(&mut s, 100, 100)).collect();
         s.admit();
         assert_eq!((s.running.len(), s.waiting.len(), s.kv_used), (2, 1, 400));
         assert_eq!(drain(&mut rxs[0]), vec![Event::Admitted]);
         assert!(drain(&mut rxs[2]).is_empty());
 
-        let mut s = Scheduler::new(params(8, 8192, 500), 1);
+        let mut s = scheduler(params(8, 8192, 500), 1);
         let _rxs: Vec<_> = (0..3).map(|_| seq(&mut s, 100, 100)).collect();
         s.admit();
         assert_eq!(s.running.len(), 2, "a third would need 600 > 500 KV tokens");
@@ -238,7 +299,7 @@ mod tests {
 
     #[test]
     fn prefill_is_chunked_by_the_token_budget() {
-        let mut s = Scheduler::new(params(4, 300, 100_000), 1);
+        let mut s = scheduler(params(4, 300, 100_000), 1);
         let mut a = seq(&mut s, 250, 2);
         let mut b = seq(&mut s, 250, 2);
         s.admit();
@@ -261,7 +322,7 @@ mod tests {
 
     #[test]
     fn tokens_are_grouped_per_chunk() {
-        let mut s = Scheduler::new(params(4, 8192, 100_000), 3);
+        let mut s = scheduler(params(4, 8192, 100_000), 3);
         let mut rx = seq(&mut s, 10, 7);
         s.admit();
         for _ in 0..7 {
@@ -283,7 +344,7 @@ mod tests {
 
     #[test]
     fn cancelled_sequences_free_their_slot() {
-        let mut s = Scheduler::new(params(1, 8192, 100_000), 1);
+        let mut s = scheduler(params(1, 8192, 100_000), 1);
         let a = seq(&mut s, 10, 1000);
         let _b = seq(&mut s, 10, 10);
         s.admit();

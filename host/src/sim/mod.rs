@@ -10,6 +10,7 @@
 //! - `openai`: request parsing and the JSON / SSE wire format.
 //! - `engine`: a request's timed event stream; `batch`: the continuous-batching scheduler
 //!   (both sleep on [`crate::clock`], the timer the dispatcher uses too).
+//! - `metrics`: `/metrics` in vLLM's names; `prefix`: the `default` profile's prefix cache.
 //! - `send_log`: `--sim-send-log`, the actual send time of every chunk.
 //! - `words`: the output text, one OpenAI token per word.
 
@@ -17,7 +18,9 @@ mod batch;
 mod engine;
 mod error;
 mod event;
+mod metrics;
 mod openai;
+mod prefix;
 pub mod profile;
 mod send_log;
 pub mod server;

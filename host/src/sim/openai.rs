@@ -7,6 +7,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::prefix::PromptBlocks;
 use super::profile::SimConfig;
 use super::words;
 
@@ -31,6 +32,8 @@ pub struct Job {
     pub continuous_usage: bool,
     /// Leading tokens sent as `reasoning_content` (chat only; 0 for completions).
     pub reasoning_tokens: usize,
+    /// The prompt's block hashes, for the prefix cache.
+    pub blocks: PromptBlocks,
 }
 
 /// An error answered with an OpenAI error object.
@@ -117,16 +120,17 @@ struct ChatRequest {
 /// Parse and validate a request body for `endpoint`.
 pub fn parse(endpoint: Endpoint, body: &[u8], config: &SimConfig) -> Result<Job, ApiError> {
     let bad_json = |e: serde_json::Error| ApiError::bad_request(format!("invalid JSON body: {e}"));
-    let (model, prompt_tokens, max_tokens, stream, options, n) = match endpoint {
+    let (model, prompt_tokens, blocks, max_tokens, stream, options, n) = match endpoint {
         Endpoint::Completions => {
             let r: CompletionRequest = serde_json::from_slice(body).map_err(bad_json)?;
             let prompt = r
                 .prompt
                 .ok_or_else(|| ApiError::bad_request("the field `prompt` is required"))?;
-            let tokens = prompt_tokens(&prompt, config)?;
+            let (tokens, blocks) = prompt_tokens(&prompt, config)?;
             (
                 r.model,
                 tokens,
+                blocks,
                 r.max_tokens,
                 r.stream,
                 r.stream_options,
@@ -138,9 +142,9 @@ pub fn parse(endpoint: Endpoint, body: &[u8], config: &SimConfig) -> Result<Job,
             let messages = r
                 .messages
                 .ok_or_else(|| ApiError::bad_request("the field `messages` is required"))?;
-            let tokens = chat_prompt_tokens(&messages, config)?;
+            let (tokens, blocks) = chat_prompt_tokens(&messages, config)?;
             let max = r.max_completion_tokens.or(r.max_tokens);
-            (r.model, tokens, max, r.stream, r.stream_options, r.n)
+            (r.model, tokens, blocks, max, r.stream, r.stream_options, r.n)
         }
     };
     if let Some(name) = model {
@@ -175,19 +179,23 @@ pub fn parse(endpoint: Endpoint, body: &[u8], config: &SimConfig) -> Result<Job,
             Endpoint::Chat => config.reasoning_tokens,
             Endpoint::Completions => 0,
         },
+        blocks,
     })
 }
 
 /// A string, an array of token ids, or an array holding one of those.
-fn prompt_tokens(prompt: &Value, config: &SimConfig) -> Result<usize, ApiError> {
+fn prompt_tokens(prompt: &Value, config: &SimConfig) -> Result<(usize, PromptBlocks), ApiError> {
     let empty = || ApiError::bad_request("the prompt must not be empty");
     let text = |s: &str| match s {
         "" => Err(empty()),
-        s => Ok(config.count_prompt_tokens(s)),
+        s => Ok((config.count_prompt_tokens(s), PromptBlocks::of_text(s))),
     };
     let ids = |items: &[Value]| match items {
         [] => Err(empty()),
-        items if items.iter().all(|v| v.as_u64().is_some()) => Ok(items.len()),
+        items if items.iter().all(|v| v.as_u64().is_some()) => {
+            let ids: Vec<u64> = items.iter().filter_map(Value::as_u64).collect();
+            Ok((items.len(), PromptBlocks::of_ids(&ids)))
+        }
         _ => Err(ApiError::bad_request(
             "token ids in `prompt` must be non-negative integers",
         )),
@@ -210,7 +218,10 @@ fn prompt_tokens(prompt: &Value, config: &SimConfig) -> Result<usize, ApiError> 
 }
 
 /// The counter over all message contents concatenated, plus 4 template tokens per message.
-fn chat_prompt_tokens(messages: &Value, config: &SimConfig) -> Result<usize, ApiError> {
+fn chat_prompt_tokens(
+    messages: &Value,
+    config: &SimConfig,
+) -> Result<(usize, PromptBlocks), ApiError> {
     let messages = messages
         .as_array()
         .filter(|m| !m.is_empty())
@@ -238,7 +249,8 @@ fn chat_prompt_tokens(messages: &Value, config: &SimConfig) -> Result<usize, Api
             }
         }
     }
-    Ok(config.count_prompt_tokens(&text) + 4 * messages.len())
+    let tokens = config.count_prompt_tokens(&text) + 4 * messages.len();
+    Ok((tokens, PromptBlocks::of_text(&text)))
 }
 
 /// Formats the responses of one request. Builds JSON by hand around a pre-escaped header so
@@ -487,6 +499,7 @@ mod tests {
             include_usage: true,
             continuous_usage: false,
             reasoning_tokens: 0,
+            blocks: PromptBlocks::default(),
         };
         let mut w = Writer::new(Endpoint::Chat, &j, 1, 2, r#""m\"x""#);
         let parse = |b: Bytes| -> Value {

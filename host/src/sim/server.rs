@@ -196,6 +196,7 @@ async fn serve_until(
         .route("/v1/models", get(models))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
+        .route("/metrics", super::metrics::route(state.engine.metrics()))
         .fallback(not_found)
         .with_state(state);
     // Each SSE event must leave as soon as it is written, not wait for Nagle.
@@ -274,7 +275,7 @@ async fn generate(state: Arc<AppState>, endpoint: Endpoint, request: Request) ->
     }
     let Some(events) = state
         .engine
-        .submit(arrived, delay, job.prompt_tokens, job.max_tokens)
+        .submit(arrived, delay, job.prompt_tokens, job.max_tokens, job.blocks.clone())
     else {
         return ApiError::unavailable("the simulated engine has stopped").into_response();
     };

@@ -1,0 +1,270 @@
+//! The server's Prometheus metrics: scraped from the built-in simulator while a run goes
+//! on, written to server_metrics.jsonl, summarised per phase in every report, given to
+//! scenarios (kv_guard.rhai), and a target without them is one warning line.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::{exclusive, run_ok, runner, scenario, stderr, stdout};
+
+/// A run of `args` with `--output` into a temp dir: its stdout, result.json, and the
+/// scrapes of server_metrics.jsonl.
+fn run_scraped(args: &[&str]) -> (String, Value, Vec<Value>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().display().to_string();
+    let mut all = args.to_vec();
+    all.extend(["--output", &out]);
+    let (stdout, result) = run_ok(&all);
+    (stdout, result, samples_in(dir.path()))
+}
+
+fn samples_in(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("server_metrics.jsonl"))
+        .expect("server_metrics.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// A phase's summary of the known gauge `name` in result.json.
+fn gauge<'a>(phase: &'a Value, name: &str) -> &'a Value {
+    phase["runner"]["server_metrics"]["gauges"]
+        .as_array()
+        .and_then(|g| g.iter().find(|g| g["name"] == name))
+        .unwrap_or_else(|| panic!("no gauge {name} in {}", phase["runner"]["server_metrics"]))
+}
+
+const RUNNING: &str = "vllm:num_requests_running";
+const WAITING: &str = "vllm:num_requests_waiting";
+
+#[test]
+fn scrapes_come_at_the_interval_and_show_the_simulators_limits() {
+    let _quiet = exclusive();
+    let max_seqs = 16;
+    let (text, result, samples) = run_scraped(&[
+        &scenario("throughput.rhai"),
+        "-p",
+        "requests=200",
+        "-p",
+        "input_tokens=64",
+        "-p",
+        "output_tokens=64",
+        "--sim-max-seqs",
+        &max_seqs.to_string(),
+        "--server-metrics-interval",
+        "100ms",
+    ]);
+    // At the asked interval, ±20 %: the mean gap between scrapes of the run.
+    let times: Vec<f64> = samples.iter().map(|s| s["t_s"].as_f64().unwrap()).collect();
+    assert!(times.len() >= 10, "{} scrapes", times.len());
+    let gap = (times[times.len() - 1] - times[0]) / (times.len() - 1) as f64;
+    assert!(
+        (0.08..=0.12).contains(&gap),
+        "mean gap between scrapes {gap} s"
+    );
+    // 512 offered at once over 16 slots: 16 running at the most, the rest waiting.
+    assert_eq!(gauge(&result, RUNNING)["max"], max_seqs as f64);
+    assert!(gauge(&result, WAITING)["max"].as_f64().unwrap() > 0.0);
+    let most_running = samples
+        .iter()
+        .filter_map(|s| s["values"][RUNNING].as_f64())
+        .fold(0.0, f64::max);
+    assert_eq!(most_running, max_seqs as f64);
+    // The text report has the section, in plain words.
+    let section = text
+        .split("Server metrics")
+        .nth(1)
+        .expect("a Server metrics section");
+    assert!(
+        section.contains("Requests running mean / max:"),
+        "{section}"
+    );
+    assert!(section.contains(&format!("/ {max_seqs}.00")), "{section}");
+    assert!(section.contains("Client TTFT mean (ms):"), "{section}");
+}
+
+/// `shared_prefix.rhai` at `ratio`: its result.
+fn shared_prefix(ratio: &str) -> Value {
+    run_ok(&[
+        &scenario("shared_prefix.rhai"),
+        "-p",
+        "groups=4",
+        "-p",
+        "requests_per_group=8",
+        "-p",
+        "input_tokens=2048",
+        "-p",
+        "output_tokens=8",
+        "-p",
+        "rate=20",
+        "-p",
+        &format!("prefix_ratio={ratio}"),
+        "--server-metrics-interval",
+        "100ms",
+    ])
+    .1
+}
+
+#[test]
+fn a_shared_prefix_hits_the_simulators_prefix_cache_and_shortens_ttft() {
+    let _quiet = exclusive();
+    let shared = shared_prefix("0.75");
+    let alone = shared_prefix("0");
+    let hit_rate = |r: &Value| r["runner"]["server_metrics"]["prefix_cache_hit_rate"].as_f64();
+    // The first request of each group of 8 misses: 0.75 × 7/8 of the prompt tokens hit,
+    // less the partial block at the end of each prefix.
+    let expected = 0.75 * 7.0 / 8.0;
+    let got = hit_rate(&shared).expect("a hit rate");
+    assert!(
+        (got - expected).abs() < 0.03,
+        "hit rate {got}, expected about {expected}"
+    );
+    assert!(
+        hit_rate(&alone).unwrap_or(0.0) < 0.01,
+        "{:?}",
+        hit_rate(&alone)
+    );
+    let ttft = |r: &Value| r["mean_ttft_ms"].as_f64().unwrap();
+    assert!(
+        ttft(&shared) < 0.8 * ttft(&alone),
+        "TTFT with shared prefixes {} ms, without {} ms",
+        ttft(&shared),
+        ttft(&alone)
+    );
+}
+
+#[test]
+fn kv_guard_stops_where_the_kv_cache_fills() {
+    let _quiet = exclusive();
+    let (_, result) = run_ok(&[
+        &scenario("kv_guard.rhai"),
+        "-p",
+        "start_rate=4",
+        "-p",
+        "growth=2",
+        "-p",
+        "phase_duration=2",
+        "-p",
+        "input_tokens=512",
+        "-p",
+        "output_tokens=128",
+        "-p",
+        "waiting_limit=1000",
+        "--sim-kv-tokens",
+        "20000",
+        "--server-metrics-interval",
+        "100ms",
+    ]);
+    let phases = result["phases"].as_array().expect("several phases");
+    let kv = |p: &Value| {
+        gauge(p, "vllm:kv_cache_usage_perc")["max"]
+            .as_f64()
+            .unwrap()
+    };
+    let (last, held) = phases.split_last().expect("phases");
+    assert!(kv(last) > 0.9, "the last phase's KV use {}", kv(last));
+    for p in held {
+        assert!(
+            kv(p) <= 0.9,
+            "phase {} went on at KV use {}",
+            p["phase"],
+            kv(p)
+        );
+    }
+    let notes = &result["scenario_result"];
+    assert_eq!(notes["crossed_by"], "kv_cache");
+    assert_eq!(notes["limit_crossed_at"], last["request_rate"]);
+    match held.last() {
+        Some(p) => assert_eq!(notes["last_rate_that_held"], p["request_rate"]),
+        None => assert_eq!(notes["last_rate_that_held"], "none"),
+    }
+}
+
+/// A server on loopback that answers every request with `status` and an HTML page.
+fn html_server(status: &'static str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(64) {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let body = "<!doctype html><html><body>metrics? no</body></html>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}/metrics")
+}
+
+#[test]
+fn a_target_without_metrics_is_one_warning_and_a_normal_report() {
+    let html_ok = html_server("200 OK");
+    let html_404 = html_server("404 Not Found");
+    for url in [
+        html_ok.as_str(),
+        html_404.as_str(),
+        "http://127.0.0.1:9/metrics",
+    ] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = dir.path().display().to_string();
+        let o = runner(&[
+            &scenario("throughput.rhai"),
+            "-p",
+            "requests=20",
+            "-p",
+            "input_tokens=32",
+            "-p",
+            "output_tokens=8",
+            "--server-metrics",
+            url,
+            "--server-metrics-interval",
+            "100ms",
+            "--output",
+            &out,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let warnings: Vec<&str> = stderr(&o)
+            .lines()
+            .filter(|l| l.contains("server metrics"))
+            .collect::<Vec<_>>();
+        assert_eq!(warnings.len(), 1, "{url}: {}", stderr(&o));
+        assert!(warnings[0].starts_with("warning: "), "{}", warnings[0]);
+        assert!(
+            stdout(&o).contains("Successful requests:"),
+            "{}",
+            stdout(&o)
+        );
+        assert!(!stdout(&o).contains("Server metrics"));
+        let result = std::fs::read_to_string(dir.path().join("result.json")).expect("result");
+        assert!(!result.contains("server_metrics"));
+    }
+}
+
+#[test]
+fn server_metrics_off_scrapes_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().display().to_string();
+    let o = runner(&[
+        &scenario("throughput.rhai"),
+        "-p",
+        "requests=10",
+        "-p",
+        "input_tokens=32",
+        "-p",
+        "output_tokens=8",
+        "--server-metrics",
+        "off",
+        "--output",
+        &out,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!dir.path().join("server_metrics.jsonl").exists());
+    assert!(!stdout(&o).contains("Server metrics"));
+}
