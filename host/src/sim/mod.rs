@@ -7,7 +7,9 @@
 //!
 //! - [`profile`]: `--sim-*` flags, profiles and their defaults.
 //! - [`server`]: routes, handlers, and the server thread.
-//! - `openai`: request parsing and the JSON / SSE wire format.
+//! - `openai`: request parsing and the JSON / SSE wire format; `responses`, `messages`:
+//!   OpenAI Responses and Anthropic Messages, parsed as the chat request they mean;
+//!   `wire`: which of them a request speaks; `embeddings`: `/v1/embeddings`.
 //! - `engine`: a request's timed event stream; `batch`: the continuous-batching scheduler
 //!   (both sleep on [`crate::clock`], the timer the dispatcher uses too).
 //! - `metrics`: `/metrics` in vLLM's names; `prefix`: the `default` profile's prefix cache.
@@ -15,15 +17,19 @@
 //! - `words`: the output text, one OpenAI token per word.
 
 mod batch;
+mod embeddings;
 mod engine;
 mod error;
 mod event;
 mod metrics;
+mod messages;
 mod openai;
 mod prefix;
 pub mod profile;
+mod responses;
 mod send_log;
 pub mod server;
+mod wire;
 mod words;
 
 #[cfg(test)]

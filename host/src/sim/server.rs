@@ -26,7 +26,8 @@ use tokio::time::Instant;
 use super::engine::Engine;
 use super::error::SimError;
 use super::event::{Event, Events};
-use super::openai::{self, ApiError, Endpoint, Writer};
+use super::openai::{ApiError, Endpoint};
+use super::wire::{Route, Wire};
 use super::profile::SimConfig;
 use super::send_log::{SendLog, SentTimes};
 
@@ -196,7 +197,9 @@ async fn serve_until(
         .route("/v1/models", get(models))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
-        .route("/metrics", super::metrics::route(state.engine.metrics()))
+        .route("/v1/responses", post(responses))
+        .route("/v1/messages", post(messages))
+        .route("/v1/embeddings", post(embeddings))
         .fallback(not_found)
         .with_state(state);
     // Each SSE event must leave as soon as it is written, not wait for Nagle.
@@ -237,14 +240,41 @@ async fn models(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn completions(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    generate(state, Endpoint::Completions, request).await
+    generate(state, Route::OpenAi(Endpoint::Completions), request).await
 }
 
 async fn chat(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    generate(state, Endpoint::Chat, request).await
+    generate(state, Route::OpenAi(Endpoint::Chat), request).await
 }
 
-async fn generate(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> Response {
+async fn responses(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    generate(state, Route::Responses, request).await
+}
+
+async fn messages(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    generate(state, Route::Messages, request).await
+}
+
+/// Not streamed, not batched with generation: answered after its batch's time.
+async fn embeddings(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    use super::embeddings;
+    let body = match axum::body::to_bytes(request.into_body(), MAX_BODY).await {
+        Ok(body) => body,
+        Err(e) => {
+            return ApiError::bad_request(format!("could not read the request body: {e}"))
+                .into_response()
+        }
+    };
+    let batch = match embeddings::parse(&body, &state.config) {
+        Ok(batch) => batch,
+        Err(e) => return e.into_response(),
+    };
+    tokio::time::sleep(embeddings::latency(&batch, &state.config)).await;
+    let answer = embeddings::answer(&batch, &state.model_json);
+    with_content_type(Body::from(answer), "application/json")
+}
+
+async fn generate(state: Arc<AppState>, route: Route, request: Request) -> Response {
     // The request's clock starts when its headers are in, before the body is read.
     let arrived = Instant::now();
     // Read only for the send log: the header is not otherwise the simulator's business.
@@ -266,7 +296,7 @@ async fn generate(state: Arc<AppState>, endpoint: Endpoint, request: Request) ->
                 .into_response()
         }
     };
-    let job = match openai::parse(endpoint, &body, &state.config) {
+    let job = match route.parse(&body, &state.config) {
         Ok(job) => job,
         Err(e) => return e.into_response(),
     };
@@ -275,24 +305,24 @@ async fn generate(state: Arc<AppState>, endpoint: Endpoint, request: Request) ->
     }
     let Some(events) = state
         .engine
-        .submit(arrived, delay, job.prompt_tokens, job.max_tokens, job.blocks.clone())
+        .submit(arrived, delay, job.prompt_tokens, job.max_tokens)
     else {
         return ApiError::unavailable("the simulated engine has stopped").into_response();
     };
     let id = state.next_id.fetch_add(1, Ordering::Relaxed);
-    let writer = Writer::new(endpoint, &job, id, unix_now(), &state.model_json);
+    let writer = Wire::new(route, &job, id, unix_now(), &state.model_json);
     if job.stream {
         let sent = state
             .send_log
             .clone()
-            .map(|log| SentTimes::new(log, id, request_id, arrived));
+            .map(|log| (log, SentTimes::new(id, request_id, arrived)));
         sse_response(events, writer, job.include_usage, sent)
     } else {
         full_response(events, writer).await
     }
 }
 
-async fn full_response(mut events: Events, mut writer: Writer) -> Response {
+async fn full_response(mut events: Events, mut writer: Wire) -> Response {
     while let Some(event) = events.next().await {
         if let Event::Tokens(n) = event {
             writer.add_tokens(n);
@@ -311,11 +341,11 @@ enum Stage {
 
 struct Sse {
     events: Events,
-    writer: Writer,
+    writer: Wire,
     include_usage: bool,
     stage: Stage,
-    /// With `--sim-send-log`: this stream's send times so far.
-    sent: Option<SentTimes>,
+    /// With `--sim-send-log`: the log and this stream's send times so far.
+    sent: Option<(Arc<SendLog>, SentTimes)>,
 }
 
 impl Sse {
@@ -330,7 +360,7 @@ impl Sse {
                         }
                     }
                     Some(Event::Tokens(n)) => {
-                        if let Some(times) = &mut self.sent {
+                        if let Some((_, times)) = &mut self.sent {
                             times.chunk_sent();
                         }
                         return Some(self.writer.content_chunk(n));
@@ -349,10 +379,11 @@ impl Sse {
                 }
                 Stage::Done => {
                     self.stage = Stage::End;
-                    if let Some(times) = self.sent.take() {
-                        times.finish();
+                    if let Some((log, times)) = self.sent.take() {
+                        times.finish(&log);
                     }
-                    return Some(Bytes::from_static(openai::DONE));
+                    // The OpenAI endpoints end with `[DONE]`; the others end here.
+                    return self.writer.done();
                 }
                 Stage::End => return None,
             }
@@ -365,9 +396,9 @@ impl Sse {
 /// sequence in the engine.
 fn sse_response(
     events: Events,
-    writer: Writer,
+    writer: Wire,
     include_usage: bool,
-    sent: Option<SentTimes>,
+    sent: Option<(Arc<SendLog>, SentTimes)>,
 ) -> Response {
     let sse = Sse {
         events,
