@@ -200,6 +200,7 @@ async fn serve_until(
         .route("/v1/responses", post(responses))
         .route("/v1/messages", post(messages))
         .route("/v1/embeddings", post(embeddings))
+        .route("/metrics", super::metrics::route(state.engine.metrics()))
         .fallback(not_found)
         .with_state(state);
     // Each SSE event must leave as soon as it is written, not wait for Nagle.
@@ -305,7 +306,7 @@ async fn generate(state: Arc<AppState>, route: Route, request: Request) -> Respo
     }
     let Some(events) = state
         .engine
-        .submit(arrived, delay, job.prompt_tokens, job.max_tokens)
+        .submit(arrived, delay, job.prompt_tokens, job.max_tokens, job.blocks.clone())
     else {
         return ApiError::unavailable("the simulated engine has stopped").into_response();
     };
@@ -315,7 +316,7 @@ async fn generate(state: Arc<AppState>, route: Route, request: Request) -> Respo
         let sent = state
             .send_log
             .clone()
-            .map(|log| (log, SentTimes::new(id, request_id, arrived)));
+            .map(|log| SentTimes::new(log, id, request_id, arrived));
         sse_response(events, writer, job.include_usage, sent)
     } else {
         full_response(events, writer).await
@@ -344,8 +345,8 @@ struct Sse {
     writer: Wire,
     include_usage: bool,
     stage: Stage,
-    /// With `--sim-send-log`: the log and this stream's send times so far.
-    sent: Option<(Arc<SendLog>, SentTimes)>,
+    /// With `--sim-send-log`: this stream's send times so far.
+    sent: Option<SentTimes>,
 }
 
 impl Sse {
@@ -360,7 +361,7 @@ impl Sse {
                         }
                     }
                     Some(Event::Tokens(n)) => {
-                        if let Some((_, times)) = &mut self.sent {
+                        if let Some(times) = &mut self.sent {
                             times.chunk_sent();
                         }
                         return Some(self.writer.content_chunk(n));
@@ -379,8 +380,8 @@ impl Sse {
                 }
                 Stage::Done => {
                     self.stage = Stage::End;
-                    if let Some((log, times)) = self.sent.take() {
-                        times.finish(&log);
+                    if let Some(times) = self.sent.take() {
+                        times.finish();
                     }
                     // The OpenAI endpoints end with `[DONE]`; the others end here.
                     return self.writer.done();
@@ -398,7 +399,7 @@ fn sse_response(
     events: Events,
     writer: Wire,
     include_usage: bool,
-    sent: Option<(Arc<SendLog>, SentTimes)>,
+    sent: Option<SentTimes>,
 ) -> Response {
     let sse = Sse {
         events,
