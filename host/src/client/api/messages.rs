@@ -138,8 +138,6 @@ struct Whole<'a> {
     content: Vec<Block<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
-    #[serde(rename = "type", default)]
-    kind: Option<String>,
     #[serde(default)]
     error: Option<Value>,
 }
@@ -160,10 +158,8 @@ pub(crate) fn whole(ex: &mut Exchange, data: &[u8], at: Instant) {
         Ok(m) => m,
         Err(e) => return not_messages(ex, e, data),
     };
-    if let Some(err) = message
-        .error
-        .filter(|_| message.kind.as_deref() == Some("error"))
-    {
+    // Anthropic's error body is `{"type":"error","error":{…}}`, OpenAI's has no type.
+    if let Some(err) = message.error.filter(|e| !e.is_null()) {
         return ex.fail(ErrorKind::ErrorObject, error_object_text(&err));
     }
     let (mut reasoning, mut answer, mut tool_call) = (String::new(), String::new(), false);
