@@ -24,10 +24,14 @@ class Hostile(Scenario):
 
     def next_request(self, phase, index):
         if self.attack == "memory":
+            # Steps of 1.5 GiB: the first one passes the 1 GiB cap, so the cap stops the
+            # guest at once. Small steps would have to fill a gigabyte first, which on a
+            # busy machine takes longer than the 1 s call limit, and the error would
+            # then name the time limit instead.
             hoard = []
             while True:
-                hoard.append(bytearray(64 << 20))
-                log(f"holding {64 * len(hoard)} MiB")
+                hoard.append(bytearray(1536 << 20))
+                log(f"holding {1536 * len(hoard)} MiB")
         while True:
             pass
 
