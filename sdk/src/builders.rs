@@ -2,8 +2,8 @@
 //! `Request::text(p).max_tokens(100).ignore_eos()` rather than a struct literal.
 
 use crate::{
-    Arrival, Description, GammaArrival, Hooks, Message, Next, ParamSpec, Phase, Prompt, Request,
-    Snapshot, Value,
+    Arrival, Cancel, Description, GammaArrival, Header, Hooks, Message, Next, ParamSpec, Phase,
+    PhaseSummary, Prompt, Request, ServerStat, Snapshot, Value,
 };
 
 impl From<i64> for Value {
@@ -184,6 +184,9 @@ impl Request {
             at: None,
             delay: None,
             input_tokens: None,
+            headers: vec![],
+            cancel: None,
+            target: None,
         }
     }
 
@@ -201,6 +204,13 @@ impl Request {
     /// A conversation, sent to the chat endpoint.
     pub fn chat(messages: Vec<Message>) -> Request {
         Request::with_prompt(Prompt::Messages(messages))
+    }
+
+    /// A batch of texts to embed in one request (`--api embeddings`): at least one, at
+    /// most 2048. Set [`Request::max_tokens`] all the same (1 will do): the runner
+    /// refuses a request without it.
+    pub fn embeddings<S: Into<String>>(inputs: impl IntoIterator<Item = S>) -> Request {
+        Request::with_prompt(Prompt::Inputs(inputs.into_iter().map(Into::into).collect()))
     }
 
     pub fn max_tokens(mut self, n: u64) -> Request {
@@ -253,7 +263,50 @@ impl Request {
         self.input_tokens = Some(n);
         self
     }
+
+    /// An HTTP header of this request only, sent after the run's `--header`s (a router's
+    /// session-affinity key, a tenant id); call again for more, at most 64. The name must
+    /// be an HTTP token, the value at most 8 KiB with no line break.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Request {
+        self.headers.push(Header {
+            name: name.into(),
+            value: value.into(),
+        });
+        self
+    }
+
+    /// Give up on the request once this many output tokens (> 0) have arrived, as a
+    /// reader who stops early does; counted as cancelled, not failed. Combines with
+    /// [`Request::cancel_after_ms`]: whichever comes first.
+    pub fn cancel_after_tokens(mut self, n: u64) -> Request {
+        self.cancel = Some(Cancel {
+            after_tokens: Some(n),
+            ..self.cancel.unwrap_or(NO_CANCEL)
+        });
+        self
+    }
+
+    /// Give up on the request this many milliseconds (> 0) after it was sent.
+    pub fn cancel_after_ms(mut self, ms: f64) -> Request {
+        self.cancel = Some(Cancel {
+            after_ms: Some(ms),
+            ..self.cancel.unwrap_or(NO_CANCEL)
+        });
+        self
+    }
+
+    /// Send to the `--target` at this index (from 0, in the order given) instead of the
+    /// next one round-robin.
+    pub fn target(mut self, index: u32) -> Request {
+        self.target = Some(index);
+        self
+    }
 }
+
+const NO_CANCEL: Cancel = Cancel {
+    after_tokens: None,
+    after_ms: None,
+};
 
 impl From<Request> for Next {
     fn from(r: Request) -> Next {
@@ -270,5 +323,105 @@ impl Snapshot {
         } else {
             self.failed as f64 / finished as f64
         }
+    }
+
+    /// The server metric `name` at the latest scrape (`"vllm:num_requests_waiting"`);
+    /// `None` when the server does not export it or is not scraped.
+    pub fn server(&self, name: &str) -> Option<f64> {
+        self.server.iter().find(|v| v.name == name).map(|v| v.value)
+    }
+}
+
+impl PhaseSummary {
+    /// The server metric `name` over the phase (its last, mean and max); `None` when the
+    /// server does not export it or is not scraped.
+    pub fn server(&self, name: &str) -> Option<&ServerStat> {
+        self.server.iter().find(|s| s.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_request_builders_set_the_new_fields() {
+        let r = Request::text("hi")
+            .max_tokens(8)
+            .header("x-tenant", "a")
+            .header("x-session", "s1")
+            .cancel_after_tokens(5)
+            .cancel_after_ms(250.0)
+            .target(1);
+        let headers: Vec<(&str, &str)> = r
+            .headers
+            .iter()
+            .map(|h| (h.name.as_str(), h.value.as_str()))
+            .collect();
+        assert_eq!(headers, [("x-tenant", "a"), ("x-session", "s1")]);
+        let cancel = r.cancel.expect("a cancel");
+        assert_eq!(
+            (cancel.after_tokens, cancel.after_ms),
+            (Some(5), Some(250.0))
+        );
+        assert_eq!(r.target, Some(1));
+        let plain = Request::text("hi");
+        assert!(plain.headers.is_empty() && plain.cancel.is_none() && plain.target.is_none());
+        match Request::embeddings(["a", "b"]).prompt {
+            Prompt::Inputs(list) => assert_eq!(list, ["a", "b"]),
+            other => panic!("expected inputs, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn server_metrics_read_by_name() {
+        let summary = PhaseSummary {
+            index: 0,
+            name: "p".into(),
+            warmup: false,
+            request_rate: None,
+            max_concurrency: None,
+            duration: 1.0,
+            completed: 0,
+            failed: 0,
+            request_throughput: 0.0,
+            output_throughput: 0.0,
+            goodput: None,
+            ttft: crate::Latency {
+                mean: 0.0,
+                p50: 0.0,
+                p90: 0.0,
+                p99: 0.0,
+            },
+            tpot: crate::Latency {
+                mean: 0.0,
+                p50: 0.0,
+                p90: 0.0,
+                p99: 0.0,
+            },
+            itl: crate::Latency {
+                mean: 0.0,
+                p50: 0.0,
+                p90: 0.0,
+                p99: 0.0,
+            },
+            e2el: crate::Latency {
+                mean: 0.0,
+                p50: 0.0,
+                p90: 0.0,
+                p99: 0.0,
+            },
+            server: vec![ServerStat {
+                name: "vllm:kv_cache_usage_perc".into(),
+                last: 0.5,
+                mean: 0.4,
+                max: 0.9,
+            }],
+        };
+        let kv = summary
+            .server("vllm:kv_cache_usage_perc")
+            .expect("exported");
+        assert_eq!((kv.last, kv.mean, kv.max), (0.5, 0.4, 0.9));
+        assert!(summary.server("vllm:num_requests_waiting").is_none());
     }
 }

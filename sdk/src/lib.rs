@@ -2,7 +2,7 @@
 //!
 //! A scenario decides what to send and when; the runner owns the HTTP client, the clock,
 //! the scheduler, the statistics and the reports. This crate wraps the bindings of the
-//! `bench:scenario@0.2.0` WIT package (`wit/scenario.wit`, the contract itself) in a
+//! `bench:scenario@0.3.0` WIT package (`wit/scenario.wit`, the contract itself) in a
 //! [`Scenario`] trait, builders for requests and phases, and helpers for arrival
 //! processes and stop conditions.
 //!
@@ -110,14 +110,14 @@ pub mod stops;
 pub mod __export;
 
 pub use bindings::bench::scenario::types::{
-    Arrival, Description, GammaArrival, Hooks, Latency, Message, Next, Outcome, ParamSpec, Phase,
-    PhaseSummary, Prompt, Request, Snapshot, Value,
+    Arrival, Cancel, Description, GammaArrival, Header, Hooks, Latency, Message, Next, Outcome,
+    ParamSpec, Phase, PhaseSummary, Prompt, Request, ServerStat, ServerValue, Snapshot, Value,
 };
 pub use host::*;
 
 /// The version of the WIT package this SDK implements; the runner refuses components
 /// built against an incompatible one.
-pub const WIT_VERSION: &str = "0.2.0";
+pub const WIT_VERSION: &str = "0.3.0";
 
 /// Everything a scenario usually needs: `use bench_scenario_sdk::prelude::*;`.
 pub mod prelude {
@@ -126,7 +126,8 @@ pub mod prelude {
         count_tokens, decode, encode, exponential, export_scenario, gamma, gaps, log, normal, note,
         param, param_bool, param_f64, param_i64, param_str, param_u32, param_u64, rand_int, random,
         random_token_text, read_file, synthetic_text, uniform, Arrival, Description, Latency,
-        Message, Next, Outcome, Phase, PhaseSummary, Prompt, Request, Scenario, Snapshot, Value,
+        Message, Next, Outcome, Phase, PhaseSummary, Prompt, Request, Scenario, ServerStat,
+        Snapshot, Value,
     };
 }
 

@@ -20,6 +20,8 @@ pub struct StopWhen {
     failures: Option<u64>,
     seconds: Option<f64>,
     output_tokens: Option<u64>,
+    /// Server metrics and the value each must not pass.
+    server: Vec<(String, f64)>,
     min_completed: u64,
 }
 
@@ -32,6 +34,7 @@ impl Default for StopWhen {
             failures: None,
             seconds: None,
             output_tokens: None,
+            server: vec![],
             min_completed: 10,
         }
     }
@@ -78,6 +81,15 @@ impl StopWhen {
         self
     }
 
+    /// When the server metric `name` passes `limit` at a scrape (KV-cache use,
+    /// `"vllm:kv_cache_usage_perc"` above 0.95; waiting requests,
+    /// `"vllm:num_requests_waiting"` above 0). A metric the server does not export never
+    /// fires.
+    pub fn server_above(mut self, name: &str, limit: f64) -> StopWhen {
+        self.server.push((name.to_string(), limit));
+        self
+    }
+
     /// Requests that must finish before latency and error-rate conditions count.
     pub fn min_completed(mut self, n: u64) -> StopWhen {
         self.min_completed = n;
@@ -94,6 +106,11 @@ impl StopWhen {
         }
         if let Some(limit) = self.failures.filter(|l| s.failed >= *l) {
             return Some(format!("{} failed requests (limit {limit})", s.failed));
+        }
+        for (name, limit) in &self.server {
+            if let Some(v) = s.server(name).filter(|v| v > limit) {
+                return Some(format!("server {name} {v} above {limit}"));
+            }
         }
         if s.completed + s.failed < self.min_completed {
             return None;
@@ -132,6 +149,10 @@ mod tests {
             ttft_p50_ms: 40.0,
             ttft_p99_ms: 300.0,
             e2el_p99_ms: 900.0,
+            server: vec![crate::ServerValue {
+                name: "vllm:num_requests_waiting".into(),
+                value: 3.0,
+            }],
         }
     }
 
@@ -146,6 +167,16 @@ mod tests {
         assert!(StopWhen::new().after_seconds(5.0).check(&s));
         assert!(StopWhen::new().after_output_tokens(1000).check(&s));
         assert!(!StopWhen::new().failures_at_least(3).check(&s));
+        let waiting = "vllm:num_requests_waiting";
+        assert_eq!(
+            StopWhen::new()
+                .server_above(waiting, 2.0)
+                .reason(&s)
+                .as_deref(),
+            Some("server vllm:num_requests_waiting 3 above 2")
+        );
+        assert!(!StopWhen::new().server_above(waiting, 3.0).check(&s));
+        assert!(!StopWhen::new().server_above("vllm:other", 0.0).check(&s));
     }
 
     #[test]

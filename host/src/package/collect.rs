@@ -187,7 +187,7 @@ mod tests {
 
     fn manifest(data: &str) -> Manifest {
         let text = format!(
-            "name = \"t\"\nversion = \"1.0.0\"\nentry = \"s.rhai\"\ninterface = \"bench:scenario@0.2.0\"\ndata = [{data}]\n"
+            "name = \"t\"\nversion = \"1.0.0\"\nentry = \"s.rhai\"\ninterface = \"bench:scenario@0.3.0\"\ndata = [{data}]\n"
         );
         Manifest::parse(&text, "scenario.toml").unwrap()
     }

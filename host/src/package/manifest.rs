@@ -6,7 +6,7 @@
 //! description = "Chat traffic of our product, replayed."
 //! authors = ["Ada <ada@example.com>"]
 //! entry = "chat_mix.rhai"             # or a .wasm component
-//! interface = "bench:scenario@0.2.0"  # the WIT package version it needs
+//! interface = "bench:scenario@0.3.0"  # the WIT package version it needs
 //! data = ["data/conversations.json"]  # files (or directories) shipped with it
 //!
 //! [params.requests]                   # defaults and help; the type is the default's
@@ -195,15 +195,16 @@ pub fn check_interface(interface: &str) -> Result<(), String> {
         ));
     };
     let as_export = format!("{}/workload@{v}", version::PACKAGE);
-    version::check(std::iter::empty(), std::iter::once(as_export.as_str())).map_err(|_| {
-        format!(
-            "the package needs {interface}, but this runner supports {}@{}; use a runner that supports {interface}, or a version of the package built for {}@{}",
-            version::PACKAGE,
-            version::VERSION,
-            version::PACKAGE,
-            version::VERSION
-        )
-    })
+    version::check(std::iter::empty(), std::iter::once(as_export.as_str()))
+        .map(|_| ())
+        .map_err(|_| {
+            format!(
+                "the package needs {interface}, but this runner supports {}; use a runner that supports {interface}, or a version of the package built for {}@{}",
+                version::supported(),
+                version::PACKAGE,
+                version::VERSION
+            )
+        })
 }
 
 #[cfg(test)]
@@ -216,7 +217,7 @@ version = "1.2.0"
 description = "Chat mix."
 authors = ["Ada"]
 entry = "chat_mix.rhai"
-interface = "bench:scenario@0.2.0"
+interface = "bench:scenario@0.3.0"
 data = ["data/convs.json"]
 
 [params.requests]
@@ -297,12 +298,14 @@ server-flags = "--max-num-seqs 256"
 
     #[test]
     fn another_interface_version_is_refused_naming_both() {
-        let text = GOOD.replace("bench:scenario@0.2.0", "bench:scenario@2.0.0");
+        let text = GOOD.replace("bench:scenario@0.3.0", "bench:scenario@2.0.0");
         let e = Manifest::parse(&text, "scenario.toml").unwrap_err();
         assert!(
-            e.contains("bench:scenario@2.0.0") && e.contains("bench:scenario@0.2.0"),
+            e.contains("bench:scenario@2.0.0") && e.contains("bench:scenario@0.3.0"),
             "{e}"
         );
+        assert!(check_interface("bench:scenario@0.3.1").is_ok());
+        // Packages of the previous version run too (wasm/version.rs).
         assert!(check_interface("bench:scenario@0.2.4").is_ok());
     }
 }

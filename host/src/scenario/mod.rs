@@ -15,8 +15,8 @@ use std::path::Path;
 pub use host::HostContext;
 pub use params::{ParamSpec, ParamValue, Params};
 pub use spec::{
-    ArrivalSpec, LatencySummary, Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Prompt,
-    RequestSpec, Snapshot,
+    ArrivalSpec, Cancel, LatencySummary, Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Prompt,
+    RequestSpec, ServerStat, ServerValues, Snapshot,
 };
 
 /// What `runner info` shows, and the parameters `-p name=value` may override.

@@ -11,7 +11,7 @@
 use std::fmt::Display;
 use std::time::Duration;
 
-use super::spec::{ArrivalSpec, Next, PhaseSpec, Prompt, RequestSpec};
+use super::spec::{ArrivalSpec, Cancel, Next, PhaseSpec, Prompt, RequestSpec};
 use super::Description;
 
 /// `describe`: a name, and parameters with distinct names and usable defaults.
@@ -117,13 +117,20 @@ pub fn next(next: Next, hears_responses: bool) -> Result<Next, String> {
     }
 }
 
-/// One request: at least one token to generate, at least one chat message, and schedule
-/// times that are whole, non-negative seconds.
+/// One request: at least one token to generate, at least one chat message or embedding
+/// input, schedule times that are whole, non-negative seconds, headers an HTTP server
+/// takes, and a cancel that can fire.
 pub fn request(r: &RequestSpec) -> Result<(), String> {
-    if let Prompt::Messages(list) = &r.prompt {
-        if list.is_empty() {
+    match &r.prompt {
+        Prompt::Messages(list) if list.is_empty() => {
             return Err("`messages` is empty: a chat request needs at least one message".into());
         }
+        Prompt::Inputs(list) => inputs(list)?,
+        _ => {}
+    }
+    headers(&r.headers)?;
+    if let Some(c) = &r.cancel {
+        cancel(c)?;
     }
     if r.max_tokens == 0 {
         return Err(max_tokens_not_positive(0));
@@ -136,6 +143,88 @@ pub fn request(r: &RequestSpec) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The most embedding inputs in one request: OpenAI's embeddings endpoint takes at most
+/// 2048, and vLLM and llama.cpp batch no more than that either.
+pub const MAX_INPUTS: usize = 2048;
+
+/// Embedding inputs: at least one, at most [`MAX_INPUTS`].
+fn inputs(list: &[String]) -> Result<(), String> {
+    if list.is_empty() {
+        return Err("`inputs` is empty: an embeddings request needs at least one input".into());
+    }
+    if list.len() > MAX_INPUTS {
+        return Err(format!(
+            "`inputs` holds {} texts; one request takes at most {MAX_INPUTS}",
+            list.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The most headers one request may add: more is a scenario bug, and servers refuse
+/// requests with too many (hyper's default limit on a request is 100).
+pub const MAX_HEADERS: usize = 64;
+/// The longest header value, bytes: servers refuse larger header blocks (8 KiB is
+/// nginx's default `large_client_header_buffers` line).
+pub const MAX_HEADER_VALUE: usize = 8 << 10;
+
+/// A request's own headers: names that are HTTP tokens, values that cannot split the
+/// header block (no CR, LF or NUL) and are bounded in size.
+fn headers(list: &[(String, String)]) -> Result<(), String> {
+    if list.len() > MAX_HEADERS {
+        return Err(format!(
+            "`headers` holds {} headers; a request may add at most {MAX_HEADERS}",
+            list.len()
+        ));
+    }
+    for (name, value) in list {
+        if name.is_empty() || !name.bytes().all(is_token_char) {
+            return Err(format!(
+                "header name {name:?} is not an HTTP token (letters, digits and !#$%&'*+-.^_`|~)"
+            ));
+        }
+        if value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+            return Err(format!(
+                "the value of header `{name}` holds a line break or NUL"
+            ));
+        }
+        if value.len() > MAX_HEADER_VALUE {
+            return Err(format!(
+                "the value of header `{name}` is {} bytes; at most {MAX_HEADER_VALUE}",
+                value.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `tchar` of RFC 9110, section 5.6.2.
+fn is_token_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// A cancel that can fire: a token count above 0, a time that is finite and above 0, and
+/// at least one of them.
+fn cancel(c: &Cancel) -> Result<(), String> {
+    if c.after_tokens.is_none() && c.after_ms.is_none() {
+        return Err("`cancel` gives neither a token count nor a time".into());
+    }
+    if c.after_tokens == Some(0) {
+        return Err(cancel_not_positive("cancel_after_tokens", 0));
+    }
+    if let Some(ms) = c.after_ms {
+        if !(ms.is_finite() && ms > 0.0) {
+            return Err(cancel_not_positive("cancel_after_ms", ms));
+        }
+    }
+    Ok(())
+}
+
+/// The message for a cancel count or time that is not above 0.
+pub fn cancel_not_positive(key: &str, got: impl Display) -> String {
+    format!("`{key}` must be a number above 0, got {got}")
 }
 
 /// The message for a `max_tokens` below 1.
@@ -256,6 +345,76 @@ mod tests {
         assert!(next(Next::Wait, false).unwrap_err().contains("on-response"));
         assert_eq!(next(Next::Wait, true), Ok(Next::Wait));
         assert_eq!(gap(f64::NAN), Err(not_a_gap(f64::NAN)));
+    }
+
+    #[test]
+    fn request_headers_must_be_tokens_with_safe_bounded_values() {
+        let with = |headers: Vec<(&str, &str)>| RequestSpec {
+            headers: headers
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..request_of(Prompt::Text("hi".into()), 1)
+        };
+        assert_eq!(
+            request(&with(vec![("x-session-id", "a b"), ("X-Tenant_1", "")])),
+            Ok(())
+        );
+        for bad in ["", "x tenant", "x:y", "caf\u{e9}", "a\nb"] {
+            let e = request(&with(vec![(bad, "v")])).unwrap_err();
+            assert!(e.contains("not an HTTP token"), "{bad:?}: {e}");
+        }
+        for bad in ["a\r\nInjected: 1", "a\nb", "a\0b"] {
+            let e = request(&with(vec![("x-a", bad)])).unwrap_err();
+            assert!(e.contains("line break or NUL"), "{bad:?}: {e}");
+        }
+        let long = "v".repeat(MAX_HEADER_VALUE + 1);
+        assert!(request(&with(vec![("x-a", &long)]))
+            .unwrap_err()
+            .contains("at most 8192"));
+        let fits = "v".repeat(MAX_HEADER_VALUE);
+        assert_eq!(request(&with(vec![("x-a", &fits)])), Ok(()));
+        let many: Vec<(&str, &str)> = vec![("x-a", "1"); MAX_HEADERS + 1];
+        assert!(request(&with(many)).unwrap_err().contains("at most 64"));
+        assert_eq!(request(&with(vec![("x-a", "1"); MAX_HEADERS])), Ok(()));
+    }
+
+    #[test]
+    fn a_cancel_must_be_able_to_fire() {
+        let with = |after_tokens, after_ms| RequestSpec {
+            cancel: Some(Cancel {
+                after_tokens,
+                after_ms,
+            }),
+            ..request_of(Prompt::Text("hi".into()), 8)
+        };
+        assert_eq!(request(&with(Some(5), None)), Ok(()));
+        assert_eq!(request(&with(None, Some(0.5))), Ok(()));
+        assert_eq!(request(&with(Some(1), Some(250.0))), Ok(()));
+        assert_eq!(
+            request(&with(Some(0), None)),
+            Err(cancel_not_positive("cancel_after_tokens", 0))
+        );
+        for ms in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(
+                request(&with(None, Some(ms))),
+                Err(cancel_not_positive("cancel_after_ms", ms))
+            );
+        }
+        assert!(request(&with(None, None)).unwrap_err().contains("neither"));
+    }
+
+    #[test]
+    fn embedding_inputs_are_a_bounded_non_empty_batch() {
+        let inputs = |n: usize| request_of(Prompt::Inputs(vec!["text".into(); n]), 1);
+        assert_eq!(request(&inputs(1)), Ok(()));
+        assert_eq!(request(&inputs(MAX_INPUTS)), Ok(()));
+        assert!(request(&inputs(0))
+            .unwrap_err()
+            .contains("`inputs` is empty"));
+        assert!(request(&inputs(MAX_INPUTS + 1))
+            .unwrap_err()
+            .contains("at most 2048"));
     }
 
     #[test]

@@ -111,7 +111,7 @@ mod tests {
             package_digest: format!("sha256:{}", "1a".repeat(32)),
             name: "team-a/x".into(),
             version: "1.0.0".into(),
-            interface: "bench:scenario@0.2.0".into(),
+            interface: "bench:scenario@0.3.0".into(),
         }
     }
 

@@ -10,7 +10,7 @@ use rhai::{Array, Dynamic, Map};
 use super::api::number;
 use super::RhaiScenario;
 use crate::scenario::params::{parse_duration_secs, ParamSpec, ParamValue};
-use crate::scenario::spec::{ArrivalSpec, Next, PhaseSpec, Prompt, RequestSpec};
+use crate::scenario::spec::{ArrivalSpec, Cancel, Next, PhaseSpec, Prompt, RequestSpec};
 use crate::scenario::{validate, Description, ScenarioError};
 
 impl RhaiScenario {
@@ -298,6 +298,11 @@ fn request(map: &Map) -> Result<RequestSpec, String> {
         "at",
         "delay",
         "input_tokens",
+        "inputs",
+        "headers",
+        "cancel_after_tokens",
+        "cancel_after_ms",
+        "target",
     ])?;
     let max_tokens = match fields.get("max_tokens") {
         None => return Err("`max_tokens` is missing".into()),
@@ -332,41 +337,120 @@ fn request(map: &Map) -> Result<RequestSpec, String> {
         at: secs("at")?,
         delay: secs("delay")?,
         input_tokens: fields.count("input_tokens")?,
-        headers: vec![],
-        cancel: None,
-        target: None,
+        headers: headers(fields.get("headers"))?,
+        cancel: cancel(&fields)?,
+        // Out of range only on a 32-bit host; saturating keeps it out of range.
+        target: fields
+            .count("target")?
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
     })
 }
 
-/// `prompt` (text or token ids) or `messages` (chat), exactly one of them.
+/// `headers`: a map of header name to text. Which names and values an HTTP server takes
+/// is `validate::request`'s rule.
+fn headers(map: Option<&Dynamic>) -> Result<Vec<(String, String)>, String> {
+    let Some(map) = map else {
+        return Ok(vec![]);
+    };
+    let map = map
+        .clone()
+        .try_cast::<Map>()
+        .ok_or("`headers` must be a map of header name to text, like #{ \"x-tenant\": \"a\" }")?;
+    map.into_iter()
+        .map(|(name, value)| match value.into_string() {
+            Ok(value) => Ok((name.to_string(), value)),
+            Err(got) => Err(format!(
+                "the value of header `{name}` must be a string, got {got}"
+            )),
+        })
+        .collect()
+}
+
+/// `cancel_after_tokens` and `cancel_after_ms`, when either is given; their ranges are
+/// `validate::request`'s rule.
+fn cancel(fields: &Fields) -> Result<Option<Cancel>, String> {
+    let after_tokens = match fields.get("cancel_after_tokens") {
+        None => None,
+        Some(v) => match v.as_int() {
+            Ok(n) if n >= 0 => Some(n as u64),
+            _ => return Err(validate::cancel_not_positive("cancel_after_tokens", v)),
+        },
+    };
+    let after_ms = match fields.get("cancel_after_ms") {
+        None => None,
+        Some(v) => Some(
+            number(v, "cancel_after_ms")
+                .map_err(|_| validate::cancel_not_positive("cancel_after_ms", v))?,
+        ),
+    };
+    Ok(
+        (after_tokens.is_some() || after_ms.is_some()).then_some(Cancel {
+            after_tokens,
+            after_ms,
+        }),
+    )
+}
+
+/// `prompt` (text or token ids), `messages` (chat) or `inputs` (embeddings), exactly one
+/// of them.
 fn prompt(fields: &Fields) -> Result<Prompt, String> {
-    match (fields.get("prompt"), fields.get("messages")) {
-        (Some(_), Some(_)) => Err("give either `prompt` or `messages`, not both".into()),
-        (None, None) => Err("the request has neither `prompt` nor `messages`".into()),
-        (Some(p), None) if p.is_string() => Ok(Prompt::Text(p.to_string())),
-        (Some(p), None) if p.is_array() => p
-            .clone()
-            .cast::<Array>()
-            .iter()
-            .map(|d| d.as_int().ok().and_then(|v| u32::try_from(v).ok()))
-            .collect::<Option<Vec<u32>>>()
-            .map(Prompt::Tokens)
-            .ok_or_else(|| {
-                "`prompt` as an array must hold token ids (non-negative integers)".into()
-            }),
-        (Some(p), None) => Err(format!(
+    let given: Vec<&str> = ["prompt", "messages", "inputs"]
+        .into_iter()
+        .filter(|k| fields.get(k).is_some())
+        .collect();
+    match given.as_slice() {
+        [] => Err("the request has none of `prompt`, `messages` and `inputs`".into()),
+        ["prompt"] => text_or_tokens(&fields.map["prompt"]),
+        ["messages"] => messages(&fields.map["messages"]),
+        ["inputs"] => inputs(&fields.map["inputs"]),
+        several => Err(format!(
+            "give one of `prompt`, `messages` and `inputs`, not {}",
+            several
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        )),
+    }
+}
+
+fn text_or_tokens(p: &Dynamic) -> Result<Prompt, String> {
+    if p.is_string() {
+        return Ok(Prompt::Text(p.to_string()));
+    }
+    if !p.is_array() {
+        return Err(format!(
             "`prompt` must be a string or an array of token ids, got {}",
             p.type_name()
-        )),
-        (None, Some(m)) => {
-            let value: serde_json::Value = rhai::serde::from_dynamic(m)
-                .map_err(|e| format!("`messages` cannot be sent as JSON: {e}"))?;
-            match value {
-                serde_json::Value::Array(items) if items.iter().all(|m| m.is_object()) => {
-                    Ok(Prompt::Messages(items))
-                }
-                _ => Err("`messages` must be an array of #{ role, content } maps".into()),
-            }
-        }
+        ));
     }
+    p.clone()
+        .cast::<Array>()
+        .iter()
+        .map(|d| d.as_int().ok().and_then(|v| u32::try_from(v).ok()))
+        .collect::<Option<Vec<u32>>>()
+        .map(Prompt::Tokens)
+        .ok_or_else(|| "`prompt` as an array must hold token ids (non-negative integers)".into())
+}
+
+fn messages(m: &Dynamic) -> Result<Prompt, String> {
+    let value: serde_json::Value = rhai::serde::from_dynamic(m)
+        .map_err(|e| format!("`messages` cannot be sent as JSON: {e}"))?;
+    match value {
+        serde_json::Value::Array(items) if items.iter().all(|m| m.is_object()) => {
+            Ok(Prompt::Messages(items))
+        }
+        _ => Err("`messages` must be an array of #{ role, content } maps".into()),
+    }
+}
+
+/// `inputs`: an array of texts to embed; its size is `validate::request`'s rule.
+fn inputs(list: &Dynamic) -> Result<Prompt, String> {
+    let not_texts = || "`inputs` must be an array of strings".to_string();
+    let array = list.clone().try_cast::<Array>().ok_or_else(not_texts)?;
+    array
+        .into_iter()
+        .map(|d| d.into_string().map_err(|_| not_texts()))
+        .collect::<Result<Vec<String>, String>>()
+        .map(Prompt::Inputs)
 }

@@ -19,7 +19,10 @@ use rhai::{
 };
 
 use super::params::Params;
-use super::spec::{LatencySummary, Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Snapshot};
+use super::spec::{
+    LatencySummary, Next, NoteValue, Outcome, PhaseReport, PhaseSpec, ServerStat, ServerValues,
+    Snapshot,
+};
 use super::{validate, Description, HostContext, Scenario, ScenarioError};
 use api::{number, register_host, sandboxed_engine};
 use deadline::CallDeadline;
@@ -324,6 +327,15 @@ impl Scenario for RhaiScenario {
             "output_tokens".into(),
             Dynamic::from_int(o.output_tokens as INT),
         );
+        m.insert("cancelled".into(), Dynamic::from_bool(o.cancelled));
+        m.insert(
+            "ttfa_ms".into(),
+            o.ttfa_ms.map(Dynamic::from_float).unwrap_or(Dynamic::UNIT),
+        );
+        m.insert(
+            "reasoning_tokens".into(),
+            Dynamic::from_int(o.reasoning_tokens as INT),
+        );
         self.call("on_response", (HostRecord::dynamic("outcome", m),))
             .map(|_| ())
     }
@@ -352,6 +364,7 @@ impl Scenario for RhaiScenario {
         ] {
             m.insert(k.into(), Dynamic::from_float(v));
         }
+        m.insert("server".into(), server_values_map(&s.server));
         let d = self.call("stop", (HostRecord::dynamic("snapshot", m),))?;
         d.as_bool()
             .map_err(|_| self.invalid("stop", format!("expected true or false, got {d}")))
@@ -401,5 +414,185 @@ fn phase_report_map(r: &PhaseReport) -> Dynamic {
     m.insert("tpot".into(), latency(&r.tpot));
     m.insert("itl".into(), latency(&r.itl));
     m.insert("e2el".into(), latency(&r.e2el));
+    m.insert("server".into(), server_stats_map(&r.server));
     HostRecord::dynamic("phase", m)
+}
+
+/// The server's metrics at the latest scrape, as the snapshot's `server`: a plain map of
+/// metric name to value, since which metrics a server exports is not known in advance
+/// (`snapshot.server["vllm:num_requests_waiting"] ?? 0.0` reads one that may be missing).
+fn server_values_map(values: &ServerValues) -> Dynamic {
+    let map: Map = values
+        .iter()
+        .map(|(name, value)| (name.as_str().into(), Dynamic::from_float(*value)))
+        .collect();
+    Dynamic::from_map(map)
+}
+
+/// The server's metrics over a phase, as a history entry's `server`: metric name to a
+/// record of `last`, `mean` and `max`.
+fn server_stats_map(stats: &[ServerStat]) -> Dynamic {
+    let map: Map = stats
+        .iter()
+        .map(|s| {
+            let mut m = Map::new();
+            for (k, v) in [("last", s.last), ("mean", s.mean), ("max", s.max)] {
+                m.insert(k.into(), Dynamic::from_float(v));
+            }
+            (
+                s.name.as_str().into(),
+                HostRecord::dynamic("server metric", m),
+            )
+        })
+        .collect();
+    Dynamic::from_map(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::files::FileAccess;
+    use crate::scenario::spec::{Cancel, Prompt};
+    use crate::tokenizer::Tokenizer;
+
+    /// A script that reads every field the 0.3 contract added: it sends them, and notes
+    /// what it was given.
+    const SCRIPT: &str = r#"
+        fn describe() { #{ name: "fields" } }
+        fn phases() { [#{ name: "p", max_requests: 1 }] }
+        fn next_request(phase, index) {
+            #{ inputs: ["a", "b"], max_tokens: 1, headers: #{ "x-tenant": "t1" },
+               cancel_after_tokens: 5, cancel_after_ms: 250.0, target: 1 }
+        }
+        fn on_response(o) {
+            note("outcome", `${o.cancelled} ${o.ttfa_ms} ${o.reasoning_tokens}`);
+        }
+        fn stop(s) { (s.server["vllm:num_requests_waiting"] ?? 0.0) > 3.0 }
+        fn next_phase(history) {
+            let kv = history[0].server["vllm:kv_cache_usage_perc"];
+            note("kv", `${kv.last} ${kv.mean} ${kv.max}`);
+            ()
+        }
+    "#;
+
+    fn load(source: &str) -> (tempfile::TempDir, RhaiScenario) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("fields.rhai");
+        std::fs::write(&path, source).expect("write the script");
+        let tokenizer = Arc::new(Tokenizer::load("o200k_base").expect("built-in tokenizer"));
+        let host = HostContext::new(tokenizer, FileAccess::none(), true);
+        let scenario = RhaiScenario::load(&path, host).expect("the script loads");
+        (dir, scenario)
+    }
+
+    fn note(s: &RhaiScenario, key: &str) -> String {
+        let notes = s.notes();
+        let (_, v) = notes.iter().find(|(k, _)| k == key).expect("noted");
+        v.to_string()
+    }
+
+    #[test]
+    fn a_script_sends_the_new_request_fields() {
+        let (_dir, mut s) = load(SCRIPT);
+        let Next::Request(r) = s.next_request(0, 0).unwrap() else {
+            panic!("expected a request");
+        };
+        assert_eq!(r.prompt, Prompt::Inputs(vec!["a".into(), "b".into()]));
+        assert_eq!(r.headers, [("x-tenant".to_string(), "t1".to_string())]);
+        assert_eq!(
+            r.cancel,
+            Some(Cancel {
+                after_tokens: Some(5),
+                after_ms: Some(250.0)
+            })
+        );
+        assert_eq!(r.target, Some(1));
+    }
+
+    #[test]
+    fn a_script_reads_the_new_outcome_snapshot_and_history_fields() {
+        let (_dir, mut s) = load(SCRIPT);
+        let o = Outcome {
+            cancelled: true,
+            ttfa_ms: Some(42.5),
+            reasoning_tokens: 7,
+            ..Outcome::default()
+        };
+        s.on_response(&o).unwrap();
+        assert_eq!(note(&s, "outcome"), "true 42.5 7");
+        s.on_response(&Outcome::default()).unwrap();
+        assert_eq!(note(&s, "outcome"), "false  0");
+
+        let snapshot = |waiting: f64| Snapshot {
+            server: vec![("vllm:num_requests_waiting".into(), waiting)],
+            ..Snapshot::default()
+        };
+        assert!(!s.stop(&snapshot(3.0)).unwrap());
+        assert!(s.stop(&snapshot(4.0)).unwrap());
+        assert!(!s.stop(&Snapshot::default()).unwrap());
+
+        let phase = PhaseReport {
+            server: vec![ServerStat {
+                name: "vllm:kv_cache_usage_perc".into(),
+                last: 0.5,
+                mean: 0.25,
+                max: 0.75,
+            }],
+            ..PhaseReport::default()
+        };
+        assert_eq!(s.next_phase(&[phase]).unwrap(), None);
+        assert_eq!(note(&s, "kv"), "0.5 0.25 0.75");
+    }
+
+    #[test]
+    fn the_new_request_fields_are_checked() {
+        let with = |fields: &str| {
+            SCRIPT.replace(
+                r#"inputs: ["a", "b"], max_tokens: 1, headers: #{ "x-tenant": "t1" },
+               cancel_after_tokens: 5, cancel_after_ms: 250.0, target: 1"#,
+                fields,
+            )
+        };
+        let cases = [
+            (
+                r#"prompt: "x", inputs: ["a"], max_tokens: 1"#,
+                "give one of `prompt`, `messages` and `inputs`, not `prompt` and `inputs`",
+            ),
+            ("max_tokens: 1", "none of `prompt`, `messages` and `inputs`"),
+            ("inputs: [], max_tokens: 1", "`inputs` is empty"),
+            (
+                "inputs: [1], max_tokens: 1",
+                "`inputs` must be an array of strings",
+            ),
+            (
+                r#"prompt: "x", max_tokens: 1, headers: #{ "bad name": "v" }"#,
+                "not an HTTP token",
+            ),
+            (
+                r#"prompt: "x", max_tokens: 1, headers: #{ "x-a": 1 }"#,
+                "must be a string",
+            ),
+            (
+                r#"prompt: "x", max_tokens: 1, headers: ["x"]"#,
+                "`headers` must be a map",
+            ),
+            (
+                r#"prompt: "x", max_tokens: 1, cancel_after_tokens: 0"#,
+                "`cancel_after_tokens` must be a number above 0, got 0",
+            ),
+            (
+                r#"prompt: "x", max_tokens: 1, cancel_after_ms: -2.0"#,
+                "`cancel_after_ms` must be a number above 0",
+            ),
+            (
+                r#"prompt: "x", max_tokens: 1, target: -1"#,
+                "`target` must be a non-negative integer",
+            ),
+        ];
+        for (fields, expected) in cases {
+            let (_dir, mut s) = load(&with(fields));
+            let e = s.next_request(0, 0).unwrap_err().to_string();
+            assert!(e.contains(expected), "{fields}: {e}");
+        }
+    }
 }

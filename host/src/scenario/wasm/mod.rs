@@ -1,33 +1,45 @@
 //! WebAssembly components as scenarios, behind the same trait as Rhai scripts. A component
-//! implements the `bench:scenario` WIT package (wit/scenario.wit); it is compiled once per
-//! run and runs in a sandbox (see `sandbox`): no network, no environment, no clock, a
-//! read-only view of its own directory, a memory cap, and a time limit on every call.
+//! implements the `bench:scenario` WIT package (wit/scenario.wit, or the previous version
+//! kept in wit/compat/0.2.0: see `instance`); it is compiled once per run and runs in a
+//! sandbox (see `sandbox`): no network, no environment, no clock, a read-only view of its
+//! own directory, a memory cap, and a time limit on every call.
 
 mod compile_cache;
 mod convert;
 mod imports;
+mod instance;
 mod sandbox;
 pub mod version;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Engine, Store, Trap, WasmBacktrace};
 
 use super::params::Params;
 use super::spec::{Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Snapshot};
 use super::{validate, Description, HostContext, Scenario, ScenarioError};
-use bindings::bench::scenario::types::Hooks;
-use bindings::exports::bench::scenario::workload::Guest;
+use convert::Hooks;
 use imports::HostTrap;
+use instance::{CallError, Instance, LinkError, Pre};
 use sandbox::{GuestState, EPOCH_TICK};
 
+/// The bindings of the current interface version, wit/scenario.wit.
 mod bindings {
     // Every import may trap: a host function over its budget ends the call.
     wasmtime::component::bindgen!({
         world: "scenario",
         path: "../wit",
+        imports: { default: trappable },
+    });
+}
+
+/// The bindings of the previous version, frozen in wit/compat/0.2.0, for components built
+/// against it.
+mod v0_2 {
+    wasmtime::component::bindgen!({
+        world: "scenario",
+        path: "../wit/compat/0.2.0",
         imports: { default: trappable },
     });
 }
@@ -43,7 +55,7 @@ const MEMORY_CAP_BYTES: usize = 1 << 30;
 /// An instance and the store it lives in.
 struct Live {
     store: Store<GuestState>,
-    instance: bindings::Scenario,
+    instance: Instance,
     /// Set after a trap: wasmtime refuses further calls into the instance.
     trapped: bool,
 }
@@ -51,7 +63,7 @@ struct Live {
 pub struct WasmScenario {
     file: String,
     engine: Engine,
-    pre: bindings::ScenarioPre<GuestState>,
+    pre: Pre,
     /// The readable directory mounted in every instance, and where.
     mount: Option<(PathBuf, String)>,
     live: Option<Live>,
@@ -82,30 +94,18 @@ impl WasmScenario {
             ))
         })?;
         let ty = component.component_type();
-        version::check(
+        let interface = version::check(
             ty.imports(&engine).map(|(name, _)| name),
             ty.exports(&engine).map(|(name, _)| name),
         )
         .map_err(fail)?;
-
-        let mut linker: Linker<GuestState> = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .and_then(|_| {
-                bindings::Scenario::add_to_linker::<GuestState, HasSelf<GuestState>>(
-                    &mut linker,
-                    |s| s,
-                )
-            })
-            .map_err(|e| fail(format!("cannot link the host interface: {e}")))?;
-        let pre = linker
-            .instantiate_pre(&component)
-            .and_then(bindings::ScenarioPre::new)
-            .map_err(|e| {
-                fail(format!(
-                    "the component needs something the sandbox does not offer: {}",
-                    e.root_cause()
-                ))
-            })?;
+        let pre = Pre::link(&engine, &component, interface).map_err(|e| match e {
+            LinkError::Host(e) => fail(format!("cannot link the host interface: {e}")),
+            LinkError::Component(e) => fail(format!(
+                "the component needs something the sandbox does not offer: {}",
+                e.root_cause()
+            )),
+        })?;
 
         let mount = host
             .mount()
@@ -122,14 +122,13 @@ impl WasmScenario {
                 params: vec![],
                 thresholds: vec![],
             },
-            hooks: Hooks::empty(),
+            hooks: Hooks::default(),
             phases_given: 0,
         };
         scenario.instantiate(host, Params::default())?;
-        let described = scenario.call("describe", CALL_LIMIT, |g, s| g.call_describe(s))?;
-        scenario.hooks = described.hooks;
-        scenario.description =
-            convert::description(described).map_err(|m| scenario.invalid("describe", m))?;
+        let (description, hooks) = scenario.call("describe", CALL_LIMIT, Instance::describe)?;
+        scenario.hooks = hooks;
+        scenario.description = description;
         let name = scenario.description.name.clone();
         if let Some(live) = &mut scenario.live {
             live.store.data_mut().host.scenario = name;
@@ -173,13 +172,14 @@ impl WasmScenario {
         }
     }
 
-    /// One call into the guest under a time limit; traps become errors naming the
-    /// scenario and the function.
+    /// One call into the guest under a time limit; traps and the scenario's own errors
+    /// become errors naming the scenario and the function, values the host's rules
+    /// refuse say which rule.
     fn call<T>(
         &mut self,
         function: &str,
         limit: Duration,
-        f: impl FnOnce(&Guest, &mut Store<GuestState>) -> wasmtime::Result<T>,
+        f: impl FnOnce(&Instance, &mut Store<GuestState>) -> Result<T, CallError>,
     ) -> Result<T, ScenarioError> {
         let Some(live) = self.live.as_mut() else {
             return Err(self.script_error(function, "the component is not running".into()));
@@ -192,26 +192,16 @@ impl WasmScenario {
         }
         live.store.set_epoch_deadline(ticks(limit));
         live.store.data_mut().deadline.start(limit);
-        match f(live.instance.bench_scenario_workload(), &mut live.store) {
+        match f(&live.instance, &mut live.store) {
             Ok(v) => Ok(v),
-            Err(e) => {
+            Err(CallError::Trap(e)) => {
                 live.trapped = true;
                 let message = failure_message(&live.store, limit, &e);
                 Err(self.script_error(function, message))
             }
+            Err(CallError::Scenario(message)) => Err(self.script_error(function, message)),
+            Err(CallError::Invalid(message)) => Err(self.invalid(function, message)),
         }
-    }
-
-    /// A call whose guest result is `result<T, string>`: an `err` is the scenario's own
-    /// error message.
-    fn call_checked<T>(
-        &mut self,
-        function: &str,
-        limit: Duration,
-        f: impl FnOnce(&Guest, &mut Store<GuestState>) -> wasmtime::Result<Result<T, String>>,
-    ) -> Result<T, ScenarioError> {
-        self.call(function, limit, f)?
-            .map_err(|m| self.script_error(function, m))
     }
 
     fn script_error(&self, function: &str, message: String) -> ScenarioError {
@@ -322,34 +312,26 @@ impl Scenario for WasmScenario {
     }
 
     fn phases(&mut self) -> Result<Vec<PhaseSpec>, ScenarioError> {
-        let list = self.call_checked("phases", SETUP_LIMIT, |g, s| g.call_phases(s))?;
-        validate::phase_count(list.len(), self.has_next_phase())
+        let phases = self.call("phases", SETUP_LIMIT, Instance::phases)?;
+        validate::phase_count(phases.len(), self.has_next_phase())
             .map_err(|m| self.invalid("phases", m))?;
-        let phases = list
-            .into_iter()
-            .enumerate()
-            .map(|(i, p)| convert::phase(i, p).map_err(|m| self.invalid("phases", m)))
-            .collect::<Result<Vec<_>, _>>()?;
         self.phases_given = phases.len();
         Ok(phases)
     }
 
     fn has_next_phase(&self) -> bool {
-        self.hooks.contains(Hooks::NEXT_PHASE)
+        self.hooks.next_phase
     }
 
     fn next_phase(&mut self, history: &[PhaseReport]) -> Result<Option<PhaseSpec>, ScenarioError> {
-        let history: Vec<_> = history.iter().map(convert::phase_summary).collect();
-        let next = self.call_checked("next-phase", CALL_LIMIT, |g, s| {
-            g.call_next_phase(s, &history)
+        let given = self.phases_given;
+        let next = self.call("next-phase", CALL_LIMIT, |i, s| {
+            i.next_phase(s, history, given)
         })?;
-        let Some(phase) = next else {
-            return Ok(None);
-        };
-        let spec =
-            convert::phase(self.phases_given, phase).map_err(|m| self.invalid("next-phase", m))?;
-        self.phases_given += 1;
-        Ok(Some(spec))
+        if next.is_some() {
+            self.phases_given += 1;
+        }
+        Ok(next)
     }
 
     fn notes(&self) -> Vec<(String, NoteValue)> {
@@ -361,37 +343,31 @@ impl Scenario for WasmScenario {
 
     fn next_request(&mut self, phase: usize, index: u64) -> Result<Next, ScenarioError> {
         let phase = phase as u32;
-        let next = self.call_checked("next-request", CALL_LIMIT, |g, s| {
-            g.call_next_request(s, phase, index)
+        let next = self.call("next-request", CALL_LIMIT, |i, s| {
+            i.next_request(s, phase, index)
         })?;
-        convert::next(next)
-            .and_then(|n| validate::next(n, self.wants_responses()))
-            .map_err(|m| self.invalid("next-request", m))
+        validate::next(next, self.wants_responses()).map_err(|m| self.invalid("next-request", m))
     }
 
     fn arrival(&mut self, phase: usize, index: u64) -> Result<f64, ScenarioError> {
         let phase = phase as u32;
-        let gap = self.call_checked("arrival", CALL_LIMIT, |g, s| {
-            g.call_arrival(s, phase, index)
-        })?;
+        let gap = self.call("arrival", CALL_LIMIT, |i, s| i.arrival(s, phase, index))?;
         validate::gap(gap).map_err(|m| self.invalid("arrival", m))
     }
 
     fn wants_responses(&self) -> bool {
-        self.hooks.contains(Hooks::ON_RESPONSE)
+        self.hooks.on_response
     }
 
     fn on_response(&mut self, outcome: &Outcome) -> Result<(), ScenarioError> {
-        let o = convert::outcome(outcome);
-        self.call_checked("on-response", CALL_LIMIT, |g, s| g.call_on_response(s, &o))
+        self.call("on-response", CALL_LIMIT, |i, s| i.on_response(s, outcome))
     }
 
     fn has_stop(&self) -> bool {
-        self.hooks.contains(Hooks::STOP)
+        self.hooks.stop
     }
 
     fn stop(&mut self, snapshot: &Snapshot) -> Result<bool, ScenarioError> {
-        let s = convert::snapshot(snapshot);
-        self.call_checked("stop", CALL_LIMIT, |g, st| g.call_stop(st, s))
+        self.call("stop", CALL_LIMIT, |i, s| i.stop(s, snapshot))
     }
 }

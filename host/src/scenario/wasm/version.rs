@@ -1,11 +1,25 @@
 //! Which version of the `bench:scenario` WIT package a component was built against, read
-//! from its import and export names (`bench:scenario/workload@0.2.0`), and whether this
-//! runner can run it. Checked before linking, so a mismatch gets a message naming both
-//! versions instead of a linker error about a missing import.
+//! from its import and export names (`bench:scenario/workload@0.3.0`), and whether this
+//! runner can run it. Checked before linking, so that the host links the bindings of that
+//! version (the way Spin keeps components of older WIT versions running), and so that a
+//! version it cannot run gets a message naming the versions instead of a linker error
+//! about a missing import.
 
 /// The WIT package this runner implements (wit/scenario.wit).
 pub const PACKAGE: &str = "bench:scenario";
-pub const VERSION: &str = "0.2.0";
+pub const VERSION: &str = "0.3.0";
+/// The previous version, still run through a frozen copy of its WIT
+/// (wit/compat/0.2.0/scenario.wit) and converted to and from the current types.
+pub const PREVIOUS: &str = "0.2.0";
+
+/// The interface versions this runner links, each with bindings of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interface {
+    /// `VERSION`: wit/scenario.wit.
+    Current,
+    /// `PREVIOUS`: wit/compat/0.2.0/scenario.wit.
+    Previous,
+}
 
 /// `major.minor.patch` of a WIT package version (pre-release tags are ignored).
 fn parse(version: &str) -> Option<(u64, u64, u64)> {
@@ -23,86 +37,131 @@ fn compatible(ours: (u64, u64, u64), theirs: (u64, u64, u64)) -> bool {
     }
 }
 
-/// Checks the component's interface names. `imports` and `exports` are the component's
-/// top-level names.
+/// The bindings that run a component built against `version`, if any.
+fn interface_for(version: &str) -> Option<Interface> {
+    let theirs = parse(version)?;
+    let ours = |v: &str| parse(v).expect("the runner's versions are valid");
+    if compatible(ours(VERSION), theirs) {
+        Some(Interface::Current)
+    } else if compatible(ours(PREVIOUS), theirs) {
+        Some(Interface::Previous)
+    } else {
+        None
+    }
+}
+
+/// The versions this runner runs, for messages.
+pub fn supported() -> String {
+    let minor = |v: &str| v.rsplit_once('.').map_or(v, |(m, _)| m).to_string();
+    format!(
+        "{PACKAGE}@{VERSION} (and components built against {}.*, the previous version)",
+        minor(PREVIOUS)
+    )
+}
+
+/// Checks the component's interface names and says which bindings run it. `imports` and
+/// `exports` are the component's top-level names; all of this package's must name one
+/// interface version.
 pub fn check<'a>(
     imports: impl Iterator<Item = &'a str>,
     exports: impl Iterator<Item = &'a str>,
-) -> Result<(), String> {
-    let ours = parse(VERSION).expect("VERSION is a valid version");
+) -> Result<Interface, String> {
     let exports: Vec<&str> = exports.collect();
     let prefix = format!("{PACKAGE}/");
-    let mut seen: Vec<(String, &str)> = vec![];
+    let mut found: Option<(Interface, &str)> = None;
     for name in imports.chain(exports.iter().copied()) {
         let Some(rest) = name.strip_prefix(&prefix) else {
             continue;
         };
         let version = rest.split_once('@').map(|(_, v)| v).unwrap_or("");
-        seen.push((version.to_string(), name));
-    }
-    for (version, name) in &seen {
-        let ok = parse(version).is_some_and(|theirs| compatible(ours, theirs));
-        if !ok {
+        let Some(interface) = interface_for(version) else {
             let theirs = if version.is_empty() {
                 "an unversioned package".to_string()
             } else {
                 format!("{PACKAGE}@{version}")
             };
             return Err(format!(
-                "the component was built against {theirs} (it uses `{name}`), but this runner supports {PACKAGE}@{VERSION}; rebuild the scenario with an SDK for {PACKAGE}@{VERSION}"
+                "the component was built against {theirs} (it uses `{name}`), but this runner supports {}; rebuild the scenario with an SDK for {PACKAGE}@{VERSION}",
+                supported()
             ));
+        };
+        match found {
+            Some((first, other)) if first != interface => {
+                return Err(format!(
+                    "the component mixes versions of {PACKAGE}: it uses `{other}` and `{name}`"
+                ))
+            }
+            _ => found = Some((interface, name)),
         }
     }
     let workload = format!("{PACKAGE}/workload@");
-    if !exports.iter().any(|e| e.starts_with(&workload)) {
-        let listed = if exports.is_empty() {
-            "nothing".to_string()
-        } else {
-            exports.join(", ")
-        };
-        return Err(format!(
-            "the component is not a scenario: it must export {PACKAGE}/workload@{VERSION}, but it exports {listed}"
-        ));
+    match found {
+        Some((interface, _)) if exports.iter().any(|e| e.starts_with(&workload)) => Ok(interface),
+        _ => {
+            let listed = if exports.is_empty() {
+                "nothing".to_string()
+            } else {
+                exports.join(", ")
+            };
+            Err(format!(
+                "the component is not a scenario: it must export {PACKAGE}/workload@{VERSION}, but it exports {listed}"
+            ))
+        }
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn same_package_version_passes() {
-        let imports = ["wasi:cli/environment@0.2.6", "bench:scenario/host@0.2.0"];
-        let exports = ["bench:scenario/workload@0.2.0"];
-        assert!(check(imports.into_iter(), exports.into_iter()).is_ok());
-        // A later patch release of the same minor is compatible.
-        assert!(check(
-            ["bench:scenario/host@0.2.3"].into_iter(),
-            ["bench:scenario/workload@0.2.3"].into_iter()
+    fn interface_of(version: &str) -> Result<Interface, String> {
+        let imports = [
+            "wasi:cli/environment@0.2.6".to_string(),
+            format!("bench:scenario/host@{version}"),
+        ];
+        let exports = [format!("bench:scenario/workload@{version}")];
+        check(
+            imports.iter().map(String::as_str),
+            exports.iter().map(String::as_str),
         )
-        .is_ok());
     }
 
     #[test]
-    fn other_major_version_is_refused_naming_both() {
-        let e = check(
-            ["bench:scenario/host@1.0.0"].into_iter(),
-            ["bench:scenario/workload@1.0.0"].into_iter(),
-        )
-        .unwrap_err();
-        assert!(
-            e.contains("bench:scenario@1.0.0") && e.contains("bench:scenario@0.2.0"),
-            "{e}"
-        );
+    fn the_current_and_the_previous_minor_are_run_each_by_its_bindings() {
+        assert_eq!(interface_of("0.3.0"), Ok(Interface::Current));
+        // A later patch release of the same minor is compatible.
+        assert_eq!(interface_of("0.3.7"), Ok(Interface::Current));
+        assert_eq!(interface_of("0.2.0"), Ok(Interface::Previous));
+        assert_eq!(interface_of("0.2.3"), Ok(Interface::Previous));
+    }
+
+    #[test]
+    fn other_versions_are_refused_naming_the_supported_ones() {
         // For 0.x, a different minor is a different major: components built against
-        // 0.1 (before `next-phase`) are refused.
+        // 0.1 (before `next-phase`) are refused, as are 1.0 and the next minor.
+        for theirs in ["1.0.0", "0.1.0", "0.4.0"] {
+            let e = interface_of(theirs).unwrap_err();
+            assert!(
+                e.contains(&format!("built against bench:scenario@{theirs}")),
+                "{e}"
+            );
+            assert!(
+                e.contains("supports bench:scenario@0.3.0 (and components built against 0.2.*"),
+                "{e}"
+            );
+        }
+        let e = interface_of("").unwrap_err();
+        assert!(e.contains("an unversioned package"), "{e}");
+    }
+
+    #[test]
+    fn a_component_naming_two_versions_is_refused() {
         let e = check(
-            [].into_iter(),
-            ["bench:scenario/workload@0.1.0"].into_iter(),
+            ["bench:scenario/host@0.2.0"].into_iter(),
+            ["bench:scenario/workload@0.3.0"].into_iter(),
         )
         .unwrap_err();
-        assert!(e.contains("bench:scenario@0.1.0"), "{e}");
+        assert!(e.contains("mixes versions"), "{e}");
     }
 
     #[test]
@@ -144,6 +203,14 @@ mod tests {
             "sdk/src/lib.rs WIT_VERSION against the host's VERSION"
         );
         let exports = [format!("{PACKAGE}/workload@{sdk}")];
-        assert!(check([].into_iter(), exports.iter().map(String::as_str)).is_ok());
+        assert_eq!(
+            check([].into_iter(), exports.iter().map(String::as_str)),
+            Ok(Interface::Current)
+        );
+        let frozen = version_after(
+            "../wit/compat/0.2.0/scenario.wit",
+            "package bench:scenario@",
+        );
+        assert_eq!(frozen, PREVIOUS, "the frozen WIT against PREVIOUS");
     }
 }
