@@ -144,7 +144,7 @@ export const Message = Object.freeze({
  * `maxTokens` (the runner refuses a request without it). */
 export class Request {
   constructor(prompt) {
-    this.r = { prompt, maxTokens: 0n, ignoreEos: false, stream: true };
+    this.r = { prompt, maxTokens: 0n, ignoreEos: false, stream: true, headers: [] };
   }
 
   /** A text prompt (the completions endpoint, or one user message with `--api chat`). */
@@ -160,6 +160,12 @@ export class Request {
   /** A conversation, sent to the chat endpoint. */
   static chat(messages) {
     return new Request({ tag: "messages", val: [...messages] });
+  }
+
+  /** A batch of texts to embed in one request (`--api embeddings`): at least one, at
+   * most 2048. Set `maxTokens` all the same (1 will do). */
+  static embeddings(inputs) {
+    return new Request({ tag: "inputs", val: [...inputs].map(String) });
   }
 
   maxTokens(n) {
@@ -213,6 +219,33 @@ export class Request {
     return this;
   }
 
+  /** An HTTP header of this request only, sent after the run's `--header`s (a router's
+   * session-affinity key, a tenant id); call again for more, at most 64. */
+  header(name, value) {
+    this.r.headers = [...this.r.headers, { name, value }];
+    return this;
+  }
+
+  /** Give up on the request once `n` (> 0) output tokens have arrived; counted as
+   * cancelled, not failed. With `cancelAfterMs`: whichever comes first. */
+  cancelAfterTokens(n) {
+    this.r.cancel = { ...this.r.cancel, afterTokens: u64("cancelAfterTokens", n) };
+    return this;
+  }
+
+  /** Give up on the request this many milliseconds (> 0) after it was sent. */
+  cancelAfterMs(ms) {
+    this.r.cancel = { ...this.r.cancel, afterMs: ms };
+    return this;
+  }
+
+  /** Send to the `--target` at this index (from 0, in the order given) instead of the
+   * next one round-robin. */
+  target(index) {
+    this.r.target = index;
+    return this;
+  }
+
   wit() {
     return { tag: "request", val: { ...this.r } };
   }
@@ -222,4 +255,17 @@ export class Request {
 export function errorRate(snapshot) {
   const finished = snapshot.completed + snapshot.failed;
   return finished === 0n ? 0 : Number(snapshot.failed) / Number(finished);
+}
+
+/** The server metric `name` at the latest scrape in a `stop` snapshot
+ * (`"vllm:num_requests_waiting"`), or undefined when the server does not export it or is
+ * not scraped. */
+export function serverValue(snapshot, name) {
+  return snapshot.server.find((v) => v.name === name)?.value;
+}
+
+/** The server metric `name` over a finished phase of `nextPhase`'s history (`last`,
+ * `mean`, `max`), or undefined. */
+export function serverStat(summary, name) {
+  return summary.server.find((s) => s.name === name);
 }

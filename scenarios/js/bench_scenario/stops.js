@@ -3,7 +3,7 @@
 //
 //     const stop = new StopWhen().p99TtftAboveMs(500).errorRateAbove(0.05);
 
-import { errorRate } from "./builders.js";
+import { errorRate, serverValue } from "./builders.js";
 
 /** A set of conditions, any of which ends the phase. Latency and error-rate conditions
  * are judged only once `minCompleted` requests have finished (10 by default), so one slow
@@ -11,6 +11,7 @@ import { errorRate } from "./builders.js";
 export class StopWhen {
   constructor() {
     this.limits = {};
+    this.server = [];
     this.least = 10;
   }
 
@@ -45,6 +46,14 @@ export class StopWhen {
     return this;
   }
 
+  /** When the server metric `name` passes `limit` at a scrape (KV-cache use,
+   * `"vllm:kv_cache_usage_perc"` above 0.95). A metric the server does not export never
+   * fires. */
+  serverAbove(name, limit) {
+    this.server.push([name, limit]);
+    return this;
+  }
+
   /** Requests that must finish before latency and error-rate conditions count. */
   minCompleted(n) {
     this.least = n;
@@ -65,6 +74,12 @@ export class StopWhen {
     }
     if (l.failures !== undefined && failed >= l.failures) {
       return `${failed} failed requests (limit ${l.failures})`;
+    }
+    for (const [name, limit] of this.server) {
+      const value = serverValue(s, name);
+      if (value !== undefined && value > limit) {
+        return `server ${name} ${value} above ${limit}`;
+      }
     }
     if (completed + failed < this.least) {
       return undefined;

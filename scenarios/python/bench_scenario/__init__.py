@@ -4,7 +4,7 @@ The Python counterpart of the Rust SDK (sdk/): a `Scenario` base class, builders
 requests and phases, the host's seeded randomness and tokenizer, and helpers for arrival
 processes (`gaps`) and stop conditions (`stops`). A scenario module ends with
 `Workload = export(MyScenario)`; componentize-py (see build.sh) turns it into a component
-implementing `bench:scenario@0.2.0` (wit/scenario.wit, the contract itself).
+implementing `bench:scenario@0.3.0` (wit/scenario.wit, the contract itself).
 
     from bench_scenario import *
 
@@ -35,7 +35,17 @@ call (ten for `phases`), 1 GiB of memory. Draw randomness from `random` and its 
 here, never from Python's `random` module, so the same seed gives the same requests.
 """
 
-from .builders import DONE, WAIT, Description, Message, Phase, Request, error_rate
+from .builders import (
+    DONE,
+    WAIT,
+    Description,
+    Message,
+    Phase,
+    Request,
+    error_rate,
+    server_stat,
+    server_value,
+)
 from .export import Scenario, ScenarioError, export
 from .host import (
     count_tokens,
@@ -65,7 +75,7 @@ from .stops import StopWhen
 
 # The version of the WIT package this helper implements; the runner refuses components
 # built against an incompatible one.
-WIT_VERSION = "0.2.0"
+WIT_VERSION = "0.3.0"
 
 __all__ = [
     "DONE",
@@ -100,6 +110,8 @@ __all__ = [
     "random",
     "random_token_text",
     "read_file",
+    "server_stat",
+    "server_value",
     "stops",
     "synthetic_text",
     "uniform",

@@ -148,6 +148,9 @@ class Request:
             at=None,
             delay=None,
             input_tokens=None,
+            headers=[],
+            cancel=None,
+            target=None,
         )
 
     @staticmethod
@@ -164,6 +167,12 @@ class Request:
     def chat(messages):
         """A conversation, sent to the chat endpoint."""
         return Request(_wit.Prompt_Messages(list(messages)))
+
+    @staticmethod
+    def embeddings(inputs):
+        """A batch of texts to embed in one request (`--api embeddings`): at least one, at
+        most 2048. Set `max_tokens` all the same (1 will do)."""
+        return Request(_wit.Prompt_Inputs([str(i) for i in inputs]))
 
     def max_tokens(self, n):
         self._r.max_tokens = n
@@ -207,6 +216,31 @@ class Request:
         self._r.input_tokens = n
         return self
 
+    def header(self, name, value):
+        """An HTTP header of this request only, sent after the run's `--header`s (a
+        router's session-affinity key, a tenant id); call again for more, at most 64."""
+        self._r.headers.append(_wit.Header(name, value))
+        return self
+
+    def cancel_after_tokens(self, n):
+        """Give up on the request once `n` (> 0) output tokens have arrived; counted as
+        cancelled, not failed. With `cancel_after_ms`: whichever comes first."""
+        after_ms = self._r.cancel.after_ms if self._r.cancel else None
+        self._r.cancel = _wit.Cancel(n, after_ms)
+        return self
+
+    def cancel_after_ms(self, ms):
+        """Give up on the request this many milliseconds (> 0) after it was sent."""
+        after_tokens = self._r.cancel.after_tokens if self._r.cancel else None
+        self._r.cancel = _wit.Cancel(after_tokens, float(ms))
+        return self
+
+    def target(self, index):
+        """Send to the `--target` at this index (from 0, in the order given) instead of
+        the next one round-robin."""
+        self._r.target = index
+        return self
+
     def wit(self):
         return _wit.Next_Request(self._r)
 
@@ -215,3 +249,16 @@ def error_rate(snapshot):
     """Failed over finished requests so far in a `stop` snapshot (0 before any finished)."""
     finished = snapshot.completed + snapshot.failed
     return snapshot.failed / finished if finished else 0.0
+
+
+def server_value(snapshot, name):
+    """The server metric `name` at the latest scrape in a `stop` snapshot
+    (`"vllm:num_requests_waiting"`), or None when the server does not export it or is not
+    scraped."""
+    return next((v.value for v in snapshot.server if v.name == name), None)
+
+
+def server_stat(summary, name):
+    """The server metric `name` over a finished phase of `next_phase`'s history (a record
+    of `last`, `mean` and `max`), or None."""
+    return next((s for s in summary.server if s.name == name), None)

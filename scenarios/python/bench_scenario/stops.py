@@ -4,7 +4,7 @@
     stop = StopWhen().p99_ttft_above_ms(500).error_rate_above(0.05)
 """
 
-from .builders import error_rate
+from .builders import error_rate, server_value
 
 
 class StopWhen:
@@ -19,6 +19,7 @@ class StopWhen:
         self._failures = None
         self._seconds = None
         self._output_tokens = None
+        self._server = []
         self._min_completed = 10
 
     def p99_ttft_above_ms(self, ms):
@@ -46,6 +47,13 @@ class StopWhen:
         self._output_tokens = n
         return self
 
+    def server_above(self, name, limit):
+        """When the server metric `name` passes `limit` at a scrape (KV-cache use,
+        `"vllm:kv_cache_usage_perc"` above 0.95). A metric the server does not export
+        never fires."""
+        self._server.append((name, limit))
+        return self
+
     def min_completed(self, n):
         """Requests that must finish before latency and error-rate conditions count."""
         self._min_completed = n
@@ -59,6 +67,10 @@ class StopWhen:
             return f"{s.output_tokens} output tokens (limit {self._output_tokens})"
         if self._failures is not None and s.failed >= self._failures:
             return f"{s.failed} failed requests (limit {self._failures})"
+        for name, limit in self._server:
+            value = server_value(s, name)
+            if value is not None and value > limit:
+                return f"server {name} {value} above {limit}"
         if s.completed + s.failed < self._min_completed:
             return None
         rate = error_rate(s)
