@@ -79,7 +79,7 @@ fn scrapes_come_at_the_interval_and_show_the_simulators_limits() {
         .nth(1)
         .expect("a Server metrics section");
     assert!(
-        section.contains("Requests running mean / max:"),
+        section.contains("Requests running (mean / max):"),
         "{section}"
     );
     assert!(section.contains(&format!("/ {max_seqs}.00")), "{section}");
@@ -136,28 +136,31 @@ fn a_shared_prefix_hits_the_simulators_prefix_cache_and_shortens_ttft() {
     );
 }
 
-#[test]
-fn kv_guard_stops_where_the_kv_cache_fills() {
-    let _quiet = exclusive();
-    let (_, result) = run_ok(&[
-        &scenario("kv_guard.rhai"),
-        "-p",
-        "start_rate=4",
-        "-p",
-        "growth=2",
-        "-p",
-        "phase_duration=2",
-        "-p",
-        "input_tokens=512",
-        "-p",
-        "output_tokens=128",
-        "-p",
-        "waiting_limit=1000",
-        "--sim-kv-tokens",
-        "20000",
-        "--server-metrics-interval",
-        "100ms",
-    ]);
+/// kv_guard's arguments: the rate doubles from 4 req/s every 2 s on a simulator whose KV
+/// cache holds 31 requests of 512 + 128 tokens, so KV use passes 90 % within a few phases.
+const KV_GUARD_ARGS: [&str; 18] = [
+    "-p",
+    "start_rate=4",
+    "-p",
+    "growth=2",
+    "-p",
+    "phase_duration=2",
+    "-p",
+    "input_tokens=512",
+    "-p",
+    "output_tokens=128",
+    "-p",
+    "waiting_limit=1000",
+    "--sim-kv-tokens",
+    "20000",
+    "--server-metrics-interval",
+    "100ms",
+    "--seed",
+    "7",
+];
+
+/// The search stopped at the first phase whose KV use passed 90 %, and its notes say so.
+fn assert_stopped_where_kv_filled(result: &Value) {
     let phases = result["phases"].as_array().expect("several phases");
     let kv = |p: &Value| {
         gauge(p, "vllm:kv_cache_usage_perc")["max"]
@@ -181,6 +184,21 @@ fn kv_guard_stops_where_the_kv_cache_fills() {
         Some(p) => assert_eq!(notes["last_rate_that_held"], p["request_rate"]),
         None => assert_eq!(notes["last_rate_that_held"], "none"),
     }
+}
+
+#[test]
+fn kv_guard_stops_where_the_kv_cache_fills() {
+    let _quiet = exclusive();
+    let (_, result) = run_ok(&[&[scenario("kv_guard.rhai").as_str()][..], &KV_GUARD_ARGS].concat());
+    assert_stopped_where_kv_filled(&result);
+}
+
+#[test]
+fn the_sdk_twin_of_kv_guard_stops_where_the_kv_cache_fills() {
+    let wasm = crate::wasm::component("kv_guard");
+    let _quiet = exclusive();
+    let (_, result) = run_ok(&[&[wasm.as_str()][..], &KV_GUARD_ARGS].concat());
+    assert_stopped_where_kv_filled(&result);
 }
 
 /// A server on loopback that answers every request with `status` and an HTML page.
@@ -230,11 +248,12 @@ fn a_target_without_metrics_is_one_warning_and_a_normal_report() {
             &out,
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
-        let warnings: Vec<&str> = stderr(&o)
+        let err = stderr(&o);
+        let warnings: Vec<&str> = err
             .lines()
             .filter(|l| l.contains("server metrics"))
-            .collect::<Vec<_>>();
-        assert_eq!(warnings.len(), 1, "{url}: {}", stderr(&o));
+            .collect();
+        assert_eq!(warnings.len(), 1, "{url}: {err}");
         assert!(warnings[0].starts_with("warning: "), "{}", warnings[0]);
         assert!(
             stdout(&o).contains("Successful requests:"),

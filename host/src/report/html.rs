@@ -29,6 +29,8 @@ pub struct HtmlReport<'a> {
     pub series: &'a Series,
     /// Each measured phase's server metrics, when they were scraped.
     pub servers: &'a [Option<&'a crate::server_metrics::ServerPhase>],
+    /// Each phase that ended early, and why.
+    pub endings: &'a [(String, String)],
 }
 
 const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}
@@ -72,6 +74,7 @@ pub fn render_html(r: &HtmlReport) -> Result<String, ChartError> {
     header_table(&mut out, h);
     thresholds_table(&mut out, r.verdicts);
     notes_table(&mut out, r.notes);
+    super::ended::render_html(&mut out, r.endings);
 
     let many = r.phases.len() > 1;
     if many {

@@ -5,6 +5,7 @@
 
 pub mod charts;
 pub mod compare;
+pub mod ended;
 pub mod export;
 pub mod html;
 pub mod json;

@@ -74,6 +74,7 @@ pub fn write_outputs(report: &RunReport, dir: &Path) -> Result<(), OutputError> 
             .filter(|p| !p.warmup)
             .map(|p| p.server.as_ref())
             .collect::<Vec<_>>(),
+        endings: &super::ended::endings(&report.phases),
     })?;
     write_text(&dir.join("report.html"), &html)
 }
@@ -168,6 +169,7 @@ fn render_report_markdown(report: &RunReport) -> String {
             render_tag_table_markdown(&s.tags)
         );
     }
+    md += &super::ended::render_markdown(&super::ended::endings(&report.phases));
     let servers = report.phases.iter().filter(|p| !p.warmup);
     for (p, server) in servers.filter_map(|p| Some((p, p.server.as_ref()?))) {
         md += &format!(

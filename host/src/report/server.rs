@@ -1,5 +1,6 @@
 //! The "Server metrics" section of each phase: the known metrics of the server in plain
-//! words (text and markdown), and the client's TTFT set beside the server's own.
+//! words (text and markdown), and the client's TTFT set beside the server's own. Counters
+//! show their increase over the phase and its rate; prefix-cache counters count tokens.
 
 use std::fmt::Write as _;
 
@@ -25,7 +26,7 @@ pub fn lines(server: &ServerPhase, client: &PhaseSummary) -> Vec<Line> {
             }
         };
         out.push((
-            format!("{} mean / max:", capitalised(&g.meaning)),
+            format!("{} (mean / max):", capitalised(&g.meaning)),
             format!("{} / {}", show(g.mean), show(g.max)),
         ));
         if let Some(above) = &g.above {
@@ -37,8 +38,8 @@ pub fn lines(server: &ServerPhase, client: &PhaseSummary) -> Vec<Line> {
     }
     for c in &server.counters {
         out.push((
-            format!("{} (increase, per s):", capitalised(&c.meaning)),
-            format!("{:.0}, {:.2}/s", c.delta, c.rate),
+            format!("{}:", capitalised(&c.meaning)),
+            format!("{:.0} ({:.2}/s)", c.delta, c.rate),
         ));
     }
     if let Some(rate) = server.prefix_cache_hit_rate {
@@ -50,7 +51,7 @@ pub fn lines(server: &ServerPhase, client: &PhaseSummary) -> Vec<Line> {
     for h in &server.histograms {
         let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
         out.push((
-            format!("{} mean / p50 / p99 (ms):", capitalised(&h.meaning)),
+            format!("{} mean/p50/p99 (ms):", capitalised(&h.meaning)),
             format!("{} / {} / {}", ms(h.mean_ms), ms(h.p50_ms), ms(h.p99_ms)),
         ));
     }

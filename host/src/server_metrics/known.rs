@@ -11,7 +11,7 @@
 pub enum Meaning {
     Running,
     Waiting,
-    /// Fraction of the KV cache in use, 0 to 1.
+    /// Fraction of the KV cache in use, 0 to 1 (shown in percent).
     KvCacheUse,
     Preemptions,
     PrefixCacheQueries,
@@ -72,11 +72,8 @@ pub const KNOWN: &[Known] = &[
         Meaning::Waiting,
         "requests waiting",
     ),
-    kv("vllm:kv_cache_usage_perc", "KV cache use (fraction)"),
-    kv(
-        "vllm:gpu_cache_usage_perc",
-        "KV cache use (fraction, vLLM < 0.10)",
-    ),
+    kv("vllm:kv_cache_usage_perc", "KV cache use"),
+    kv("vllm:gpu_cache_usage_perc", "KV cache use (vLLM < 0.10)"),
     known(
         "vllm:num_preemptions_total",
         Meaning::Preemptions,
@@ -85,12 +82,12 @@ pub const KNOWN: &[Known] = &[
     known(
         "vllm:prefix_cache_queries_total",
         Meaning::PrefixCacheQueries,
-        "prefix-cache queries (tokens)",
+        "prefix-cache queries",
     ),
     known(
         "vllm:prefix_cache_hits_total",
         Meaning::PrefixCacheHits,
-        "prefix-cache hits (tokens)",
+        "prefix-cache hits",
     ),
     known(
         "vllm:prompt_tokens_total",
@@ -128,7 +125,7 @@ pub const KNOWN: &[Known] = &[
         Meaning::Waiting,
         "requests waiting",
     ),
-    kv("sglang:token_usage", "KV cache use (fraction)"),
+    kv("sglang:token_usage", "KV cache use"),
     known(
         "sglang:cache_hit_rate",
         Meaning::PrefixCacheHitRate,
@@ -175,7 +172,7 @@ pub const KNOWN: &[Known] = &[
         Meaning::Other,
         "busy slots per decode",
     ),
-    kv("llamacpp:kv_cache_usage_ratio", "KV cache use (fraction)"),
+    kv("llamacpp:kv_cache_usage_ratio", "KV cache use"),
     known(
         "llamacpp:kv_cache_tokens",
         Meaning::Other,
@@ -194,12 +191,12 @@ pub const KNOWN: &[Known] = &[
     known(
         "llamacpp:prompt_tokens_seconds",
         Meaning::Other,
-        "prompt tokens/s (server's average)",
+        "prompt tokens/s (server avg)",
     ),
     known(
         "llamacpp:predicted_tokens_seconds",
         Meaning::Other,
-        "predicted tokens/s (server's average)",
+        "predicted tokens/s (server avg)",
     ),
     // TGI
     known(
