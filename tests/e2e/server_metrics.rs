@@ -287,3 +287,38 @@ fn server_metrics_off_scrapes_nothing() {
     assert!(!dir.path().join("server_metrics.jsonl").exists());
     assert!(!stdout(&o).contains("Server metrics"));
 }
+
+/// A scenario whose `stop` reads the server's queue from its snapshot.
+const STOP_ON_QUEUE: &str = r#"
+fn describe() { #{ name: "stop_on_queue", description: "floods the server until it queues", params: [] } }
+fn phases() { [#{ name: "flood", arrival: #{ process: "poisson", rate: 400.0 }, max_requests: 4000 }] }
+fn next_request(phase, index) {
+    #{ prompt: synthetic_text(64), input_tokens: 64, max_tokens: 64, ignore_eos: true }
+}
+fn stop(snapshot) {
+    let waiting = snapshot.server["vllm:num_requests_waiting"];
+    waiting != () && waiting > 0.0
+}
+"#;
+
+#[test]
+fn a_stop_function_sees_the_servers_queue() {
+    let _quiet = exclusive();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("stop_on_queue.rhai");
+    std::fs::write(&path, STOP_ON_QUEUE).expect("scenario written");
+    let (text, result) = run_ok(&[
+        path.to_str().expect("a UTF-8 path"),
+        "--sim-max-seqs",
+        "8",
+        "--server-metrics-interval",
+        "100ms",
+    ]);
+    assert!(
+        text.contains("Phase ended: the scenario's stop condition held."),
+        "{text}"
+    );
+    let sent = result["completed"].as_u64().unwrap() + result["failed"].as_u64().unwrap();
+    assert!(sent < 4000, "{sent} requests sent");
+    assert!(gauge(&result, WAITING)["max"].as_f64().unwrap() > 0.0);
+}

@@ -172,7 +172,10 @@ fn start_server_metrics(config: &RunConfig, target: &Targets) -> Result<Option<S
     else {
         return Ok(None);
     };
-    scrape.api_key.clone_from(&config.api_key);
+    // The API key goes only to the target itself, never to another host's /metrics.
+    if scrape.url.starts_with(&format!("{}/", first.base_url())) {
+        scrape.api_key.clone_from(&config.api_key);
+    }
     Ok(Some(Scraper::start(scrape)?))
 }
 

@@ -337,7 +337,14 @@ fn cdf_charts(series: &Series) -> Vec<Chart> {
             if *name == "ITL" {
                 chart.y_label = "fraction of chunk gaps ≤ x".into();
             }
-            for p in &series.phases {
+            // One line per tag (a 70/30 mix of short and long prompts is two curves, not
+            // one bimodal one), else one per phase.
+            let lines = if series.tags.is_empty() {
+                &series.phases
+            } else {
+                &series.tags
+            };
+            for p in lines {
                 chart = chart.line(&p.name, cdf(get(p)));
             }
             chart

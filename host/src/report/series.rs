@@ -14,6 +14,8 @@ const TARGET_BINS: f64 = 240.0;
 const MAX_BINS: usize = 100_000;
 /// Points of a drawn CDF, at most.
 const CDF_POINTS: usize = 400;
+/// Most per-tag CDF lines: past it the CDFs are drawn per phase only.
+const MAX_TAG_LINES: usize = 16;
 
 /// The latency distributions of one measured phase, in microseconds.
 pub struct PhaseLatencies {
@@ -35,6 +37,12 @@ pub struct PhaseSlot {
 /// The charts' data for a whole run.
 pub struct Series {
     pub phases: Vec<PhaseLatencies>,
+    /// The latency distributions of each tag of each measured phase (named `tag`, or
+    /// `phase: tag` when there are several phases), in order of first appearance; empty
+    /// when no request had a tag or more than [`MAX_TAG_LINES`] did.
+    pub tags: Vec<PhaseLatencies>,
+    /// (position in `phases`, tag) → position in `tags`; `None` once past the limit.
+    tag_slots: Option<std::collections::HashMap<(usize, String), usize>>,
     /// Width of a time bin, seconds.
     pub bin_s: f64,
     /// Start of each measured phase on the timeline, seconds, with its name.
@@ -93,6 +101,8 @@ impl Series {
                     e2el: histogram(),
                 })
                 .collect(),
+            tags: Vec::new(),
+            tag_slots: Some(std::collections::HashMap::new()),
             bin_s,
             boundaries,
             throughput: vec![0.0; bins],
@@ -126,20 +136,10 @@ impl Series {
         if r.warmup {
             return;
         }
-        let us = |ns: f64| (ns / 1e3).round().max(0.0) as u64;
         if r.succeeded() {
-            let p = &mut self.phases[pos];
-            if let Some(t) = r.ttft_ns() {
-                let _ = p.ttft.record(us(t as f64));
-            }
-            if let Some(t) = r.tpot_ns() {
-                let _ = p.tpot.record(us(t));
-            }
-            if let Some(t) = r.e2el_ns() {
-                let _ = p.e2el.record(us(t as f64));
-            }
-            for gap in r.itls_ns() {
-                let _ = p.itl.record(us(gap as f64));
+            record_latencies(&mut self.phases[pos], r);
+            if let Some(t) = self.tag_of(pos, r) {
+                record_latencies(t, r);
             }
             for c in &r.chunks {
                 if let Some(b) = self.bin(offset + c.t_ns as f64) {
@@ -170,6 +170,39 @@ impl Series {
         }
     }
 
+    /// The per-tag distributions `r` adds to, if it has a tag and the tags are not past
+    /// their limit (then every per-tag line is dropped).
+    fn tag_of(&mut self, pos: usize, r: &RequestRecord) -> Option<&mut PhaseLatencies> {
+        let tag = r.tag.as_ref()?;
+        let slots = self.tag_slots.as_mut()?;
+        let key = (pos, tag.clone());
+        let index = match slots.get(&key) {
+            Some(&i) => i,
+            None if slots.len() >= MAX_TAG_LINES => {
+                self.tag_slots = None;
+                self.tags.clear();
+                return None;
+            }
+            None => {
+                let name = if self.phases.len() > 1 {
+                    format!("{}: {tag}", self.phases[pos].name)
+                } else {
+                    tag.clone()
+                };
+                self.tags.push(PhaseLatencies {
+                    name,
+                    ttft: histogram(),
+                    tpot: histogram(),
+                    itl: histogram(),
+                    e2el: histogram(),
+                });
+                slots.insert(key, self.tags.len() - 1);
+                self.tags.len() - 1
+            }
+        };
+        self.tags.get_mut(index)
+    }
+
     /// Ends the pass: turns the lateness sums into (mean, max) per bin.
     pub fn finish(mut self) -> Series {
         self.lateness = self
@@ -188,6 +221,23 @@ impl Series {
     /// Length of the timeline, seconds.
     pub fn span_s(&self) -> f64 {
         self.throughput.len() as f64 * self.bin_s
+    }
+}
+
+/// Adds a successful request's latencies to `p`, in µs.
+fn record_latencies(p: &mut PhaseLatencies, r: &RequestRecord) {
+    let us = |ns: f64| (ns / 1e3).round().max(0.0) as u64;
+    if let Some(t) = r.ttft_ns() {
+        let _ = p.ttft.record(us(t as f64));
+    }
+    if let Some(t) = r.tpot_ns() {
+        let _ = p.tpot.record(us(t));
+    }
+    if let Some(t) = r.e2el_ns() {
+        let _ = p.e2el.record(us(t as f64));
+    }
+    for gap in r.itls_ns() {
+        let _ = p.itl.record(us(gap as f64));
     }
 }
 
@@ -255,6 +305,33 @@ mod tests {
             cancelled: false,
             target: None,
         }
+    }
+
+    #[test]
+    fn each_tag_gets_its_own_distributions_up_to_a_limit() {
+        let slot = |n: &str| PhaseSlot {
+            name: n.into(),
+            index: 0,
+            duration_s: 1.0,
+        };
+        let tagged = |tag: &str, first_ms: u64| RequestRecord {
+            tag: Some(tag.into()),
+            ..record(0, 0, &[first_ms, first_ms + 10])
+        };
+        let mut s = Series::new(&[slot("p")]);
+        s.add(&tagged("short", 20));
+        s.add(&tagged("long", 300));
+        s.add(&tagged("short", 30));
+        let names: Vec<&str> = s.tags.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["short", "long"]);
+        assert_eq!((s.tags[0].ttft.len(), s.tags[1].ttft.len()), (2, 1));
+        assert_eq!(s.phases[0].ttft.len(), 3);
+        // Past the limit of lines, no tag is drawn on its own.
+        for i in 0..=MAX_TAG_LINES {
+            s.add(&tagged(&format!("t{i}"), 50));
+        }
+        assert!(s.tags.is_empty());
+        assert_eq!(s.phases[0].ttft.len(), 3 + MAX_TAG_LINES as u64 + 1);
     }
 
     #[test]
