@@ -35,4 +35,5 @@ mod skew;
 mod slurm;
 mod thresholds;
 mod wasm;
+mod wheel;
 mod workloads;
