@@ -96,6 +96,8 @@ fn a_sweep_writes_a_self_contained_html_report_that_a_browser_renders() {
         "output_tokens=32",
         "--sim-profile",
         "fixed",
+        "--server-metrics-interval",
+        "100ms",
         "--threshold",
         "p99_ttft_ms<5000",
         "--output",
@@ -113,8 +115,8 @@ fn a_sweep_writes_a_self_contained_html_report_that_a_browser_renders() {
     ] {
         assert!(!html.contains(forbidden), "report.html has `{forbidden}`");
     }
-    // 2 sweep curves, 4 latency CDFs, 3 time series.
-    assert_eq!(html.matches("<svg").count(), 9);
+    // 2 sweep curves, 4 latency CDFs, 3 time series, 2 of the server's gauges.
+    assert_eq!(html.matches("<svg").count(), 11);
     for title in [
         "Output token throughput over phases",
         "TTFT over phases",
@@ -125,6 +127,8 @@ fn a_sweep_writes_a_self_contained_html_report_that_a_browser_renders() {
         "Output token throughput",
         "Requests in flight",
         "Send lateness",
+        "Server: requests running and waiting",
+        "Server: KV cache use",
         "Serving Benchmark Result",
         "p99_ttft_ms&lt;5000",
     ] {
