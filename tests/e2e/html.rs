@@ -171,7 +171,7 @@ fn a_sweep_writes_a_self_contained_html_report_that_a_browser_renders() {
     let png = dir.path().join("report.png");
     let dom = render(browser, &page, &png, &dir.path().join("profile"));
     // The browser parsed every chart.
-    assert_eq!(dom.matches("<svg").count(), 9, "{dom}");
+    assert_eq!(dom.matches("<svg").count(), 11, "{dom}");
     let bytes = std::fs::read(&png).expect("screenshot");
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
     // A blank 1280×2600 page compresses to a few KB; charts and tables do not.
