@@ -168,7 +168,7 @@ fn package_dir(root: &Path, version: &str) -> PathBuf {
     )
     .unwrap();
     let manifest = format!(
-        "name = \"{REPOSITORY}\"\nversion = \"{version}\"\nentry = \"long_context.rhai\"\ninterface = \"bench:scenario@0.2.0\"\n\n[params.requests]\ndefault = 4\n"
+        "name = \"{REPOSITORY}\"\nversion = \"{version}\"\nentry = \"long_context.rhai\"\ninterface = \"bench:scenario@0.3.0\"\n\n[params.requests]\ndefault = 4\n"
     );
     std::fs::write(dir.join("scenario.toml"), manifest).unwrap();
     dir

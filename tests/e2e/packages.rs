@@ -14,7 +14,7 @@ version = "VERSION"
 description = "Long prompts, short answers, as our product sends them."
 authors = ["Team A <a@example.com>"]
 entry = "ENTRY"
-interface = "bench:scenario@0.2.0"
+interface = "bench:scenario@0.3.0"
 data = ["data"]
 
 [params.requests]
@@ -89,7 +89,7 @@ fn a_packed_scenario_runs_from_its_archive_and_records_what_it_was() {
     let text = stdout(&info);
     for needle in [
         "Package:    team-a/long-ctx 1.2.0",
-        "Interface:  bench:scenario@0.2.0",
+        "Interface:  bench:scenario@0.3.0",
         &format!("Digest:     sha256 {digest}"),
         "Recommended Server flags: --max-num-seqs 256",
         "requests       6        requests per run (the package's default)",
@@ -107,7 +107,7 @@ fn a_packed_scenario_runs_from_its_archive_and_records_what_it_was() {
     assert_eq!(r["package"]["name"], "team-a/long-ctx");
     assert_eq!(r["package"]["version"], "1.2.0");
     assert_eq!(r["scenario_digest"], digest.as_str());
-    assert_eq!(r["wit_version"], "0.2.0");
+    assert_eq!(r["wit_version"], "0.3.0");
     assert_eq!(r["params"]["requests"], "6", "{r}");
     assert_eq!(from_archive["completed"], 6);
     assert_eq!(from_archive["total_input_tokens"], 6 * 300);
@@ -173,7 +173,7 @@ fn a_package_needing_another_interface_version_is_refused_naming_both() {
     let manifest = dir.join("scenario.toml");
     let text = std::fs::read_to_string(&manifest)
         .unwrap()
-        .replace("bench:scenario@0.2.0", "bench:scenario@1.0.0");
+        .replace("bench:scenario@0.3.0", "bench:scenario@1.0.0");
     std::fs::write(&manifest, text).unwrap();
     for args in [
         vec!["pack".to_string(), dir.display().to_string()],
@@ -184,7 +184,7 @@ fn a_package_needing_another_interface_version_is_refused_naming_both() {
         assert_eq!(o.status.code(), Some(1));
         let err = stderr(&o);
         assert!(
-            err.contains("bench:scenario@1.0.0") && err.contains("bench:scenario@0.2.0"),
+            err.contains("bench:scenario@1.0.0") && err.contains("bench:scenario@0.3.0"),
             "{err}"
         );
         assert_eq!(err.trim().lines().count(), 1, "{err}");

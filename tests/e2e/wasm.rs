@@ -118,10 +118,19 @@ fn request_digest(v: &serde_json::Value) -> String {
 /// Runs the Rhai scenario `name` and its SDK twin with the same arguments, asserts that
 /// they sent the same request stream, and returns both results (Rhai first).
 fn run_twins(name: &str, args: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    run_against_rhai(name, &component(name), args)
+}
+
+/// Runs the Rhai scenario `name` and the component `wasm` with the same arguments,
+/// asserts that they sent the same request stream, and returns both results (Rhai first).
+fn run_against_rhai(
+    name: &str,
+    wasm: &str,
+    args: &[&str],
+) -> (serde_json::Value, serde_json::Value) {
     let rhai = scenario(&format!("{name}.rhai"));
-    let wasm = component(name);
     let (_, a) = run_ok(&[&[rhai.as_str()][..], args].concat());
-    let (_, b) = run_ok(&[&[wasm.as_str()][..], args].concat());
+    let (_, b) = run_ok(&[&[wasm][..], args].concat());
     assert_eq!(
         request_digest(&a),
         request_digest(&b),
@@ -130,45 +139,50 @@ fn run_twins(name: &str, args: &[&str]) -> (serde_json::Value, serde_json::Value
     (a, b)
 }
 
+/// The multi-turn twins' arguments. One conversation: with several, which conversation's
+/// turn gets the next index depends on the order the answers come back, in either
+/// language. The seed is last, so a test can swap it.
+const MULTI_TURN_ARGS: [&str; 16] = [
+    "--api",
+    "chat",
+    "-p",
+    "conversations=1",
+    "-p",
+    "turns=4",
+    "-p",
+    "input_tokens=30",
+    "-p",
+    "system_tokens=12",
+    "-p",
+    "output_tokens=6",
+    "-p",
+    "think_time=0",
+    "--seed",
+    "77",
+];
+
+/// The four turns of a multi-turn result: each turn's tag and mean prompt length.
+fn turns(v: &serde_json::Value) -> Vec<(String, f64)> {
+    v["runner"]["tags"]
+        .as_array()
+        .expect("per-turn table")
+        .iter()
+        .map(|t| {
+            let tag = t["tag"].as_str().unwrap().to_string();
+            (tag, t["mean_input_tokens"].as_f64().unwrap())
+        })
+        .collect()
+}
+
 #[test]
 fn the_sdk_twin_of_multi_turn_sends_the_same_conversation_as_the_rhai_original() {
-    // One conversation: with several, which conversation's turn gets the next index
-    // depends on the order the answers come back, in either language.
-    let args = [
-        "--api",
-        "chat",
-        "-p",
-        "conversations=1",
-        "-p",
-        "turns=4",
-        "-p",
-        "input_tokens=30",
-        "-p",
-        "system_tokens=12",
-        "-p",
-        "output_tokens=6",
-        "-p",
-        "think_time=0",
-        "--seed",
-        "77",
-    ];
+    let args = MULTI_TURN_ARGS;
     let (a, b) = run_twins("multi_turn", &args);
     assert_eq!(
         (a["completed"].as_u64(), b["completed"].as_u64()),
         (Some(4), Some(4))
     );
     // The same per-turn table: four turns, each prompt longer than the one before.
-    let turns = |v: &serde_json::Value| -> Vec<(String, f64)> {
-        v["runner"]["tags"]
-            .as_array()
-            .expect("per-turn table")
-            .iter()
-            .map(|t| {
-                let tag = t["tag"].as_str().unwrap().to_string();
-                (tag, t["mean_input_tokens"].as_f64().unwrap())
-            })
-            .collect()
-    };
     assert_eq!(turns(&a), turns(&b));
     let names: Vec<String> = turns(&b).into_iter().map(|t| t.0).collect();
     assert_eq!(names, ["turn-1", "turn-2", "turn-3", "turn-4"]);
@@ -182,42 +196,85 @@ fn the_sdk_twin_of_multi_turn_sends_the_same_conversation_as_the_rhai_original()
     assert_ne!(request_digest(&b), request_digest(&c));
 }
 
-#[test]
-fn the_sdk_twin_of_slo_search_runs_the_same_search_as_the_rhai_original() {
-    // SLOs nothing misses: the search doubles 50 → 100 → 200 → 400 req/s (max_rate) and
-    // stops, so both twins run the same four phases whatever the timing.
-    let args = [
-        "--sim-profile",
-        "zero",
-        "-p",
-        "ttft_slo_ms=100000",
-        "-p",
-        "tpot_slo_ms=100000",
-        "-p",
-        "start_rate=50",
-        "-p",
-        "max_rate=400",
-        "-p",
-        "phase_duration=0.2",
-        "-p",
-        "input_tokens=30",
-        "-p",
-        "output_tokens=4",
-    ];
-    let (a, b) = run_twins("slo_search", &args);
-    let rates = |v: &serde_json::Value| -> Vec<f64> {
-        v["phases"]
-            .as_array()
-            .expect("one result per phase")
-            .iter()
-            .map(|p| p["request_rate"].as_f64().unwrap())
-            .collect()
-    };
-    assert_eq!(rates(&a), [50.0, 100.0, 200.0, 400.0]);
-    assert_eq!(rates(&b), rates(&a));
+/// The SLO-search twins' arguments: SLOs nothing misses, so the search doubles 50 → 100
+/// → 200 → 400 req/s (max_rate) and stops, and every twin runs the same four phases
+/// whatever the timing.
+const SLO_SEARCH_ARGS: [&str; 16] = [
+    "--sim-profile",
+    "zero",
+    "-p",
+    "ttft_slo_ms=100000",
+    "-p",
+    "tpot_slo_ms=100000",
+    "-p",
+    "start_rate=50",
+    "-p",
+    "max_rate=400",
+    "-p",
+    "phase_duration=0.2",
+    "-p",
+    "input_tokens=30",
+    "-p",
+    "output_tokens=4",
+];
+
+/// The request rate of each phase of an adaptive run.
+fn phase_rates(v: &serde_json::Value) -> Vec<f64> {
+    v["phases"]
+        .as_array()
+        .expect("one result per phase")
+        .iter()
+        .map(|p| p["request_rate"].as_f64().unwrap())
+        .collect()
+}
+
+/// Both runs searched 50 → 400 req/s and found the same result.
+fn assert_same_search(a: &serde_json::Value, b: &serde_json::Value) {
+    assert_eq!(phase_rates(a), [50.0, 100.0, 200.0, 400.0]);
+    assert_eq!(phase_rates(b), phase_rates(a));
     assert_eq!(a["scenario_result"], b["scenario_result"]);
     assert_eq!(b["scenario_result"]["max_rate_under_slo"], 400.0);
     assert_eq!(b["scenario_result"]["bracket_high"], "none");
+}
+
+#[test]
+fn the_sdk_twin_of_slo_search_runs_the_same_search_as_the_rhai_original() {
+    let (a, b) = run_twins("slo_search", &SLO_SEARCH_ARGS);
+    assert_same_search(&a, &b);
+}
+
+/// A component built against the previous interface version, kept as a binary in
+/// tests/fixtures/wit-0.2 (never rebuilt).
+fn previous_version_component(name: &str) -> String {
+    repo()
+        .join("tests/fixtures/wit-0.2")
+        .join(format!("{name}.wasm"))
+        .display()
+        .to_string()
+}
+
+#[test]
+fn a_multi_turn_component_built_against_0_2_sends_the_same_conversation_as_the_rhai_original() {
+    let wasm = previous_version_component("multi_turn");
+    let (a, b) = run_against_rhai("multi_turn", &wasm, &MULTI_TURN_ARGS);
+    assert_eq!(
+        (a["completed"].as_u64(), b["completed"].as_u64()),
+        (Some(4), Some(4))
+    );
+    // Its answers reached it through on-response: every turn carries the earlier ones.
+    assert_eq!(turns(&a), turns(&b));
+    // The runner names the version it implements, not the component's.
+    assert_eq!(b["runner"]["wit_version"], "0.3.0");
+    let info = runner(&["info", &wasm]);
+    assert!(info.status.success(), "{}", stderr(&info));
+    assert!(stdout(&info).contains("multi_turn"), "{}", stdout(&info));
+}
+
+#[test]
+fn an_slo_search_component_built_against_0_2_runs_the_same_search_as_the_rhai_original() {
+    let wasm = previous_version_component("slo_search");
+    let (a, b) = run_against_rhai("slo_search", &wasm, &SLO_SEARCH_ARGS);
+    assert_same_search(&a, &b);
 }
 
 #[test]
@@ -399,7 +456,7 @@ fn a_component_of_another_major_version_is_refused_naming_both() {
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
-        err.contains("bench:scenario@1.0.0") && err.contains("bench:scenario@0.2.0"),
+        err.contains("bench:scenario@1.0.0") && err.contains("bench:scenario@0.3.0"),
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");

@@ -95,6 +95,7 @@ impl Fuzz {
         let mut r = match rand_int(0, 9).unwrap_or(0) {
             0 if draw(c) => Request::tokens(vec![0, u32::MAX, 7]),
             1 if draw(c) => Request::chat(vec![]),
+            3 if draw(c) => Request::embeddings(Vec::<String>::new()),
             2 => Request::chat(vec![Message::user(text(c))]),
             _ => Request::text(text(c)),
         };
@@ -126,6 +127,32 @@ impl Fuzz {
         }
         if draw(0.2) {
             r = r.input_tokens(or_wild(c, 2, &COUNTS));
+        }
+        self.new_fields(r)
+    }
+
+    /// The request fields of bench:scenario 0.3: headers, cancel limits, the target.
+    fn new_fields(&self, mut r: Request) -> Request {
+        let c = self.chaos / 20.0;
+        if draw(0.1) {
+            let name = or_wild(c, "x-tenant", &["", "bad name", "x:y", "caf\u{e9}"]);
+            let value = or_wild(c, "t1", &["a\r\nInjected: 1", "nul\0", ""]);
+            r = r.header(name, value);
+        }
+        if draw(c) {
+            for i in 0..65 {
+                r = r.header(format!("x-h{i}"), "v");
+            }
+        }
+        if draw(0.1) {
+            r = r.cancel_after_tokens(or_wild(c, rand_int(1, 4).unwrap_or(1) as u64, &COUNTS));
+        }
+        if draw(0.1) {
+            r = r.cancel_after_ms(or_wild(c, 0.5 + random() * 5.0, &FLOATS));
+        }
+        // The fuzz runs have one target: index 0 is the only one in range.
+        if draw(0.1) {
+            r = r.target(0);
         }
         r
     }
