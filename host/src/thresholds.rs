@@ -307,6 +307,7 @@ mod tests {
                 retried: false,
                 cancelled: false,
                 target: None,
+                answer: Default::default(),
             });
         }
         for i in 0..failed {
@@ -335,6 +336,7 @@ mod tests {
                 retried: false,
                 cancelled: false,
                 target: None,
+                answer: Default::default(),
             });
         }
         acc.summarize(&PhaseInfo {

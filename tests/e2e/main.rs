@@ -6,6 +6,7 @@
 mod support;
 
 mod accounting;
+mod apis;
 mod bad_input;
 mod budgets;
 mod cli;

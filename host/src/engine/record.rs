@@ -6,6 +6,8 @@ use std::time::Instant;
 
 use super::Planned;
 use crate::client::Exchange;
+use crate::client::Api;
+use crate::metrics::answer::AnswerRecord;
 use crate::metrics::record::{Chunk, ErrorKind, Reach, RequestRecord};
 use crate::scenario::Outcome;
 use crate::tokenizer::Tokenizer;
@@ -42,6 +44,13 @@ impl SentRequest {
             })
             .collect();
         let planned = self.planned;
+        let answer = answer_record(&ex, planned.prepared.api, tokenizer, ns);
+        // What a scenario hears as the answer: the text without the reasoning.
+        let text = if wants_outcome {
+            ex.answer_text()
+        } else {
+            String::new()
+        };
         let record = RequestRecord {
             phase: self.phase,
             index: planned.index,
@@ -70,6 +79,7 @@ impl SentRequest {
             server_timings: ex.server_timings,
             cancelled: ex.cancelled,
             target: self.target,
+            answer,
         };
         let outcome = wants_outcome.then(|| Outcome {
             phase: self.phase,
@@ -78,15 +88,49 @@ impl SentRequest {
             session: planned.session.clone(),
             ok: record.succeeded(),
             error: record.error.as_ref().map(|e| e.message.clone()),
-            text: ex.text,
+            text,
             ttft_ms: record.ttft_ns().unwrap_or(0) as f64 / 1e6,
             e2el_ms: record.e2el_ns().unwrap_or(0) as f64 / 1e6,
             input_tokens: record.input_tokens,
             output_tokens: record.output_tokens,
+            ttfa_ms: record.ttfa_ns().map(|t| t as f64 / 1e6),
+            reasoning_tokens: record.answer.reasoning_tokens,
             cancelled: record.cancelled,
             ..Outcome::default()
         });
         (record, outcome)
+    }
+}
+
+/// The endpoint, first answer chunk and reasoning tokens of an exchange sent to `api`.
+/// Reasoning tokens are the server's count where it gave one, else the tokenizer's count
+/// of the reasoning text; none for a failed request (as its output tokens).
+fn answer_record(
+    ex: &Exchange,
+    api: Api,
+    tokenizer: &Tokenizer,
+    ns: impl Fn(Instant) -> u64,
+) -> AnswerRecord {
+    let first_answer_ns = ex
+        .chunks
+        .iter()
+        .find(|c| c.answer)
+        .filter(|_| api.generates())
+        .map(|c| ns(c.at));
+    let reasoned = ex.chunks.iter().any(|c| c.reasoning > 0);
+    let reasoning_tokens = match (&ex.error, reasoned) {
+        (None, true) => ex.reasoning_tokens.unwrap_or_else(|| {
+            let reasoning = |c: &crate::client::ContentChunk| {
+                tokenizer.count(&ex.text[c.text.start..c.text.start + c.reasoning]) as u64
+            };
+            ex.chunks.iter().map(reasoning).sum()
+        }),
+        _ => 0,
+    };
+    AnswerRecord {
+        endpoint: api.path().to_string(),
+        first_answer_ns,
+        reasoning_tokens,
     }
 }
 

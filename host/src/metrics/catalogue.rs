@@ -220,6 +220,26 @@ pub const PEAK_CONCURRENCY: Scalar = Scalar {
     nullable: false,
     value: |s| Some(s.peak_concurrency),
 };
+pub const REASONING_TOKENS: Scalar = Scalar {
+    key: "total_reasoning_tokens",
+    label: "Total reasoning tokens",
+    unit: Unit::Tokens,
+    better: Better::Neither,
+    in_result: InResult::Runner,
+    compared: false,
+    nullable: false,
+    value: |s| Some(s.answer.reasoning_tokens as f64),
+};
+pub const ANSWER_TOKENS: Scalar = Scalar {
+    key: "total_answer_tokens",
+    label: "Total answer tokens",
+    unit: Unit::Tokens,
+    better: Better::Neither,
+    in_result: InResult::Runner,
+    compared: false,
+    nullable: false,
+    value: |s| Some(s.answer.answer_tokens as f64),
+};
 pub const MEAN_TOKENS_PER_CHUNK: Scalar = Scalar {
     key: "mean_tokens_per_chunk",
     label: "Mean tokens per chunk",
@@ -232,7 +252,7 @@ pub const MEAN_TOKENS_PER_CHUNK: Scalar = Scalar {
 };
 
 /// Every scalar, in the order `runner compare` and the threshold help list them.
-pub const SCALARS: [Scalar; 13] = [
+pub const SCALARS: [Scalar; 15] = [
     COMPLETED,
     FAILED,
     ERROR_RATE,
@@ -246,6 +266,8 @@ pub const SCALARS: [Scalar; 13] = [
     PEAK_OUTPUT_THROUGHPUT,
     PEAK_CONCURRENCY,
     MEAN_TOKENS_PER_CHUNK,
+    REASONING_TOKENS,
+    ANSWER_TOKENS,
 ];
 
 pub const TTFT: Latency = Latency {
@@ -284,6 +306,17 @@ pub const E2EL: Latency = Latency {
     rows: TextRows::MeanMedianPercentiles,
     distribution: |s| &s.e2el,
 };
+/// Time to the first answer (content or tool-call) token, after any reasoning: equal to
+/// TTFT when the model does not reason.
+pub const TTFA: Latency = Latency {
+    key: "ttfa",
+    title: "Time to First Answer (after reasoning)",
+    short: "TTFA",
+    in_result: InResult::Runner,
+    compared: false,
+    rows: TextRows::MeanMedianPercentiles,
+    distribution: |s| &s.answer.ttfa,
+};
 pub const TOKEN_LATENCY: Latency = Latency {
     key: "token_latency",
     title: "Token Latency (e2e_latency / output_len)",
@@ -314,11 +347,12 @@ pub const SEND_LATENESS: Latency = Latency {
 
 /// Every latency: vLLM's four in vLLM's order, then ours in the order the text report's
 /// extras show them.
-pub const LATENCIES: [Latency; 7] = [
+pub const LATENCIES: [Latency; 8] = [
     TTFT,
     TPOT,
     ITL,
     E2EL,
+    TTFA,
     TOKEN_LATENCY,
     ITL_PER_TOKEN,
     SEND_LATENESS,

@@ -1,5 +1,6 @@
 //! Streaming statistics over finished requests (vLLM-compatible definitions, plus our own).
 
+pub mod answer;
 pub mod catalogue;
 pub mod options;
 pub mod record;

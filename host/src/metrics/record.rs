@@ -174,6 +174,9 @@ pub struct RequestRecord {
     /// The index of the `--target` it went to, when the run had several.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<usize>,
+    /// Its endpoint, time to first answer token and reasoning tokens.
+    #[serde(flatten)]
+    pub answer: super::answer::AnswerRecord,
 }
 
 impl RequestRecord {

@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::answer::{AnswerStats, AnswerSummary};
 use super::options::{MetricsOptions, Slo};
 use super::record::{ErrorKind, RequestRecord};
 use super::stat::{Distribution, StreamingStat};
@@ -154,6 +155,9 @@ pub struct PhaseSummary {
     /// target's index (`0`, `1`, …). Empty with one target.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<TagSummary>,
+    /// Time to first answer token, the reasoning/answer token split, requests per endpoint.
+    #[serde(default)]
+    pub answer: AnswerSummary,
 }
 
 /// The latencies an adaptive scenario decides on, at p50, p90 and p99 whatever
@@ -240,6 +244,7 @@ pub struct PhaseAccumulator {
     tags: TagStats,
     /// Keyed by the target's index, for records that name one.
     targets: TagStats,
+    answer: AnswerStats,
 }
 
 /// The per-target table's percentiles (the per-tag table's) and the report's, which hold
@@ -307,6 +312,7 @@ impl PhaseAccumulator {
             tokens_per_second: Vec::new(),
             tags: TagStats::default(),
             targets: TagStats::default(),
+            answer: AnswerStats::default(),
         }
     }
 
@@ -324,6 +330,7 @@ impl PhaseAccumulator {
     pub fn record(&mut self, r: &RequestRecord) {
         self.lateness.record(r.lateness_ns() as f64);
         self.tags.record(r);
+        self.answer.record(r);
         if let Some(target) = r.target {
             self.targets.record_as(&target.to_string(), r);
         }
@@ -493,6 +500,7 @@ impl PhaseAccumulator {
             token_latency: self.token_latency.distribution(pcts),
             itl_per_token: self.itl_per_token.distribution(pcts),
             lateness,
+            answer: self.answer.summarize(pcts),
             mean_tokens_per_chunk: if self.chunks == 0 {
                 0.0
             } else {
@@ -559,6 +567,7 @@ mod tests {
             retried: false,
             cancelled: false,
             target: None,
+            answer: Default::default(),
         }
     }
 
@@ -588,6 +597,7 @@ mod tests {
             retried: false,
             cancelled: false,
             target: None,
+            answer: Default::default(),
         }
     }
 

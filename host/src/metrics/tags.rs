@@ -231,6 +231,7 @@ mod tests {
             retried: false,
             cancelled: false,
             target: None,
+            answer: Default::default(),
         }
     }
 

@@ -141,6 +141,7 @@ mod tests {
             retried: false,
             cancelled: false,
             target: None,
+            answer: Default::default(),
         };
         let columns = REQUEST_CSV_HEADER.trim_end().split(',').count();
         let row = request_csv_row(&r, "2 prompts");

@@ -343,6 +343,7 @@ mod tests {
             scheduled_ns: 0,
             cancelled: false,
             target: None,
+            answer: Default::default(),
             sent_ns: 0,
             first_byte_ns: None,
             chunks: vec![],
@@ -369,6 +370,7 @@ mod tests {
             burstiness: Some(1.0),
             cancelled: false,
             target: None,
+            answer: Default::default(),
         })
     }
 

@@ -5,6 +5,8 @@
 
 pub mod charts;
 pub mod compare;
+pub mod embeddings;
+pub mod endpoints;
 pub mod ended;
 pub mod export;
 pub mod html;

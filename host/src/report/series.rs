@@ -304,6 +304,7 @@ mod tests {
             retried: false,
             cancelled: false,
             target: None,
+            answer: Default::default(),
         }
     }
 

@@ -14,27 +14,27 @@ use crate::metrics::{Distribution, PhaseSummary, CLIENT_BOUND_LATENESS_MS};
 
 const WIDTH: usize = 50;
 
-fn title(out: &mut String, s: &str) {
+pub(super) fn title(out: &mut String, s: &str) {
     let _ = writeln!(out, "{s:=^WIDTH$}");
 }
 
-fn section(out: &mut String, s: &str) {
+pub(super) fn section(out: &mut String, s: &str) {
     let _ = writeln!(out, "{s:-^WIDTH$}");
 }
 
-fn footer(out: &mut String, c: char) {
+pub(super) fn footer(out: &mut String, c: char) {
     out.extend(std::iter::repeat_n(c, WIDTH));
     out.push('\n');
 }
 
 /// `"{:<40} {:<10}"`: integers and strings.
-fn row(out: &mut String, label: &str, value: impl Display) {
+pub(super) fn row(out: &mut String, label: &str, value: impl Display) {
     let _ = writeln!(out, "{label:<40} {value:<10}");
 }
 
 /// `"{:<40} {:<10.2f}"`: floats. (Rust and Python both round the exact binary value, ties
 /// to even, so the digits agree.)
-fn row_f(out: &mut String, label: &str, value: f64) {
+pub(super) fn row_f(out: &mut String, label: &str, value: f64) {
     let _ = writeln!(out, "{label:<40} {value:<10.2}");
 }
 
@@ -58,7 +58,7 @@ fn pct(d: &Distribution, p: f64) -> f64 {
 
 /// `Label:` of a catalogued scalar, with its value in a `{:<10}` (counts) or `{:<10.2}`
 /// (everything else) field.
-fn metric_row(out: &mut String, m: &Scalar, s: &PhaseSummary) {
+pub(super) fn metric_row(out: &mut String, m: &Scalar, s: &PhaseSummary) {
     let label = format!("{}:", m.label);
     let value = (m.value)(s).unwrap_or(0.0);
     if m.unit.is_count() {
@@ -70,7 +70,7 @@ fn metric_row(out: &mut String, m: &Scalar, s: &PhaseSummary) {
 
 /// A catalogued latency's section: its title as a `-` ruler, then `Mean X (ms):`,
 /// `Median X (ms):` and `P{p} X (ms):` rows (or mean, P99 and max).
-fn latency_section(out: &mut String, m: &Latency, s: &PhaseSummary, pcts: &[f64]) {
+pub(super) fn latency_section(out: &mut String, m: &Latency, s: &PhaseSummary, pcts: &[f64]) {
     let (d, short) = ((m.distribution)(s), m.short);
     section(out, m.title);
     row_f(out, &format!("Mean {short} (ms):"), d.mean);
@@ -191,6 +191,17 @@ pub fn render_vllm_block(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -
     out
 }
 
+/// Whether the extras show metric `key`: the time to first answer and the token split
+/// only when the model reasoned (else TTFA is TTFT and every token is an answer token).
+fn shown(key: &str, s: &PhaseSummary) -> bool {
+    let answer = [
+        metric::TTFA.key,
+        metric::REASONING_TOKENS.key,
+        metric::ANSWER_TOKENS.key,
+    ];
+    s.answer.reasoning_requests > 0 || !answer.contains(&key)
+}
+
 /// Our own lines, printed right after the vLLM block's `=` footer, in the same 40/10 style.
 /// Labels never start like a vLLM label (e.g. "Mean per-token ITL", not "Mean ITL ..."), so
 /// parsers of the vLLM block are not confused.
@@ -198,20 +209,21 @@ pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
     let mut out = String::new();
     section(&mut out, " Runner extras ");
     let ours = |rows: metric::TextRows| {
-        metric::LATENCIES
-            .iter()
-            .filter(move |m| m.in_result != metric::InResult::Vllm && m.rows == rows)
+        metric::LATENCIES.iter().filter(move |m| {
+            m.in_result != metric::InResult::Vllm && m.rows == rows && shown(m.key, s)
+        })
     };
     for m in ours(metric::TextRows::MeanMedianPercentiles) {
         latency_section(&mut out, m, s, percentiles);
     }
     for m in metric::SCALARS
         .iter()
-        .filter(|m| m.in_result == metric::InResult::Runner)
+        .filter(|m| m.in_result == metric::InResult::Runner && shown(m.key, s))
     {
         metric_row(&mut out, m, s);
     }
     token_accounting(&mut out, s);
+    super::embeddings::endpoint_rows(&mut out, s);
     for m in ours(metric::TextRows::MeanP99Max) {
         latency_section(&mut out, m, s, percentiles);
     }
@@ -292,8 +304,13 @@ pub fn render_phases(phases: &[PhaseText], percentiles: &[f64], goodput: bool) -
             );
             continue;
         }
-        out += &render_vllm_block(s, percentiles, goodput);
-        out += &render_extras(s, percentiles);
+        if s.answer.only_embeddings() {
+            // No token is generated: vLLM's pooling layout, latency and input throughput.
+            out += &super::embeddings::render_embeddings_block(s, percentiles);
+        } else {
+            out += &render_vllm_block(s, percentiles, goodput);
+            out += &render_extras(s, percentiles);
+        }
         if let Some(server) = phase.server {
             out += &super::server::render_text(server, s);
         }
@@ -517,6 +534,7 @@ mod tests {
             token_latency: dist(41.71, 39.85, 82.11),
             itl_per_token: dist(23.904, 22.5, 58.4),
             lateness: dist(0.1234, 0.1, 0.9),
+            answer: Default::default(),
             mean_tokens_per_chunk: 1.0,
             client_bound: false,
             tags: vec![],

@@ -78,6 +78,24 @@ struct Usage {
     input_tokens: Option<u64>,
     #[serde(default)]
     output_tokens: Option<u64>,
+    /// Anthropic's `input_tokens` leaves out the prompt tokens read from or written to its
+    /// cache (llama.cpp follows it): the prompt is all three.
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// The whole prompt's tokens, cached ones included.
+    fn prompt_tokens(&self) -> Option<u64> {
+        let cached = [
+            self.cache_read_input_tokens,
+            self.cache_creation_input_tokens,
+        ];
+        let cached: u64 = cached.into_iter().flatten().fold(0, u64::saturating_add);
+        self.input_tokens.map(|n| n.saturating_add(cached))
+    }
 }
 
 /// One SSE event of a streamed message.
@@ -90,7 +108,7 @@ pub(crate) fn event(ex: &mut Exchange, data: &[u8], at: Instant) {
         "message_start" => {
             if let Some(u) = event.message.and_then(|m| m.usage) {
                 // Its output_tokens is the count so far (1 or 0), not the answer's.
-                ex.usage(u.input_tokens, None, None);
+                ex.usage(u.prompt_tokens(), None, None);
             }
         }
         "content_block_delta" => {
@@ -100,7 +118,7 @@ pub(crate) fn event(ex: &mut Exchange, data: &[u8], at: Instant) {
         }
         "message_delta" => {
             if let Some(u) = event.usage {
-                ex.usage(u.input_tokens, u.output_tokens, None);
+                ex.usage(u.prompt_tokens(), u.output_tokens, None);
             }
         }
         "error" => {
@@ -172,7 +190,7 @@ pub(crate) fn whole(ex: &mut Exchange, data: &[u8], at: Instant) {
         }
     }
     if let Some(u) = message.usage {
-        ex.usage(u.input_tokens, u.output_tokens, None);
+        ex.usage(u.prompt_tokens(), u.output_tokens, None);
     }
     let generated = Generated {
         reasoning: &reasoning,
@@ -207,7 +225,7 @@ mod tests {
     fn thinking_then_text_with_usage_from_start_and_delta() {
         let ex = decode(
             true,
-            b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n\
+            b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1,\"cache_read_input_tokens\":8,\"output_tokens\":1}}}\n\n\
               event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n\
               data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"hm\"}}\n\n\
               data: {\"type\":\"ping\"}\n\n\

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::super::answer::{AnswerState, AnswerStats};
 use super::super::options::MetricsOptions;
 use super::super::stat::{StatState, StatStateError, StreamingStat};
 use super::super::tags::{TagState, TagStats};
@@ -48,6 +49,8 @@ pub struct PhaseState {
     /// Per-target statistics, keyed by the target's index; absent with one target.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<TagState>,
+    #[serde(default)]
+    pub answer: AnswerState,
 }
 
 /// Two sorted vectors as one.
@@ -97,6 +100,7 @@ impl PhaseAccumulator {
             tokens_per_second: self.tokens_per_second.clone(),
             tags: self.tags.state(),
             targets: self.targets.state(),
+            answer: self.answer.state(),
         }
     }
 
@@ -135,6 +139,7 @@ impl PhaseAccumulator {
         acc.tokens_per_second = s.tokens_per_second.clone();
         acc.tags = TagStats::from_state(&s.tags)?;
         acc.targets = TagStats::from_state(&s.targets)?;
+        acc.answer = AnswerStats::from_state(&s.answer)?;
         Ok(acc)
     }
 
@@ -175,7 +180,8 @@ impl PhaseAccumulator {
             *a += b;
         }
         self.tags.merge(&o.tags)?;
-        self.targets.merge(&o.targets)
+        self.targets.merge(&o.targets)?;
+        self.answer.merge(&o.answer)
     }
 }
 
