@@ -211,7 +211,8 @@ pub struct RunArgs {
     #[arg(short, long)]
     pub quiet: bool,
     /// Pass/fail threshold checked at the end of the run (repeatable), e.g.
-    /// 'p99_ttft_ms<500' or 'error_rate<0.01'; exit code 99 when one fails in any phase
+    /// 'p99_ttft_ms<500' or 'error_rate<0.01', or on one of several targets
+    /// 'p99_ttft_ms[target=1]<500'; exit code 99 when one fails in any phase
     #[arg(long = "threshold", value_name = "METRIC<VALUE", value_parser = parse_threshold_arg)]
     pub thresholds: Vec<Threshold>,
     /// Run as shard I of N (0-based: 0/4 .. 3/4): send only this shard's stripe of the one

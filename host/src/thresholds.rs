@@ -4,12 +4,17 @@
 //!
 //! Metric names are those of result.json, from the metric catalogue (`metrics::catalogue`),
 //! so what a threshold reads is what the JSON says.
+//!
+//! With several `--target`s a threshold may name one: `p99_ttft_ms[target=1]<500` reads
+//! target 1's row of the per-target table (its TTFT, TPOT and E2EL, and its completed,
+//! failed and cancelled counts and error rate), where `p99_ttft_ms<500` reads the whole
+//! phase.
 
 use std::fmt;
 use std::str::FromStr;
 
 use crate::metrics::catalogue::{self, LATENCIES, LATENCY_STATS, SCALARS};
-use crate::metrics::PhaseSummary;
+use crate::metrics::{Distribution, PhaseSummary, TagSummary};
 
 /// Exit code of a run whose thresholds failed (k6's `ThresholdsHaveFailed`).
 pub const EXIT_THRESHOLDS_FAILED: i32 = 99;
@@ -34,7 +39,17 @@ pub enum ThresholdError {
     Metric { text: String, metric: String },
     #[error("threshold `{text}`: `{value}` is not a number")]
     Value { text: String, value: String },
+    #[error("threshold `{text}`: `[{scope}]` is not a scope; name a target as `[target=N]` (N its index among the --target URLs, from 0)")]
+    Scope { text: String, scope: String },
+    #[error(
+        "threshold `{text}`: a target's row has no `{metric}`; per target, use {}",
+        TARGET_METRICS
+    )]
+    TargetMetric { text: String, metric: String },
 }
+
+/// What a threshold that names a target may read.
+const TARGET_METRICS: &str = "`<stat>_<latency>_ms` with latency ttft, tpot or e2el, or completed, failed, cancelled or error_rate";
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Op {
@@ -100,6 +115,8 @@ pub struct Threshold {
     pub op: Op,
     pub limit: f64,
     what: Metric,
+    /// The index of the target it reads (`[target=N]`); `None`: the whole phase.
+    pub target: Option<usize>,
 }
 
 impl FromStr for Threshold {
@@ -108,8 +125,17 @@ impl FromStr for Threshold {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let text: String = s.split_whitespace().collect();
         let syntax = || ThresholdError::Syntax(s.trim().to_string());
-        let at = text.find(['<', '>', '=', '!']).ok_or_else(syntax)?;
-        let (metric, rest) = text.split_at(at);
+        // A scope's `=` is no operator: the operator comes after its `]`.
+        let scope_end = match text.find('[') {
+            Some(open) => open + text[open..].find(']').ok_or_else(syntax)? + 1,
+            None => 0,
+        };
+        let at = scope_end
+            + text[scope_end..]
+                .find(['<', '>', '=', '!'])
+                .ok_or_else(syntax)?;
+        let (metric_text, rest) = text.split_at(at);
+        let (metric, target) = split_scope(&text, metric_text)?;
         let (op, value) = [
             ("<=", Op::Le),
             (">=", Op::Ge),
@@ -128,6 +154,12 @@ impl FromStr for Threshold {
             text: text.clone(),
             metric: metric.to_string(),
         })?;
+        if target.is_some() && !what.per_target() {
+            return Err(ThresholdError::TargetMetric {
+                text: text.clone(),
+                metric: metric.to_string(),
+            });
+        }
         let bad_value = || ThresholdError::Value {
             text: text.clone(),
             value: value.to_string(),
@@ -141,12 +173,45 @@ impl FromStr for Threshold {
         .filter(|v| v.is_finite())
         .ok_or_else(bad_value)?;
         Ok(Threshold {
-            metric: metric.to_string(),
+            metric: metric_text.to_string(),
             text,
             op,
             limit,
             what,
+            target,
         })
+    }
+}
+
+/// `p99_ttft_ms[target=1]` as the metric and the target's index; no scope, no target.
+fn split_scope<'a>(
+    text: &str,
+    metric: &'a str,
+) -> Result<(&'a str, Option<usize>), ThresholdError> {
+    let Some((name, scope)) = metric.split_once('[') else {
+        return Ok((metric, None));
+    };
+    let scope = scope.strip_suffix(']').unwrap_or(scope);
+    let bad = || ThresholdError::Scope {
+        text: text.to_string(),
+        scope: scope.to_string(),
+    };
+    let index = scope
+        .strip_prefix("target=")
+        .and_then(|n| n.parse::<usize>().ok())
+        .ok_or_else(bad)?;
+    Ok((name, Some(index)))
+}
+
+impl Metric {
+    /// Whether a target's row (a [`TagSummary`]) has it.
+    fn per_target(&self) -> bool {
+        match self {
+            Metric::Latency { latency, .. } => matches!(*latency, "ttft" | "tpot" | "e2el"),
+            Metric::Scalar(name) => {
+                matches!(*name, "completed" | "failed" | "cancelled" | "error_rate")
+            }
+        }
     }
 }
 
@@ -189,22 +254,38 @@ impl Threshold {
     /// The metric's value in a phase; `None` when the phase has no data for it (no
     /// successful request, or goodput without an SLO), which fails the threshold.
     pub fn value(&self, s: &PhaseSummary) -> Option<f64> {
+        if let Some(target) = self.target {
+            let row = s.targets.iter().find(|t| t.tag == target.to_string())?;
+            return self.target_value(row);
+        }
         match &self.what {
             Metric::Latency { stat, latency } => {
-                let d = (catalogue::latency(latency)?.distribution)(s);
-                if d.count == 0 {
-                    return None;
-                }
-                match stat {
-                    Stat::Mean => Some(d.mean),
-                    Stat::Median => Some(d.median),
-                    Stat::Std => Some(d.std),
-                    Stat::Min => Some(d.min),
-                    Stat::Max => Some(d.max),
-                    Stat::Percentile(p) => d.percentile(*p),
-                }
+                stat_of((catalogue::latency(latency)?.distribution)(s), *stat)
             }
             Metric::Scalar(name) => (catalogue::scalar(name)?.value)(s),
+        }
+    }
+
+    /// The metric in a target's row; `None` without data.
+    fn target_value(&self, t: &TagSummary) -> Option<f64> {
+        match &self.what {
+            Metric::Latency { stat, latency } => {
+                let d = match *latency {
+                    "ttft" => &t.ttft,
+                    "tpot" => &t.tpot,
+                    _ => &t.e2el,
+                };
+                stat_of(d, *stat)
+            }
+            Metric::Scalar(name) => match *name {
+                "completed" => Some(t.completed as f64),
+                "failed" => Some(t.failed as f64),
+                "cancelled" => Some(t.cancelled as f64),
+                _ => {
+                    let finished = t.completed + t.failed;
+                    (finished > 0).then(|| t.failed as f64 / finished as f64)
+                }
+            },
         }
     }
 
@@ -217,6 +298,21 @@ impl Threshold {
             value,
             pass: value.is_some_and(|v| self.op.holds(v, self.limit)),
         }
+    }
+}
+
+/// A statistic of a distribution; `None` when it has no sample.
+fn stat_of(d: &Distribution, stat: Stat) -> Option<f64> {
+    if d.count == 0 {
+        return None;
+    }
+    match stat {
+        Stat::Mean => Some(d.mean),
+        Stat::Median => Some(d.median),
+        Stat::Std => Some(d.std),
+        Stat::Min => Some(d.min),
+        Stat::Max => Some(d.max),
+        Stat::Percentile(p) => d.percentile(p),
     }
 }
 
@@ -418,6 +514,88 @@ mod tests {
         let empty = phase(&[], 2);
         let t: Threshold = "p99_ttft_ms<500".parse().unwrap();
         assert!(!t.check(&empty).pass);
+    }
+
+    /// Two targets: target 0 answers in 10 ms, target 1 in 30 ms and fails once; one
+    /// request to target 1 is cancelled by the scenario.
+    fn two_targets() -> PhaseSummary {
+        let mut acc = PhaseAccumulator::new(&MetricsOptions {
+            percentiles: vec![90.0],
+            goodput: None,
+        });
+        for (i, (target, ttft_ms, fails, cancelled)) in [
+            (0, 10, false, false),
+            (0, 10, false, false),
+            (1, 30, false, false),
+            (1, 30, true, false),
+            (1, 20, false, true),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let error = fails.then(|| serde_json::json!({"kind": "http_5xx", "message": "x"}));
+            acc.record(
+                &serde_json::from_value(serde_json::json!({
+                    "phase": 0, "index": i, "scheduled_ns": 0, "sent_ns": 0,
+                    "chunks": if fails { serde_json::json!([]) } else {
+                        serde_json::json!([{"t_ns": ttft_ms * 1_000_000, "tokens": 1}])
+                    },
+                    "end_ns": ttft_ms * 1_000_000, "input_tokens": 1, "output_tokens": 1,
+                    "text_tokens": 1, "target": target, "cancelled": cancelled, "error": error,
+                }))
+                .expect("a record"),
+            );
+        }
+        acc.summarize(&PhaseInfo {
+            name: "main".into(),
+            duration_ns: 1_000_000_000,
+            max_concurrency: None,
+            request_rate: None,
+            burstiness: None,
+        })
+    }
+
+    #[test]
+    fn a_threshold_may_name_a_target() {
+        let s = two_targets();
+        let v = |t: &str| t.parse::<Threshold>().unwrap().check(&s);
+        assert_eq!(v("p90_ttft_ms[target=0]<15").value, Some(10.0));
+        assert!(v("p90_ttft_ms[target=0]<15").pass);
+        // Target 1's TTFT includes its cancelled request's (20 ms) but not its failure.
+        assert_eq!(v("max_ttft_ms[target=1]<15").value, Some(30.0));
+        assert_eq!(v("min_ttft_ms[target=1]<15").value, Some(20.0));
+        assert_eq!(v("error_rate[target=1]<0.1").value, Some(0.5));
+        assert_eq!(v("cancelled[target=1]==1").value, Some(1.0));
+        assert_eq!(v("completed [target=0] >= 2").value, Some(2.0));
+        // The whole phase, and a target the phase never sent to (no data: fails).
+        assert_eq!(v("cancelled==1").value, Some(1.0));
+        assert_eq!(v("error_rate<1").value, Some(0.25));
+        let absent = v("completed[target=5]>0");
+        assert_eq!((absent.value, absent.pass), (None, false));
+        assert_eq!(
+            "p99_ttft_ms[target=1]<500"
+                .parse::<Threshold>()
+                .unwrap()
+                .target,
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn a_bad_scope_or_a_metric_targets_lack_is_refused() {
+        for (text, what) in [
+            ("p99_ttft_ms[tag=a]<5", "is not a scope"),
+            ("p99_ttft_ms[target=-1]<5", "is not a scope"),
+            ("p99_ttft_ms[target=1<5", "expected METRIC OP VALUE"),
+            (
+                "p99_itl_ms[target=0]<5",
+                "a target's row has no `p99_itl_ms`",
+            ),
+            ("output_throughput[target=0]>5", "a target's row has no"),
+        ] {
+            let e = text.parse::<Threshold>().unwrap_err().to_string();
+            assert!(e.contains(what), "{text}: {e}");
+        }
     }
 
     #[test]

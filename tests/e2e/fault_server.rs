@@ -91,6 +91,8 @@ pub struct Seen {
     pub indices: Vec<u64>,
     /// Authorization headers received.
     pub authorization: Vec<String>,
+    /// Every header of each indexed request (names lower-case), by request index.
+    pub headers: HashMap<u64, HashMap<String, String>>,
     /// Requests with a body over [`BIG_BODY`], read in part and then reset.
     pub big_bodies_reset: usize,
     /// For [`Fault::Paced`] answers, by request index: when the first token was written,
@@ -266,6 +268,7 @@ async fn connection(mut stream: TcpStream, plan: Plan, seen: Arc<Mutex<Seen>>, d
             match index {
                 Some(i) => {
                     s.indices.push(i);
+                    s.headers.insert(i, req.headers.clone());
                     plan(i)
                 }
                 None => Fault::None,

@@ -28,6 +28,7 @@ mod outage;
 mod packages;
 mod progress;
 mod report;
+mod requests;
 mod schema;
 mod server_metrics;
 mod shards;

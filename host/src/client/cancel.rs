@@ -86,9 +86,9 @@ mod tests {
     fn exchange(chunks: usize, cumulative: Option<u64>) -> Exchange {
         let mut ex = Exchange::new();
         let message = match cumulative {
-            Some(n) => format!(
-                r#"{{"choices":[{{"text":" a"}}],"usage":{{"completion_tokens":{n}}}}}"#
-            ),
+            Some(n) => {
+                format!(r#"{{"choices":[{{"text":" a"}}],"usage":{{"completion_tokens":{n}}}}}"#)
+            }
             None => r#"{"choices":[{"text":" a"}]}"#.to_string(),
         };
         for _ in 0..chunks {

@@ -53,12 +53,18 @@ pub fn parse_header_arg(text: &str) -> Result<(String, String), HeaderError> {
     Ok((name.to_string(), value.to_string()))
 }
 
-/// A header as an error shows it: a secret-looking value hidden.
+/// A header as an error shows it: a secret-looking value hidden (without a `:` all but
+/// the first word may be a value: `Authorization Bearer …`).
 fn shown(text: &str) -> String {
-    match text.split_once(':') {
-        Some((name, _)) if redact::secret_header(name.trim()) => {
-            format!("{}: {}", name.trim(), redact::MARK)
-        }
+    let (name, value) = match text.split_once(':') {
+        Some((name, value)) => (name.trim(), value),
+        None => text
+            .trim()
+            .split_once(char::is_whitespace)
+            .unwrap_or((text.trim(), "")),
+    };
+    match (redact::secret_header(name), value.is_empty()) {
+        (true, false) => format!("{name}: {}", redact::MARK),
         _ => text.to_string(),
     }
 }
@@ -70,9 +76,8 @@ fn check(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), HeaderErr
     if RESERVED.contains(&header.as_str()) {
         return Err(HeaderError::Reserved(name.into()));
     }
-    let mut value = HeaderValue::from_str(value).map_err(|_| HeaderError::Value {
-        name: name.into(),
-    })?;
+    let mut value =
+        HeaderValue::from_str(value).map_err(|_| HeaderError::Value { name: name.into() })?;
     // Kept out of HTTP/2's header compression tables, as reqwest does for credentials.
     value.set_sensitive(redact::secret_header(name));
     Ok((header, value))
@@ -148,6 +153,11 @@ mod tests {
         assert!(e.contains("Authorization"), "{e}");
         let e = shown("X-Api-Key: sk-123: more");
         assert_eq!(e, "X-Api-Key: [redacted]");
+        let e = parse_header_arg("Authorization Bearer s3cret")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("s3cret") && e.contains("Authorization"), "{e}");
+        assert_eq!(shown("x-tenant acme"), "x-tenant acme");
     }
 
     #[test]
@@ -162,7 +172,7 @@ mod tests {
         assert_eq!(m.get_all("x-tenant").iter().count(), 1);
         assert_eq!(m["x-tenant"], "mine");
         assert_eq!(m["x-route"], "r1");
-        assert!(m["x-route"].is_sensitive() == false);
+        assert!(!m["x-route"].is_sensitive());
         let secret = header_map(&[("Authorization".into(), "Bearer t0k".into())]).unwrap();
         assert!(secret["authorization"].is_sensitive());
     }
@@ -175,6 +185,9 @@ mod tests {
             ("Authorization".into(), "Bearer t0k3n".into()),
         ])
         .unwrap();
-        assert_eq!(r.text("acme Bearer t0k3n and t0k3n"), "acme [redacted] and [redacted]");
+        assert_eq!(
+            r.text("acme Bearer t0k3n and t0k3n"),
+            "acme [redacted] and [redacted]"
+        );
     }
 }

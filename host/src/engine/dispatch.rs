@@ -259,7 +259,11 @@ impl<'a> PhaseDispatch<'a> {
     ) {
         let (phase, phase_start) = (self.phase, self.start);
         // `plan` checked the index against the targets; the first is a safe fallback.
-        let client = self.run.clients.get(planned.target).unwrap_or(&self.run.clients[0]);
+        let client = self
+            .run
+            .clients
+            .get(planned.target)
+            .unwrap_or(&self.run.clients[0]);
         let client = client.clone();
         let tokenizer = self.run.tokenizer.clone();
         let records = self.run.records.clone();

@@ -483,6 +483,8 @@ mod tests {
         assert_eq!(target_of(None, 7, 1), Ok(0));
         let e = target_of(Some(2), 0, 2).unwrap_err();
         assert!(e.contains("target 2") && e.contains("0 to 1"), "{e}");
-        assert!(target_of(Some(1), 0, 1).unwrap_err().contains("1 --target "));
+        assert!(target_of(Some(1), 0, 1)
+            .unwrap_err()
+            .contains("1 --target "));
     }
 }

@@ -117,6 +117,17 @@ pub const FAILED: Scalar = Scalar {
     nullable: false,
     value: |s| Some(s.failed as f64),
 };
+pub const CANCELLED: Scalar = Scalar {
+    key: "cancelled",
+    label: "Cancelled by the scenario",
+    unit: Unit::Requests,
+    better: Better::Neither,
+    // result.json has it as `runner.cancelled_requests`, written whatever its value.
+    in_result: InResult::Derived,
+    compared: false,
+    nullable: false,
+    value: |s| Some(s.cancelled as f64),
+};
 pub const ERROR_RATE: Scalar = Scalar {
     key: "error_rate",
     label: "Error rate",
@@ -252,9 +263,10 @@ pub const MEAN_TOKENS_PER_CHUNK: Scalar = Scalar {
 };
 
 /// Every scalar, in the order `runner compare` and the threshold help list them.
-pub const SCALARS: [Scalar; 15] = [
+pub const SCALARS: [Scalar; 16] = [
     COMPLETED,
     FAILED,
+    CANCELLED,
     ERROR_RATE,
     DURATION,
     TOTAL_INPUT_TOKENS,

@@ -58,7 +58,11 @@ fn rows(s: &PhaseSummary, urls: &[String]) -> Vec<Vec<(&'static str, String)>> {
 pub fn render_text_section(s: &PhaseSummary, urls: &[String]) -> String {
     let mut out = String::new();
     if s.cancelled > 0 {
-        let _ = writeln!(out, "{:<40} {:<10}", "Cancelled by the scenario:", s.cancelled);
+        let _ = writeln!(
+            out,
+            "{:<40} {:<10}",
+            "Cancelled by the scenario:", s.cancelled
+        );
     }
     if !s.targets.is_empty() {
         let _ = writeln!(out, "{:-^50}", "Per-target Metrics");
@@ -135,13 +139,24 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("Cancelled by the scenario:"), "{text}");
         assert!(lines[0].trim_end().ends_with(" 1"), "{text}");
-        let words = |line: &str| line.split_whitespace().take(5).collect::<Vec<_>>().join(" ");
-        assert_eq!(words(lines[2]), "target url completed failed cancelled", "{text}");
+        let words = |line: &str| {
+            line.split_whitespace()
+                .take(5)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            words(lines[2]),
+            "target url completed failed cancelled",
+            "{text}"
+        );
         assert_eq!(words(lines[3]), "0 http://a 1 0 1", "{text}");
         assert_eq!(words(lines[4]), "1 http://b 2 0 0", "{text}");
         let json = target_results(&s, &urls);
         assert_eq!(
-            json.iter().map(|t| (t.target, t.completed, t.cancelled)).collect::<Vec<_>>(),
+            json.iter()
+                .map(|t| (t.target, t.completed, t.cancelled))
+                .collect::<Vec<_>>(),
             [(0, 1, 1), (1, 2, 0)]
         );
         let md = render_target_table_markdown(&s, &urls);

@@ -146,7 +146,10 @@ mod tests {
         drop(times);
         let text = std::fs::read_to_string(&path).expect("log");
         let line: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
-        assert_eq!((line["id"].as_u64(), line["aborted"].as_bool()), (Some(3), Some(true)));
+        assert_eq!(
+            (line["id"].as_u64(), line["aborted"].as_bool()),
+            (Some(3), Some(true))
+        );
         assert_eq!(line["chunk_ms"].as_array().map(Vec::len), Some(1));
         assert!(line["aborted_ms"].as_f64().is_some_and(|ms| ms >= 0.0));
     }
