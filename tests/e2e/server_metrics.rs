@@ -322,3 +322,59 @@ fn a_stop_function_sees_the_servers_queue() {
     assert!(sent < 4000, "{sent} requests sent");
     assert!(gauge(&result, WAITING)["max"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn a_merge_keeps_the_scrapes_of_shard_0() {
+    let _quiet = exclusive();
+    let sim = crate::shards::Sim::start();
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dirs: Vec<String> = (0..2)
+        .map(|i| tmp.path().join(format!("shard{i}")).display().to_string())
+        .collect();
+    for (i, dir) in dirs.iter().enumerate() {
+        let o = runner(&[
+            &scenario("throughput.rhai"),
+            "--target",
+            &sim.url,
+            "-q",
+            "-p",
+            "requests=60",
+            "-p",
+            "input_tokens=32",
+            "-p",
+            "output_tokens=64",
+            "--server-metrics-interval",
+            "100ms",
+            "--shard",
+            &format!("{i}/2"),
+            "--output",
+            dir,
+        ]);
+        assert!(o.status.success(), "shard {i}: {}", stderr(&o));
+    }
+    let merged = tmp.path().join("merged");
+    let o = runner(&[
+        "merge",
+        &dirs[0],
+        &dirs[1],
+        "--output",
+        &merged.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let shard0 = samples_in(Path::new(&dirs[0]));
+    assert!(!shard0.is_empty());
+    assert_eq!(samples_in(&merged), shard0, "one series, shard 0's");
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(merged.join("result.json")).expect("result.json"),
+    )
+    .expect("JSON");
+    let shard_result: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(&dirs[0]).join("result.json")).expect("result.json"),
+    )
+    .expect("JSON");
+    assert_eq!(
+        result["runner"]["server_metrics"],
+        shard_result["runner"]["server_metrics"]
+    );
+    assert!(stdout(&o).contains(" Server metrics "), "{}", stdout(&o));
+}

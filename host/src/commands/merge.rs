@@ -18,6 +18,7 @@ pub fn merge(a: MergeArgs) -> Result<i32> {
     // The files first, as `run` does: stdout may be a pipe closed early.
     if let Some(out) = &a.output {
         merge::gather_records(&a.dirs, out)?;
+        merge::copy_server_samples(&a.dirs, out)?;
         output::write_outputs(&report, out)?;
     }
     crate::out!("{body}");

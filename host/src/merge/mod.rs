@@ -385,6 +385,24 @@ pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<RunReport, MergeE
 }
 
 /// The merged requests.jsonl in `out`: every shard's records, shard after shard.
+/// Shard 0's server_metrics.jsonl, copied into the merged output: every shard scraped the
+/// same server, so one series describes it, not N copies. Nothing when shard 0 has none.
+pub fn copy_server_samples(dirs: &[PathBuf], out: &Path) -> Result<(), MergeError> {
+    let first = dirs
+        .iter()
+        .find(|d| ShardFile::read(d).is_ok_and(|f| f.shard.index == 0));
+    let Some(from) = first.map(|d| d.join(crate::server_metrics::SAMPLES_FILE)) else {
+        return Ok(());
+    };
+    if !from.is_file() {
+        return Ok(());
+    }
+    let to = out.join(crate::server_metrics::SAMPLES_FILE);
+    std::fs::copy(&from, &to)
+        .map(|_| ())
+        .map_err(|source| MergeError::Write { path: to, source })
+}
+
 pub fn gather_records(dirs: &[PathBuf], out: &Path) -> Result<(), MergeError> {
     let write_err = |path: &Path| {
         let path = path.to_path_buf();
