@@ -382,3 +382,48 @@ fn a_prompt_over_the_slot_context_is_a_counted_http_400() {
         assert!(message.len() > "HTTP 400: ".len(), "{r}");
     }
 }
+
+/// llama.cpp serves OpenAI Responses and Anthropic Messages beside chat (its Messages
+/// usage counts the cached prompt apart, as Anthropic's does): the same scenario through
+/// each gives chat's token totals. Its embeddings endpoint is off unless started with
+/// `--embeddings`, and the test model has no reasoning template, so no reasoning deltas.
+#[test]
+fn responses_and_messages_give_chats_token_totals() {
+    let _quiet = exclusive();
+    let Some(engine) = engine() else { return };
+    let srv = Server::start(&engine);
+    let mut totals = vec![];
+    for api in ["chat", "responses", "messages"] {
+        let (_, r, records) = run(
+            &srv,
+            &engine,
+            &[
+                &scenario("throughput.rhai"),
+                "-p",
+                "requests=8",
+                "-p",
+                "input_tokens=32",
+                "-p",
+                "output_tokens=8",
+                "-p",
+                "max_concurrency=4",
+                "--api",
+                api,
+                "-q",
+            ],
+        );
+        assert_eq!(num(&r, "completed"), 8.0, "{api}: {r}");
+        assert_eq!(r["runner"]["api"], api);
+        assert!(records.iter().all(|rec| rec["output_tokens"] == 8), "{api}");
+        let t = (
+            num(&r, "total_input_tokens"),
+            num(&r, "total_output_tokens"),
+        );
+        eprintln!(
+            "llama.cpp {api}: input, output tokens {t:?}, mean TTFT {} ms",
+            num(&r, "mean_ttft_ms")
+        );
+        totals.push(t);
+    }
+    assert!(totals.iter().all(|t| *t == totals[0]), "{totals:?}");
+}
