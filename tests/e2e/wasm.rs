@@ -278,6 +278,37 @@ fn an_slo_search_component_built_against_0_2_runs_the_same_search_as_the_rhai_or
 }
 
 #[test]
+fn the_fields_of_0_3_flow_both_ways_through_a_component() {
+    // Reasoning first (3 tokens of 8), every other request cancelled after 2 tokens, the
+    // simulator's metrics scraped every 100 ms so the short phase has samples.
+    let start = Instant::now();
+    let (_, r) = run_ok(&[
+        &component("outcome_probe"),
+        "--api",
+        "chat",
+        "--sim-reasoning-tokens",
+        "3",
+        "--server-metrics-interval",
+        "100ms",
+    ]);
+    let notes = &r["scenario_result"];
+    assert_eq!(notes["answered"], 8, "{notes}");
+    // The cancels it asked for, and only those, came back as cancelled.
+    assert_eq!(notes["cancelled"], 4, "{notes}");
+    assert_eq!(r["completed"], 4);
+    // Each request read to the end reasoned for 3 tokens, then answered.
+    assert_eq!(notes["reasoning_tokens"], 12, "{notes}");
+    assert_eq!(notes["answer_after_first_token"], 4, "{notes}");
+    // The simulator's metrics under vLLM's names, in the snapshot and the history.
+    assert!(notes["snapshot_metrics"].as_i64() > Some(0), "{notes}");
+    assert!(
+        notes["history_running_max"].as_f64() >= Some(1.0),
+        "{notes}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
 fn info_lists_a_components_parameters() {
     let out = runner(&["info", &component("long_context")]);
     assert!(out.status.success(), "{}", stderr(&out));
