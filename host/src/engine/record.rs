@@ -96,7 +96,6 @@ impl SentRequest {
             ttfa_ms: record.ttfa_ns().map(|t| t as f64 / 1e6),
             reasoning_tokens: record.answer.reasoning_tokens,
             cancelled: record.cancelled,
-            ..Outcome::default()
         });
         (record, outcome)
     }
