@@ -34,12 +34,14 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     let finished = execute(&session, loaded.scenario, &config, target, tokenizer)?;
     header.request_digest = Some(finished.result.digest.clone());
+    let failure = finish_shard(&config, &header, finished)?;
     // What was sent, not what --api asked for (chat messages go to chat whatever it says).
+    // After the shard file: its header keeps `--api`, the same in every shard, which
+    // `runner merge` checks.
     let used = crate::report::endpoints::endpoints_used(
-        finished.result.phases.iter().map(|p| &p.summary),
+        failure.result.phases.iter().map(|p| &p.summary),
     );
     header.api = crate::report::endpoints::api_used(&used, &header.api);
-    let failure = finish_shard(&config, &header, finished)?;
     let report = build_report(&config, header, &failure.result);
     write_and_print(&config, &report)?;
     exit_code(&report, failure)
