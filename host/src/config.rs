@@ -106,13 +106,13 @@ impl RunConfig {
             usage: usage_request(a),
             model: a.model.clone(),
             api_key: a.api_key.clone(),
-            drain_timeout: a.drain_timeout,
-            max_error_rate: a.max_error_rate,
             headers: a
                 .headers
                 .iter()
                 .map(|h| parse_header_arg(h).map_err(|e| anyhow!("--header: {e}")))
                 .collect::<Result<_>>()?,
+            drain_timeout: a.drain_timeout,
+            max_error_rate: a.max_error_rate,
             output: a.output.clone(),
             save_result: a.save_result.clone(),
             server_metrics: (a.server_metrics.clone(), a.server_metrics_interval),
@@ -223,10 +223,10 @@ fn target_spec(a: &RunArgs) -> Result<TargetSpec> {
             config: Box::new(a.sim.to_config()?),
             profile: a.sim.profile.clone(),
         },
+        urls => TargetSpec::Servers(urls.to_vec()),
     })
 }
 
-        urls => TargetSpec::Servers(urls.to_vec()),
 fn usage_request(a: &RunArgs) -> UsageRequest {
     match (a.no_usage, a.continuous_usage) {
         (true, _) => UsageRequest::None,

@@ -38,9 +38,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
     // What was sent, not what --api asked for (chat messages go to chat whatever it says).
     // After the shard file: its header keeps `--api`, the same in every shard, which
     // `runner merge` checks.
-    let used = crate::report::endpoints::endpoints_used(
-        failure.result.phases.iter().map(|p| &p.summary),
-    );
+    let used =
+        crate::report::endpoints::endpoints_used(failure.result.phases.iter().map(|p| &p.summary));
     header.api = crate::report::endpoints::api_used(&used, &header.api);
     let report = build_report(&config, header, &failure.result);
     write_and_print(&config, &report)?;
@@ -79,7 +78,6 @@ impl Session {
     }
 }
 
-    }
 fn run_header(
     config: &RunConfig,
     loaded: &Loaded,
@@ -175,7 +173,8 @@ fn start_server_metrics(config: &RunConfig, target: &Targets) -> Result<Option<S
         return Ok(None);
     };
     let output = config.output.as_deref();
-    let Some(mut scrape) = ScrapeConfig::for_run(flag.as_deref(), first.base_url(), *interval, output)
+    let Some(mut scrape) =
+        ScrapeConfig::for_run(flag.as_deref(), first.base_url(), *interval, output)
     else {
         return Ok(None);
     };
@@ -201,6 +200,11 @@ fn engine_config(config: &RunConfig, model: String) -> EngineConfig {
         max_error_rate: config.max_error_rate,
         live: engine::LiveView::new(),
         shard: config.shard.clone(),
+        targets: match &config.target {
+            TargetSpec::Servers(urls) => urls.len(),
+            TargetSpec::Simulator { .. } => 1,
+        },
+        target_models: vec![],
         stream_log: config
             .shard
             .as_ref()
@@ -219,11 +223,6 @@ struct Outcome {
 /// file must not be merged), end with the error; a shard writes its shard.json.
 fn finish_shard(config: &RunConfig, header: &RunHeader, f: Finished) -> Result<Outcome> {
     let mut result = f.result;
-        targets: match &config.target {
-            TargetSpec::Servers(urls) => urls.len(),
-            TargetSpec::Simulator { .. } => 1,
-        },
-        target_models: vec![],
     let mut failure = result.failure.take();
     if let Some(e) = failure.take_if(|_| config.shard.is_some() || nothing_sent(&result)) {
         return Err(e.into());

@@ -178,12 +178,12 @@ struct Planned {
     tag: Option<String>,
     session: Option<String>,
     warmup: bool,
-}
-
     /// Its own headers and cancel point.
     extras: RequestExtras,
     /// The index of the target it goes to.
     target: usize,
+}
+
 impl Planned {
     /// The request's identity in the run digest.
     fn key(&self, phase: usize) -> RequestKey {

@@ -5,8 +5,8 @@
 use std::time::Instant;
 
 use super::Planned;
-use crate::client::Exchange;
 use crate::client::Api;
+use crate::client::Exchange;
 use crate::metrics::answer::AnswerRecord;
 use crate::metrics::record::{Chunk, ErrorKind, Reach, RequestRecord};
 use crate::scenario::Outcome;

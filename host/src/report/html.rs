@@ -112,16 +112,16 @@ pub fn render_html(r: &HtmlReport) -> Result<String, ChartError> {
         let _ = writeln!(out, "<h2>Per-tag metrics: {}</h2>", escape(&s.name));
         tag_table(&mut out, &s.tags);
     }
-
-    if many {
-        out.push_str("<h2>Serving benchmark result of each phase</h2>\n");
-        for (i, s) in r.phases.iter().enumerate() {
-            let _ = writeln!(
     for s in r.phases.iter().filter(|s| !s.targets.is_empty()) {
         let _ = writeln!(out, "<h2>Per-target metrics: {}</h2>", escape(&s.name));
         let rows = s.targets.iter();
         grid_table(&mut out, rows.map(|t| target_columns(t, &h.targets)));
     }
+
+    if many {
+        out.push_str("<h2>Serving benchmark result of each phase</h2>\n");
+        for (i, s) in r.phases.iter().enumerate() {
+            let _ = writeln!(
                 out,
                 "<details{}><summary>{}</summary>",
                 if i == 0 { " open" } else { "" },

@@ -250,6 +250,8 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Runne
         client_bound: s.client_bound,
         metrics: runner_metrics(s),
         tags: s.tags.iter().map(tag_result).collect(),
+        cancelled_requests: s.cancelled,
+        targets: super::targets::target_results(s, &h.targets),
         server_metrics: None,
         ended: None,
     }
@@ -257,8 +259,6 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Runne
 
 fn tag_result(t: &crate::metrics::TagSummary) -> TagResult {
     TagResult {
-        cancelled_requests: s.cancelled,
-        targets: super::targets::target_results(s, &h.targets),
         tag: t.tag.clone(),
         completed: t.completed,
         failed: t.failed,
@@ -286,6 +286,7 @@ mod tests {
             params: vec![("rate".into(), "4".into())],
             seed: 3,
             target: "http://x".into(),
+            targets: vec![],
             model: "facebook/opt-6.7b".into(),
             api: api.into(),
             tokenizer: "facebook/opt-6.7b".into(),
@@ -293,7 +294,6 @@ mod tests {
             runner_version: "0.1.0".into(),
             package: None,
             scenario_digest: "cafe".into(),
-            targets: vec![],
             wit_version: "0.1.0".into(),
         }
     }
@@ -334,6 +334,9 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            cancelled: false,
+            target: None,
+            answer: Default::default(),
         });
         acc.record(&RequestRecord {
             request_id: String::new(),
@@ -341,9 +344,6 @@ mod tests {
             index: 1,
             tag: None,
             scheduled_ns: 0,
-            cancelled: false,
-            target: None,
-            answer: Default::default(),
             sent_ns: 0,
             first_byte_ns: None,
             chunks: vec![],
@@ -361,6 +361,9 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            cancelled: false,
+            target: None,
+            answer: Default::default(),
         });
         acc.summarize(&PhaseInfo {
             name: "main".into(),
@@ -368,9 +371,6 @@ mod tests {
             max_concurrency: Some(8),
             request_rate: None,
             burstiness: Some(1.0),
-            cancelled: false,
-            target: None,
-            answer: Default::default(),
         })
     }
 

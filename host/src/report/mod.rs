@@ -6,8 +6,8 @@
 pub mod charts;
 pub mod compare;
 pub mod embeddings;
-pub mod endpoints;
 pub mod ended;
+pub mod endpoints;
 pub mod export;
 pub mod html;
 pub mod json;
@@ -19,10 +19,10 @@ pub mod server;
 pub mod server_charts;
 pub mod server_compare;
 pub mod table;
+pub mod targets;
 pub mod text;
 
 use serde::{Deserialize, Serialize};
-pub mod targets;
 
 pub use json::vllm_backend;
 pub use run_report::{ReportParts, ReportPhase, RunReport, ShardStart, ShardStarts};
@@ -40,13 +40,13 @@ pub struct RunHeader {
     /// URL, or "built-in simulator (profile default)"; with several targets, each one as
     /// `[index] URL`, comma-separated.
     pub target: String,
-    pub model: String,
-    /// "completions" or "chat".
-    pub api: String,
     /// With several `--target`s, each one's URL, by index (records name the index);
     /// empty with one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<String>,
+    pub model: String,
+    /// "completions" or "chat".
+    pub api: String,
     pub tokenizer: String,
     /// sha256 hex of the request stream, known at the end of the run.
     pub request_digest: Option<String>,

@@ -257,8 +257,6 @@ pub struct TagResult {
     pub e2el: DistributionResult,
 }
 
-#[cfg(test)]
-mod schema;
 #[derive(Clone, Debug, Serialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[cfg_attr(test, schemars(deny_unknown_fields))]
@@ -276,3 +274,5 @@ pub struct TargetResult {
     pub e2el: DistributionResult,
 }
 
+#[cfg(test)]
+mod schema;

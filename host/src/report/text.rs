@@ -510,12 +510,12 @@ mod tests {
             completed: 1000,
             failed: 0,
             retried: 0,
+            cancelled: 0,
             failures_by_kind: vec![],
             max_concurrency: Some(64),
             request_rate: Some(20.0),
             burstiness: Some(1.0),
             duration_s: 52.35,
-            cancelled: 0,
             total_input_tokens: 1_024_000,
             total_output_tokens: 128_000,
             total_chunks: 128_000,
@@ -538,12 +538,12 @@ mod tests {
             mean_tokens_per_chunk: 1.0,
             client_bound: false,
             tags: vec![],
+            targets: vec![],
         }
     }
 
     /// The block `vllm bench serve` prints for those figures, in its layout (trailing spaces
     /// preserved).
-            targets: vec![],
     const VLLM_BLOCK: &str = "\
 ============ Serving Benchmark Result ============
 Successful requests:                     1000      
@@ -730,12 +730,12 @@ WARNING: the client could not keep its schedule (P99 send lateness 12.35 ms > 10
             ],
             seed: 7,
             target: "built-in simulator (profile default)".into(),
+            targets: vec![],
             model: "m".into(),
             api: "chat".into(),
             tokenizer: "cl100k_base".into(),
             request_digest: Some("ab12".into()),
             runner_version: "0.1.0".into(),
-            targets: vec![],
             package: Some(("team-a/chat-mix".into(), "1.2.0".into())),
             scenario_digest: "cafe".into(),
             wit_version: "0.1.0".into(),

@@ -144,7 +144,15 @@ pub fn parse(endpoint: Endpoint, body: &[u8], config: &SimConfig) -> Result<Job,
                 .ok_or_else(|| ApiError::bad_request("the field `messages` is required"))?;
             let (tokens, blocks) = chat_prompt_tokens(&messages, config)?;
             let max = r.max_completion_tokens.or(r.max_tokens);
-            (r.model, tokens, blocks, max, r.stream, r.stream_options, r.n)
+            (
+                r.model,
+                tokens,
+                blocks,
+                max,
+                r.stream,
+                r.stream_options,
+                r.n,
+            )
         }
     };
     if let Some(name) = model {

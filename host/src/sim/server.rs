@@ -27,9 +27,9 @@ use super::engine::Engine;
 use super::error::SimError;
 use super::event::{Event, Events};
 use super::openai::{ApiError, Endpoint};
-use super::wire::{Route, Wire};
 use super::profile::SimConfig;
 use super::send_log::{SendLog, SentTimes};
+use super::wire::{Route, Wire};
 
 /// Largest request body read (a 32k-token prompt as token ids is ~200 KB).
 const MAX_BODY: usize = 64 << 20;
@@ -304,10 +304,13 @@ async fn generate(state: Arc<AppState>, route: Route, request: Request) -> Respo
     if let Err(message) = state.engine.check(job.prompt_tokens, job.max_tokens) {
         return ApiError::bad_request(message).into_response();
     }
-    let Some(events) = state
-        .engine
-        .submit(arrived, delay, job.prompt_tokens, job.max_tokens, job.blocks.clone())
-    else {
+    let Some(events) = state.engine.submit(
+        arrived,
+        delay,
+        job.prompt_tokens,
+        job.max_tokens,
+        job.blocks.clone(),
+    ) else {
         return ApiError::unavailable("the simulated engine has stopped").into_response();
     };
     let id = state.next_id.fetch_add(1, Ordering::Relaxed);
