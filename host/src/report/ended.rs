@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::html::escape;
+use super::html_escape::escape;
 use super::run_report::ReportPhase;
 
 /// Each phase that ended early: its name and why.

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 
 use super::charts::{Chart, ChartError, XScale};
+use super::html_escape::escape;
 use super::series::{cdf, PhaseLatencies, Series};
 use super::table::{columns, tag_columns};
 use super::targets::target_columns;
@@ -41,22 +42,6 @@ th{background:#f4f4f4}td:first-child,th:first-child{text-align:left;white-space:
 .grid{display:flex;flex-wrap:wrap;gap:12px}.grid svg{border:1px solid #eee}
 pre{background:#f8f8f8;padding:10px;font-size:12px;overflow-x:auto;display:inline-block;margin:6px 0}
 details summary{cursor:pointer;margin:6px 0}.muted{color:#666;font-size:13px}";
-
-/// Escapes text for HTML content and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 pub fn render_html(r: &HtmlReport) -> Result<String, ChartError> {
     let h = r.header;

@@ -5,11 +5,13 @@
 
 pub mod charts;
 pub mod compare;
+pub mod compare_row;
 pub mod embeddings;
 pub mod ended;
 pub mod endpoints;
 pub mod export;
 pub mod html;
+pub mod html_escape;
 pub mod json;
 pub mod output;
 pub mod result_file;

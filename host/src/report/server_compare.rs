@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::compare::Row;
+use super::compare_row::Row;
 use crate::metrics::catalogue::Better;
 
 /// The server rows of a pair of phases (nothing unless both were scraped).
