@@ -339,10 +339,10 @@ fn guest_cases(inputs: &Inputs) -> Vec<Case> {
             &["`max_tokens` must be a positive integer, got -5"],
         ),
         case(
-            "neither prompt nor messages",
+            "none of prompt, messages and inputs",
             &[no_prompt],
             1,
-            &["neither `prompt` nor `messages`"],
+            &["none of `prompt`, `messages` and `inputs`"],
         ),
         case(
             "max_tokens of the wrong type",
