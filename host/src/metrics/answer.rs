@@ -8,28 +8,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::record::AnswerRecord;
 use super::record::RequestRecord;
 use super::stat::{Distribution, StatState, StatStateError, StreamingStat};
 
-/// A record's answer fields (flattened into requests.jsonl).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct AnswerRecord {
-    /// The path it was posted to (`/v1/chat/completions`, `/v1/embeddings`, …).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub endpoint: String,
-    /// The first chunk of answer content or a tool call, after any reasoning, ns since
-    /// the phase started; the first content chunk when the model did not reason.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_answer_ns: Option<u64>,
-    /// Of `output_tokens`, those spent reasoning: the server's
-    /// `completion_tokens_details.reasoning_tokens` where it gives them, else counted.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub reasoning_tokens: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
+/// The path embeddings go to, as `client::api` posts them: named here so the statistics
+/// need nothing from the client, which records into them.
+pub const EMBEDDINGS_PATH: &str = "/v1/embeddings";
 
 impl RequestRecord {
     /// Time to first answer token, ns: the first answer chunk minus send.
@@ -64,11 +49,7 @@ pub struct AnswerSummary {
 impl AnswerSummary {
     /// Whether every request of the phase went to `/v1/embeddings`.
     pub fn only_embeddings(&self) -> bool {
-        !self.endpoints.is_empty()
-            && self
-                .endpoints
-                .iter()
-                .all(|e| e.endpoint == crate::client::Api::Embeddings.path())
+        !self.endpoints.is_empty() && self.endpoints.iter().all(|e| e.endpoint == EMBEDDINGS_PATH)
     }
 }
 

@@ -176,7 +176,7 @@ pub struct RequestRecord {
     pub target: Option<usize>,
     /// Its endpoint, time to first answer token and reasoning tokens.
     #[serde(flatten)]
-    pub answer: super::answer::AnswerRecord,
+    pub answer: AnswerRecord,
 }
 
 impl RequestRecord {
@@ -232,6 +232,27 @@ pub enum Reach {
     Unknown,
     /// No connection was made: the server never saw it.
     No,
+}
+
+/// A record's answer fields (flattened into requests.jsonl). Here, not in `metrics::answer`:
+/// a record holds them, and answer's statistics read records.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnswerRecord {
+    /// The path it was posted to (`/v1/chat/completions`, `/v1/embeddings`, …).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub endpoint: String,
+    /// The first chunk of answer content or a tool call, after any reasoning, ns since
+    /// the phase started; the first content chunk when the model did not reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_answer_ns: Option<u64>,
+    /// Of `output_tokens`, those spent reasoning: the server's
+    /// `completion_tokens_details.reasoning_tokens` where it gives them, else counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]
