@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderMap;
 
+use super::exchange::Exchange;
 use super::headers::{self, HeaderError};
-use super::stream::Exchange;
 use crate::redact::Redactor;
 use crate::scenario::{Cancel, RequestSpec};
 

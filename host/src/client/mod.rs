@@ -4,6 +4,7 @@
 pub mod api;
 pub mod cancel;
 mod error_body;
+pub mod exchange;
 pub mod headers;
 pub mod openai;
 pub mod sse;
@@ -13,5 +14,6 @@ pub mod stream;
 mod props;
 
 pub use cancel::{CancelPoint, RequestExtras};
+pub use exchange::{ContentChunk, Exchange, Generated};
 pub use openai::{prepare, Api, Client, ClientError, Prepared, Timeouts, UsageRequest};
-pub use stream::{BodyDecoder, ContentChunk, Exchange, Generated};
+pub use stream::BodyDecoder;

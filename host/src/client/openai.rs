@@ -9,15 +9,16 @@ use tokio::sync::watch;
 
 use super::cancel::RequestExtras;
 use super::error_body;
+use super::exchange::Exchange;
 use super::headers::{self, HeaderError};
-use super::stream::{BodyDecoder, Exchange};
+use super::stream::BodyDecoder;
 use crate::display::escape_control;
 use crate::metrics::record::ErrorKind;
 use crate::redact::Redactor;
 use crate::scenario::{Prompt, RequestSpec};
 use crate::wire::REQUEST_ID;
 
-pub use super::api::Api;
+pub use super::api::{Api, UsageRequest};
 
 /// A request ready to send: the body is built off the I/O path, on the scenario thread.
 #[derive(Clone, Debug)]
@@ -25,17 +26,6 @@ pub struct Prepared {
     pub api: Api,
     pub body: Bytes,
     pub stream: bool,
-}
-
-/// How to ask for token usage in a stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UsageRequest {
-    /// Ask for nothing (for servers that reject `stream_options`).
-    None,
-    /// `stream_options.include_usage`: one usage report at the end.
-    Final,
-    /// Also vLLM's `continuous_usage_stats`: cumulative usage on every chunk.
-    Continuous,
 }
 
 /// Builds the JSON body for the API the request goes to ([`Api::for_prompt`]): the run's

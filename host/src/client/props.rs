@@ -10,8 +10,9 @@ use std::time::Instant;
 
 use proptest::prelude::*;
 
+use super::exchange::Exchange;
 use super::sse::{SseError, SseParser};
-use super::stream::{BodyDecoder, Exchange};
+use super::stream::BodyDecoder;
 use crate::metrics::record::RequestError;
 
 fn config() -> ProptestConfig {

@@ -4,8 +4,8 @@
 
 use serde_json::{json, Map, Value};
 
+use super::UsageRequest;
 use super::{messages_of, stream_options};
-use crate::client::openai::UsageRequest;
 use crate::scenario::RequestSpec;
 
 pub(super) fn fill(

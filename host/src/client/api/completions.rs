@@ -4,7 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use super::stream_options;
-use crate::client::openai::UsageRequest;
+use super::UsageRequest;
 use crate::scenario::{Prompt, RequestSpec};
 
 pub(super) fn fill(

@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::client::stream::{error_object_text, head, Exchange, Generated};
+use crate::client::exchange::{error_object_text, head, Exchange, Generated};
 use crate::metrics::record::ErrorKind;
 use crate::scenario::{Prompt, RequestSpec};
 

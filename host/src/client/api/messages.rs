@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::messages_of;
-use crate::client::stream::{error_object_text, head, Exchange, Generated};
+use crate::client::exchange::{error_object_text, head, Exchange, Generated};
 use crate::metrics::record::ErrorKind;
 use crate::scenario::RequestSpec;
 

@@ -10,7 +10,6 @@ pub mod responses;
 
 use serde_json::{Map, Value};
 
-use super::openai::UsageRequest;
 use crate::scenario::{Prompt, RequestSpec};
 
 /// The endpoint a request goes to (`--api`).
@@ -68,7 +67,7 @@ impl Api {
             Api::Chat => "/v1/chat/completions",
             Api::Responses => "/v1/responses",
             Api::Messages => "/v1/messages",
-            Api::Embeddings => "/v1/embeddings",
+            Api::Embeddings => crate::metrics::answer::EMBEDDINGS_PATH,
         }
     }
 
@@ -124,6 +123,18 @@ impl Api {
         }?;
         Ok(body)
     }
+}
+
+/// How to ask for token usage in a stream (here, below `client::openai`, because each
+/// API's body builder reads it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UsageRequest {
+    /// Ask for nothing (for servers that reject `stream_options`).
+    None,
+    /// `stream_options.include_usage`: one usage report at the end.
+    Final,
+    /// Also vLLM's `continuous_usage_stats`: cumulative usage on every chunk.
+    Continuous,
 }
 
 /// `stream_options` as `usage` asks, on a streamed request (completions and chat).
