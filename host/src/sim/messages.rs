@@ -7,8 +7,8 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::answer::{event, Answer};
 use super::openai::ApiError;
-use super::wire::{event, Answer};
 
 #[derive(Deserialize)]
 struct Request {

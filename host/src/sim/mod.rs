@@ -9,13 +9,15 @@
 //! - [`server`]: routes, handlers, and the server thread.
 //! - `openai`: request parsing and the JSON / SSE wire format; `responses`, `messages`:
 //!   OpenAI Responses and Anthropic Messages, parsed as the chat request they mean;
-//!   `wire`: which of them a request speaks; `embeddings`: `/v1/embeddings`.
+//!   `answer`: what their writers share; `wire`: which of them a request speaks;
+//!   `embeddings`: `/v1/embeddings`.
 //! - `engine`: a request's timed event stream; `batch`: the continuous-batching scheduler
 //!   (both sleep on [`crate::clock`], the timer the dispatcher uses too).
 //! - `metrics`: `/metrics` in vLLM's names; `prefix`: the `default` profile's prefix cache.
 //! - `send_log`: `--sim-send-log`, the actual send time of every chunk.
 //! - `words`: the output text, one OpenAI token per word.
 
+mod answer;
 mod batch;
 mod embeddings;
 mod engine;
