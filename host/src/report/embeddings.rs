@@ -3,7 +3,7 @@
 //! bench serve` prints this reduced block for pooling models) with requests, duration,
 //! input tokens, request and input token throughput, then the end-to-end latency.
 
-use super::text::{footer, latency_section, metric_row, row, row_f, section, title};
+use super::text_format::{footer, latency_section, metric_row, row, row_f, section, title};
 use crate::metrics::catalogue as metric;
 use crate::metrics::PhaseSummary;
 

@@ -1,7 +1,7 @@
 //! What the report says was sent: the API of every request, as requests.jsonl records
 //! it (`endpoint`), not the `--api` asked for (chat messages go to chat whatever it says).
 
-use super::text::{row, section};
+use super::text_format::{row, section};
 use crate::client::Api;
 use crate::metrics::answer::EndpointCount;
 use crate::metrics::PhaseSummary;

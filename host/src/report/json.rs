@@ -13,15 +13,16 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use super::distribution_result::distribution_result;
 use super::result_file::{
-    DistributionResult, Infinite, MultiPhaseResult, PackageId, PhaseResult, RequestRate,
-    ResultFile, RunSections, RunnerMetrics, RunnerSection, ShardResult, ShardsResult,
-    SinglePhaseResult, TagResult, TokenAccountingResult, VerdictResult, VllmMetrics, WarmupPhase,
+    Infinite, MultiPhaseResult, PackageId, PhaseResult, RequestRate, ResultFile, RunSections,
+    RunnerMetrics, RunnerSection, ShardResult, ShardsResult, SinglePhaseResult, TagResult,
+    TokenAccountingResult, VerdictResult, VllmMetrics, WarmupPhase,
 };
 use super::run_report::RunReport;
 use super::RunHeader;
 use crate::metrics::catalogue::{self, percentile_key, InResult, Scalar, LATENCIES, SCALARS};
-use crate::metrics::{Distribution, PhaseSummary};
+use crate::metrics::PhaseSummary;
 
 /// vLLM's backend name for our API: "openai" (completions) or "openai-chat" (chat).
 pub fn vllm_backend(api: &str) -> &'static str {
@@ -191,22 +192,6 @@ fn runner_metrics(s: &PhaseSummary) -> RunnerMetrics {
         m.insert(l.key.to_string(), json!(d));
     }
     RunnerMetrics(m)
-}
-
-pub(crate) fn distribution_result(d: &Distribution) -> DistributionResult {
-    DistributionResult {
-        count: d.count,
-        mean_ms: d.mean,
-        median_ms: d.median,
-        std_ms: d.std,
-        min_ms: d.min,
-        max_ms: d.max,
-        percentiles: d
-            .percentiles
-            .iter()
-            .map(|&(p, v)| (format!("{}_ms", percentile_key(p)), v))
-            .collect(),
-    }
 }
 
 fn runner_section(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> RunnerSection {

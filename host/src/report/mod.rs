@@ -6,6 +6,7 @@
 pub mod charts;
 pub mod compare;
 pub mod compare_row;
+pub mod distribution_result;
 pub mod embeddings;
 pub mod ended;
 pub mod endpoints;
@@ -23,6 +24,7 @@ pub mod server_compare;
 pub mod table;
 pub mod targets;
 pub mod text;
+pub mod text_format;
 
 use serde::{Deserialize, Serialize};
 

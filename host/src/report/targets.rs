@@ -85,9 +85,9 @@ pub fn target_results(s: &PhaseSummary, urls: &[String]) -> Vec<TargetResult> {
                 cancelled: t.cancelled,
                 mean_input_tokens: t.mean_input_tokens,
                 mean_output_tokens: t.mean_output_tokens,
-                ttft: super::json::distribution_result(&t.ttft),
-                tpot: super::json::distribution_result(&t.tpot),
-                e2el: super::json::distribution_result(&t.e2el),
+                ttft: super::distribution_result::distribution_result(&t.ttft),
+                tpot: super::distribution_result::distribution_result(&t.tpot),
+                e2el: super::distribution_result::distribution_result(&t.e2el),
             })
         })
         .collect()

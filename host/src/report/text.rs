@@ -3,40 +3,14 @@
 //! values leave trailing spaces; section rulers are `"{:-^50}"`, which in Python and in Rust
 //! alike put the odd pad character on the right. Every rendered string ends with a newline.
 
-use std::fmt::Display;
 use std::fmt::Write as _;
 
+use super::text_format::{footer, latency_section, metric_row, pct, row, row_f, section, title};
 use super::RunHeader;
 use crate::display::{escape_control, escape_control_multiline};
+use crate::metrics::catalogue as metric;
 pub use crate::metrics::catalogue::percentile_word;
-use crate::metrics::catalogue::{self as metric, Latency, Scalar};
-use crate::metrics::{Distribution, PhaseSummary, CLIENT_BOUND_LATENESS_MS};
-
-const WIDTH: usize = 50;
-
-pub(super) fn title(out: &mut String, s: &str) {
-    let _ = writeln!(out, "{s:=^WIDTH$}");
-}
-
-pub(super) fn section(out: &mut String, s: &str) {
-    let _ = writeln!(out, "{s:-^WIDTH$}");
-}
-
-pub(super) fn footer(out: &mut String, c: char) {
-    out.extend(std::iter::repeat_n(c, WIDTH));
-    out.push('\n');
-}
-
-/// `"{:<40} {:<10}"`: integers and strings.
-pub(super) fn row(out: &mut String, label: &str, value: impl Display) {
-    let _ = writeln!(out, "{label:<40} {value:<10}");
-}
-
-/// `"{:<40} {:<10.2f}"`: floats. (Rust and Python both round the exact binary value, ties
-/// to even, so the digits agree.)
-pub(super) fn row_f(out: &mut String, label: &str, value: f64) {
-    let _ = writeln!(out, "{label:<40} {value:<10.2}");
-}
+use crate::metrics::{PhaseSummary, CLIENT_BOUND_LATENESS_MS};
 
 /// `text` on one line, at most `max` characters, its control characters escaped (a
 /// server's message may carry terminal escape sequences).
@@ -49,47 +23,6 @@ fn one_line(text: &str, max: usize) -> String {
     let mut cut: String = flat.chars().take(max).collect();
     cut.push('…');
     cut
-}
-
-/// Value of percentile `p` in `d`; a percentile the accumulator was not asked for reads 0.
-fn pct(d: &Distribution, p: f64) -> f64 {
-    d.percentile(p).unwrap_or(0.0)
-}
-
-/// `Label:` of a catalogued scalar, with its value in a `{:<10}` (counts) or `{:<10.2}`
-/// (everything else) field.
-pub(super) fn metric_row(out: &mut String, m: &Scalar, s: &PhaseSummary) {
-    let label = format!("{}:", m.label);
-    let value = (m.value)(s).unwrap_or(0.0);
-    if m.unit.is_count() {
-        row(out, &label, value as u64);
-    } else {
-        row_f(out, &label, value);
-    }
-}
-
-/// A catalogued latency's section: its title as a `-` ruler, then `Mean X (ms):`,
-/// `Median X (ms):` and `P{p} X (ms):` rows (or mean, P99 and max).
-pub(super) fn latency_section(out: &mut String, m: &Latency, s: &PhaseSummary, pcts: &[f64]) {
-    let (d, short) = ((m.distribution)(s), m.short);
-    section(out, m.title);
-    row_f(out, &format!("Mean {short} (ms):"), d.mean);
-    match m.rows {
-        metric::TextRows::MeanMedianPercentiles => {
-            row_f(out, &format!("Median {short} (ms):"), d.median);
-            for &p in pcts {
-                row_f(
-                    out,
-                    &format!("P{} {short} (ms):", percentile_word(p)),
-                    pct(d, p),
-                );
-            }
-        }
-        metric::TextRows::MeanP99Max => {
-            row_f(out, &format!("P99 {short} (ms):"), pct(d, 99.0));
-            row_f(out, &format!("Max {short} (ms):"), d.max);
-        }
-    }
 }
 
 /// A short readable block printed before the results.
@@ -489,7 +422,7 @@ pub fn render_phase_table(phases: &[PhaseSummary]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{ErrorKind, FailureCount};
+    use crate::metrics::{Distribution, ErrorKind, FailureCount};
 
     fn dist(mean: f64, median: f64, p99: f64) -> Distribution {
         Distribution {

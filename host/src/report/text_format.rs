@@ -1,0 +1,77 @@
+//! The row and ruler helpers of the console reports, in `vllm bench serve`'s layout (see
+//! `text.rs`). Kept apart from `text.rs`, which renders whole blocks from the sections of
+//! `embeddings.rs`, `endpoints.rs` and `targets.rs`, so those sections can use the same
+//! rows without importing the module that imports them.
+
+use std::fmt::Display;
+use std::fmt::Write as _;
+
+use crate::metrics::catalogue::{self as metric, percentile_word, Latency, Scalar};
+use crate::metrics::{Distribution, PhaseSummary};
+
+const WIDTH: usize = 50;
+
+pub(super) fn title(out: &mut String, s: &str) {
+    let _ = writeln!(out, "{s:=^WIDTH$}");
+}
+
+pub(super) fn section(out: &mut String, s: &str) {
+    let _ = writeln!(out, "{s:-^WIDTH$}");
+}
+
+pub(super) fn footer(out: &mut String, c: char) {
+    out.extend(std::iter::repeat_n(c, WIDTH));
+    out.push('\n');
+}
+
+/// `"{:<40} {:<10}"`: integers and strings.
+pub(super) fn row(out: &mut String, label: &str, value: impl Display) {
+    let _ = writeln!(out, "{label:<40} {value:<10}");
+}
+
+/// `"{:<40} {:<10.2f}"`: floats. (Rust and Python both round the exact binary value, ties
+/// to even, so the digits agree.)
+pub(super) fn row_f(out: &mut String, label: &str, value: f64) {
+    let _ = writeln!(out, "{label:<40} {value:<10.2}");
+}
+
+/// Value of percentile `p` in `d`; a percentile the accumulator was not asked for reads 0.
+pub(super) fn pct(d: &Distribution, p: f64) -> f64 {
+    d.percentile(p).unwrap_or(0.0)
+}
+
+/// `Label:` of a catalogued scalar, with its value in a `{:<10}` (counts) or `{:<10.2}`
+/// (everything else) field.
+pub(super) fn metric_row(out: &mut String, m: &Scalar, s: &PhaseSummary) {
+    let label = format!("{}:", m.label);
+    let value = (m.value)(s).unwrap_or(0.0);
+    if m.unit.is_count() {
+        row(out, &label, value as u64);
+    } else {
+        row_f(out, &label, value);
+    }
+}
+
+/// A catalogued latency's section: its title as a `-` ruler, then `Mean X (ms):`,
+/// `Median X (ms):` and `P{p} X (ms):` rows (or mean, P99 and max).
+pub(super) fn latency_section(out: &mut String, m: &Latency, s: &PhaseSummary, pcts: &[f64]) {
+    let (d, short) = ((m.distribution)(s), m.short);
+    section(out, m.title);
+    row_f(out, &format!("Mean {short} (ms):"), d.mean);
+    match m.rows {
+        metric::TextRows::MeanMedianPercentiles => {
+            row_f(out, &format!("Median {short} (ms):"), d.median);
+            for &p in pcts {
+                row_f(
+                    out,
+                    &format!("P{} {short} (ms):", percentile_word(p)),
+                    pct(d, p),
+                );
+            }
+        }
+        metric::TextRows::MeanP99Max => {
+            row_f(out, &format!("P99 {short} (ms):"), pct(d, 99.0));
+            row_f(out, &format!("Max {short} (ms):"), d.max);
+        }
+    }
+}
