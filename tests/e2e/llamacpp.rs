@@ -194,23 +194,29 @@ fn concurrency_above_the_slots_queues_as_ttft() {
     let within = at("4");
     let above = at("8");
     eprintln!("(wait before prefill, engine service) ms at 4 in flight (4 slots): {within:.1?}\nat 8: {above:.1?}");
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
     // A request queued when it waited for a good part of another request's service.
     let queued = |runs: &[(f64, f64)]| {
-        let mut services: Vec<f64> = runs.iter().map(|&(_, s)| s).collect();
-        services.sort_by(f64::total_cmp);
-        let median = services[services.len() / 2];
+        let service = median(runs.iter().map(|&(_, s)| s).collect());
         runs.iter()
-            .filter(|&&(wait, _)| wait > 0.5 * median)
+            .filter(|&&(wait, _)| wait > 0.5 * service)
             .count()
     };
     // Within the slots nothing queues: a request waits at most for the engine step under
-    // way when it arrives. On a busy machine one may still be late to its slot (CI saw
-    // one wait 75 ms of 149 ms), so this counts such requests rather than failing on one.
-    let (within_queued, above_queued) = (queued(&within), queued(&above));
+    // way when it arrives, so the median wait is a small part of the median service. On
+    // a busy machine a few may still be late to their slot (CI saw one wait 75 ms of
+    // 149 ms, and once the three beside the very first request wait 671 ms of 504 ms),
+    // so single requests are not held to it.
+    let wait = median(within.iter().map(|&(w, _)| w).collect());
+    let service = median(within.iter().map(|&(_, s)| s).collect());
     assert!(
-        within_queued <= 2,
-        "{within_queued} of 16 queued within the slots: {within:.1?}"
+        wait < 0.25 * service,
+        "median wait {wait:.1} ms of {service:.1} ms within the slots: {within:.1?}"
     );
+    let (within_queued, above_queued) = (queued(&within), queued(&above));
     // Above them, a request waits for a slot to free: the 4 beyond the slots at the start,
     // and those after them.
     assert!(
