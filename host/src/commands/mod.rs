@@ -51,6 +51,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
+            crate::package::unpacked::wait_if_exiting();
             crate::errln!("error: {}", crate::redact::text(&error_line(&e)));
             1
         }

@@ -93,6 +93,17 @@ impl Drop for UnpackDir {
     }
 }
 
+/// When another thread is already ending the process (a signal during unpacking: that
+/// thread printed its own line and is removing the directories), waits for that exit
+/// instead of letting the caller print a second error for the unpacking it stopped.
+pub fn wait_if_exiting() {
+    if CLOSING.load(Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
 /// Removes every unpacked directory still alive, and lets no more files be written into
 /// them. For exits that skip destructors; the `atexit` hook calls it.
 pub fn remove_all() {
