@@ -13,8 +13,12 @@
 //! - mean TTFT and p99 E2EL against the server's own logged send times
 //!   (`--sim-send-log`), `fixed` profile, TTFT 50 ms, 10 ms gaps, 64 tokens, 64 streams.
 //!
+//! - the same against the server's send log with the simulator alone on CPU 1 and the
+//!   client on CPU 0 beside two busy loops, with the kernel's receive times and with the
+//!   client's read times (`loaded`, only when named).
+//!
 //! Name sections to run only those: `... --bench client_perf -- streaming truth`
-//! (streaming, lateness, truth, memory).
+//! (streaming, lateness, truth, memory, loaded).
 //!
 //! The scenario layer's cost and the 100 × 32,000-token prompts are measured by the
 //! `scenario_cost` bench.
@@ -47,13 +51,54 @@ struct Sim {
     url: String,
 }
 
+/// `program`, pinned to the CPUs `cpus` (`taskset -c`) when given.
+fn pinned(cpus: Option<&str>, program: &str) -> Command {
+    match cpus {
+        Some(cpus) => {
+            let mut cmd = Command::new("taskset");
+            cmd.args(["-c", cpus, program]);
+            cmd
+        }
+        None => Command::new(program),
+    }
+}
+
+/// Processes that spin on CPUs `cpus` until dropped: another program's load.
+struct BusyLoops(Vec<Child>);
+
+impl BusyLoops {
+    fn start(count: usize, cpus: &str) -> BusyLoops {
+        let spin = |_| {
+            pinned(Some(cpus), "sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .expect("a busy loop starts")
+        };
+        BusyLoops((0..count).map(spin).collect())
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 impl Sim {
     fn start(args: &[&str]) -> Sim {
+        Sim::start_on(None, args)
+    }
+
+    /// A simulator pinned to CPUs `cpus`.
+    fn start_on(cpus: Option<&str>, args: &[&str]) -> Sim {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let child = Command::new(runner_bin())
+        let child = pinned(cpus, &runner_bin())
             .args(["sim", "--port", &port.to_string()])
             .args(args)
             .stdout(Stdio::null())
@@ -102,10 +147,21 @@ fn run_scenario(
     params: &[(&str, String)],
     extra: &[&str],
 ) -> (Value, Usage) {
+    run_scenario_on(None, scenario, sim, params, extra)
+}
+
+/// [`run_scenario`] with the client pinned to CPUs `cpus`.
+fn run_scenario_on(
+    cpus: Option<&str>,
+    scenario: &Path,
+    sim: &Sim,
+    params: &[(&str, String)],
+    extra: &[&str],
+) -> (Value, Usage) {
     // --save-result, as `vllm bench serve --save-result`: no per-request record file.
     let out = tempfile::tempdir().expect("temp dir");
     let path = out.path().join("result.json");
-    let mut cmd = Command::new(runner_bin());
+    let mut cmd = pinned(cpus, &runner_bin());
     cmd.arg(scenario)
         .args(["--target", &sim.url, "-q", "--save-result"])
         .arg(&path)
@@ -318,29 +374,41 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn truth(report: &mut String) {
-    // The fixed profile's timing: TTFT 50 ms, 10 ms gaps, 64 tokens, so a nominal E2EL
-    // of 680 ms.
-    let log_dir = tempfile::tempdir().expect("temp dir");
-    let log = log_dir.path().join("sent.jsonl");
-    let log_arg = log.to_string_lossy().into_owned();
-    let out_arg = log_dir.path().join("out").to_string_lossy().into_owned();
-    let sim = Sim::start(&["--sim-profile", "fixed", "--sim-send-log", &log_arg]);
-    // A warm-up phase of 64 requests opens the connections, then 640 are measured, 64 at
-    // a time (closed loop).
-    let (r, _) = run_scenario(
-        &repo().join("tests/fixtures/scenarios/truth.rhai"),
-        &sim,
-        &[
-            ("requests", "640".into()),
-            ("concurrency", "64".into()),
-            ("output_tokens", "64".into()),
-        ],
-        &["--percentiles", "50,99", "--output", &out_arg],
-    );
-    drop(sim);
-    // The server's send times of each request, by the x-request-id the runner sent.
-    let sent: HashMap<String, Vec<f64>> = std::fs::read_to_string(&log)
+/// Where the truth run's processes run, and the client's receive clock.
+struct Placement {
+    /// CPUs of the simulator and of the client (`taskset -c`); `None`: anywhere.
+    server_cpus: Option<&'static str>,
+    client_cpus: Option<&'static str>,
+    /// Busy loops beside the client, on its CPUs.
+    busy_loops: usize,
+    clock: &'static str,
+}
+
+/// One truth run: result.json, and per request paired with the server's send log by
+/// `x-request-id`, the server's TTFT and E2EL and the client's excess over each (ms).
+struct Truth {
+    result: Value,
+    paired: usize,
+    ttft: Vec<f64>,
+    e2el: Vec<f64>,
+    over_ttft: Vec<f64>,
+    over_e2el: Vec<f64>,
+    /// The client's own delay of every measured chunk (kernel clock only), ms.
+    delays: Vec<f64>,
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// The server's send times of each request, by the x-request-id the runner sent.
+fn send_log(path: &Path) -> HashMap<String, Vec<f64>> {
+    std::fs::read_to_string(path)
         .expect("send log")
         .lines()
         .map(|line| {
@@ -351,7 +419,40 @@ fn truth(report: &mut String) {
                 chunks.map(|c| c.as_f64().unwrap_or(f64::NAN)).collect(),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// The fixed profile's timing (TTFT 50 ms, 10 ms gaps, 64 tokens: a nominal E2EL of
+/// 680 ms); a warm-up phase of 64 requests, then 640 measured, 64 at a time (closed loop).
+fn truth_run(place: &Placement) -> Truth {
+    let log_dir = tempfile::tempdir().expect("temp dir");
+    let log = log_dir.path().join("sent.jsonl");
+    let log_arg = log.to_string_lossy().into_owned();
+    let out_arg = log_dir.path().join("out").to_string_lossy().into_owned();
+    let sim_args = ["--sim-profile", "fixed", "--sim-send-log", &log_arg];
+    let sim = Sim::start_on(place.server_cpus, &sim_args);
+    let busy = BusyLoops::start(place.busy_loops, place.client_cpus.unwrap_or("0"));
+    let (result, _) = run_scenario_on(
+        place.client_cpus,
+        &repo().join("tests/fixtures/scenarios/truth.rhai"),
+        &sim,
+        &[
+            ("requests", "640".into()),
+            ("concurrency", "64".into()),
+            ("output_tokens", "64".into()),
+        ],
+        &[
+            "--percentiles",
+            "50,99",
+            "--output",
+            &out_arg,
+            "--receive-clock",
+            place.clock,
+        ],
+    );
+    drop(busy);
+    drop(sim);
+    let sent = send_log(&log);
     // The measured phase's records (phase 1; phase 0 is the warm-up), each with the
     // server's account of it.
     let records =
@@ -369,48 +470,58 @@ fn truth(report: &mut String) {
         let t = rec["chunks"][chunk]["t_ns"].as_u64().unwrap_or(0);
         t.saturating_sub(rec["sent_ns"].as_u64().unwrap_or(0)) as f64 / 1e6
     };
-    let sorted = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v
-    };
-    let ttft = sorted(paired.iter().map(|p| p.1[0]).collect());
-    let e2el = sorted(paired.iter().map(|p| p.1[63]).collect());
-    let over_ttft = sorted(paired.iter().map(|p| client_ms(&p.0, 0) - p.1[0]).collect());
-    let over_e2el = sorted(
-        paired
-            .iter()
-            .map(|p| client_ms(&p.0, 63) - p.1[63])
-            .collect(),
-    );
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let delays = paired
+        .iter()
+        .flat_map(|p| p.0["chunks"].as_array().into_iter().flatten())
+        .filter_map(|c| c["client_delay_ns"].as_u64())
+        .map(|ns| ns as f64 / 1e6);
+    Truth {
+        paired: paired.len(),
+        ttft: sorted(paired.iter().map(|p| p.1[0]).collect()),
+        e2el: sorted(paired.iter().map(|p| p.1[63]).collect()),
+        over_ttft: sorted(paired.iter().map(|p| client_ms(&p.0, 0) - p.1[0]).collect()),
+        over_e2el: sorted(paired.iter().map(|p| client_ms(&p.0, 63) - p.1[63]).collect()),
+        delays: sorted(delays.collect()),
+        result,
+    }
+}
+
+fn truth(report: &mut String) {
+    let t = truth_run(&Placement {
+        server_cpus: None,
+        client_cpus: None,
+        busy_loops: 0,
+        clock: "kernel",
+    });
+    let r = &t.result;
     writeln!(report, "\n### Against the server's own send times (fixed profile: TTFT 50 ms, 10 ms gaps, 64 tokens; 64 streams, 640 requests after a warm-up of 64)\n\n| figure | client measured | server sent (send log) | nominal |\n|---|---|---|---|").unwrap();
     for row in [
         format!(
             "| mean TTFT ms | {:.3} | {:.3} | 50 |",
-            f(&r, &["mean_ttft_ms"]),
-            mean(&ttft)
+            f(r, &["mean_ttft_ms"]),
+            mean(&t.ttft)
         ),
         format!(
             "| p99 TTFT ms | {:.3} | {:.3} | 50 |",
-            f(&r, &["p99_ttft_ms"]),
-            percentile(&ttft, 99.0)
+            f(r, &["p99_ttft_ms"]),
+            percentile(&t.ttft, 99.0)
         ),
         format!(
             "| mean E2EL ms | {:.3} | {:.3} | 680 |",
-            f(&r, &["mean_e2el_ms"]),
-            mean(&e2el)
+            f(r, &["mean_e2el_ms"]),
+            mean(&t.e2el)
         ),
         format!(
             "| p99 E2EL ms | {:.3} | {:.3} | 680 |",
-            f(&r, &["p99_e2el_ms"]),
-            percentile(&e2el, 99.0)
+            f(r, &["p99_e2el_ms"]),
+            percentile(&t.e2el, 99.0)
         ),
     ] {
         println!("{row}");
         writeln!(report, "{row}").unwrap();
     }
-    writeln!(report, "\nRequest by request ({} paired by `x-request-id`), client's figure minus the server's:\n\n| figure | median ms | mean ms | p99 ms |\n|---|---|---|---|", paired.len()).unwrap();
-    for (what, over) in [("TTFT", &over_ttft), ("E2EL", &over_e2el)] {
+    writeln!(report, "\nRequest by request ({} paired by `x-request-id`), client's figure minus the server's:\n\n| figure | median ms | mean ms | p99 ms |\n|---|---|---|---|", t.paired).unwrap();
+    for (what, over) in [("TTFT", &t.over_ttft), ("E2EL", &t.over_e2el)] {
         let row = format!(
             "| {what} excess | {:.3} | {:.3} | {:.3} |",
             percentile(over, 50.0),
@@ -419,6 +530,41 @@ fn truth(report: &mut String) {
         );
         println!("{row}");
         writeln!(report, "{row}").unwrap();
+    }
+}
+
+/// The truth run with the server alone on CPU 1 and the client sharing CPU 0 with two
+/// busy loops, with the kernel's receive times and with the client's own read times,
+/// alternated `rounds` times.
+fn loaded(report: &mut String, rounds: usize) {
+    writeln!(report, "\n### Loaded client: the truth run with the simulator alone on CPU 1 and the client on CPU 0 beside two busy loops (`taskset`); client's figure minus the server's send log, request by request\n\n| receive clock | paired | TTFT excess mean ms | TTFT excess p99 ms | E2EL excess mean ms | E2EL excess p99 ms | client delay p50 / p99 / max ms |\n|---|---|---|---|---|---|---|").unwrap();
+    for _ in 0..rounds {
+        for clock in ["kernel", "user"] {
+            let t = truth_run(&Placement {
+                server_cpus: Some("1"),
+                client_cpus: Some("0"),
+                busy_loops: 2,
+                clock,
+            });
+            let delay = match t.delays.last() {
+                Some(max) => format!(
+                    "{:.3} / {:.3} / {max:.3}",
+                    percentile(&t.delays, 50.0),
+                    percentile(&t.delays, 99.0)
+                ),
+                None => "none".into(),
+            };
+            let row = format!(
+                "| {clock} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {delay} |",
+                t.paired,
+                mean(&t.over_ttft),
+                percentile(&t.over_ttft, 99.0),
+                mean(&t.over_e2el),
+                percentile(&t.over_e2el, 99.0)
+            );
+            println!("{row}");
+            writeln!(report, "{row}").unwrap();
+        }
     }
 }
 
@@ -473,6 +619,10 @@ fn main() {
     }
     if only("truth") {
         truth(&mut report);
+    }
+    // Only when named: it pins processes to CPUs 0 and 1 and loads CPU 0.
+    if args[1..].iter().any(|a| a == "loaded") {
+        loaded(&mut report, if quick { 1 } else { 3 });
     }
     if only("memory") {
         memory(&mut report);

@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Result};
 
 use crate::cli::RunArgs;
 use crate::client::headers::parse_header_arg;
-use crate::client::{Api, Timeouts, UsageRequest};
+use crate::client::{Api, ReceiveClock, Timeouts, UsageRequest};
 use crate::metrics::{parse_percentiles, MetricsOptions, Slo};
 use crate::scenario::{Description, Params, PhaseSpec, Scenario};
 use crate::shard::{Shard, ShardPlan, StartAt};
@@ -53,6 +53,8 @@ pub struct RunConfig {
     pub api_key: Option<String>,
     /// `--header`s, sent with every request.
     pub headers: Vec<(String, String)>,
+    /// `--receive-clock`: what the latencies' chunk times are.
+    pub receive_clock: ReceiveClock,
     pub drain_timeout: Duration,
     pub max_error_rate: Option<f64>,
     pub output: Option<PathBuf>,
@@ -111,6 +113,7 @@ impl RunConfig {
                 .iter()
                 .map(|h| parse_header_arg(h).map_err(|e| anyhow!("--header: {e}")))
                 .collect::<Result<_>>()?,
+            receive_clock: a.receive_clock,
             drain_timeout: a.drain_timeout,
             max_error_rate: a.max_error_rate,
             output: a.output.clone(),

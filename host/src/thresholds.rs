@@ -389,6 +389,7 @@ mod tests {
                 chunks: vec![Chunk {
                     t_ns: t * ms,
                     tokens: 1,
+                    client_delay_ns: None,
                 }],
                 end_ns: t * ms,
                 input_tokens: 1,
@@ -401,6 +402,7 @@ mod tests {
                 server_timings: None,
                 reached: Default::default(),
                 retried: false,
+                send_write_ns: None,
                 cancelled: false,
                 target: None,
                 answer: Default::default(),
@@ -430,6 +432,7 @@ mod tests {
                 server_timings: None,
                 reached: Default::default(),
                 retried: false,
+                send_write_ns: None,
                 cancelled: false,
                 target: None,
                 answer: Default::default(),

@@ -136,22 +136,11 @@ mod tests {
     #[test]
     fn extras_carry_headers_and_their_secrets() {
         let spec = RequestSpec {
-            prompt: crate::scenario::Prompt::Text("hi".into()),
-            max_tokens: 1,
-            ignore_eos: false,
-            stream: true,
-            extra: Default::default(),
-            tag: None,
-            session: None,
-            at: None,
-            delay: None,
-            input_tokens: None,
             headers: vec![
                 ("x-tenant".into(), "acme".into()),
                 ("x-api-key".into(), "k-1".into()),
             ],
-            cancel: None,
-            target: None,
+            ..RequestSpec::new(crate::scenario::Prompt::Text("hi".into()), 1)
         };
         let extras = RequestExtras::of(&spec).unwrap();
         assert_eq!(extras.headers.len(), 2);

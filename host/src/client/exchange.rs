@@ -3,7 +3,7 @@
 //! `client::api` and the dispatch over them in `client::stream` both sit above it).
 
 use std::borrow::Cow;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
@@ -13,6 +13,11 @@ use crate::metrics::record::{ErrorKind, RequestError};
 #[derive(Debug)]
 pub struct Exchange {
     pub status: Option<u16>,
+    /// When the first write of the request's bytes to the socket started; `None` when the
+    /// transport could not tell (the record then keeps the hand-off time).
+    pub sent_at: Option<Instant>,
+    /// How long that write took, ns: the bound on `sent_at`'s error.
+    pub send_write_ns: Option<u64>,
     pub first_byte: Option<Instant>,
     /// Content chunks in arrival order.
     pub chunks: Vec<ContentChunk>,
@@ -35,8 +40,12 @@ pub struct Exchange {
 /// One message that carried generated content.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ContentChunk {
-    /// When its bytes were read.
+    /// When its bytes arrived: the kernel's receive time where the socket gave one, else
+    /// when they were read.
     pub at: Instant,
+    /// The client's own delay: read time minus the kernel's receive time (`None`
+    /// without one).
+    pub read_delay: Option<Duration>,
     /// The byte range of its text in [`Exchange::text`].
     pub text: std::ops::Range<usize>,
     /// Bytes at the start of `text` that are reasoning (a chunk that crosses from
@@ -73,6 +82,8 @@ impl Exchange {
     pub fn new() -> Exchange {
         Exchange {
             status: None,
+            sent_at: None,
+            send_write_ns: None,
             first_byte: None,
             chunks: Vec::new(),
             text: String::new(),
@@ -189,6 +200,7 @@ impl Exchange {
         self.text.push_str(g.answer);
         self.chunks.push(ContentChunk {
             at,
+            read_delay: None,
             text: start..self.text.len(),
             reasoning: g.reasoning.len(),
             answer: !g.answer.is_empty() || g.tool_call,

@@ -9,6 +9,7 @@ pub mod headers;
 pub mod openai;
 pub mod sse;
 pub mod stream;
+pub mod transport;
 
 #[cfg(test)]
 mod props;
@@ -16,4 +17,5 @@ mod props;
 pub use cancel::{CancelPoint, RequestExtras};
 pub use exchange::{ContentChunk, Exchange, Generated};
 pub use openai::{prepare, Api, Client, ClientError, Prepared, Timeouts, UsageRequest};
+pub use transport::ReceiveClock;
 pub use stream::BodyDecoder;

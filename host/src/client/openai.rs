@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
+use http_body_util::Full;
 use tokio::sync::watch;
 
 use super::cancel::RequestExtras;
@@ -12,6 +14,7 @@ use super::error_body;
 use super::exchange::Exchange;
 use super::headers::{self, HeaderError};
 use super::stream::BodyDecoder;
+use super::transport::{self, Arrival, ReceiveClock, TimedResponse, Transport};
 use crate::display::escape_control;
 use crate::metrics::record::ErrorKind;
 use crate::redact::Redactor;
@@ -72,7 +75,14 @@ pub enum ClientError {
     Build(String),
     #[error("--request-id-prefix `{0}` cannot start an HTTP header value: use visible ASCII characters without spaces")]
     BadRequestIdPrefix(String),
+    #[error("the API key cannot be sent in an HTTP header: use visible ASCII characters")]
+    BadApiKey,
+    #[error("cannot build the HTTP client: {0}")]
+    Tls(#[from] transport::TlsError),
 }
+
+/// The longest a TCP connection may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long one request may take.
 #[derive(Clone, Copy, Debug)]
@@ -86,10 +96,10 @@ pub struct Timeouts {
 
 #[derive(Clone)]
 pub struct Client {
+    /// The untimed calls: health and the model list.
     http: reqwest::Client,
-    /// Keeps no idle connection: a request sent again after its pooled connection closed
-    /// under it goes out on a new one.
-    unpooled: reqwest::Client,
+    /// The timed requests, on connections that log their reads' and writes' times.
+    transport: Transport,
     base: String,
     api_key: Option<String>,
     /// The API key and the target's credentials, hidden in everything this client reports.
@@ -115,32 +125,38 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// The connection closed cleanly before any byte of a response: hyper's "incomplete
-/// message" (a reset or a refused connection is another error).
-fn closed_before_response(e: &reqwest::Error) -> bool {
-    !e.is_connect()
-        && !e.is_timeout()
-        && chain(e).contains("connection closed before message completed")
+/// A header value that hides itself in hyper's debug output; `None` if it cannot be sent
+/// (checked when the client is built).
+fn secret_value(text: &str) -> Option<HeaderValue> {
+    let mut value = HeaderValue::from_str(text).ok()?;
+    value.set_sensitive(true);
+    Some(value)
 }
 
-/// `req` with the API key where `api` expects it: Anthropic's Messages in `x-api-key`
+/// `headers` with the API key where `api` expects it: Anthropic's Messages in `x-api-key`
 /// beside its `anthropic-version`, the OpenAI APIs as a bearer token.
-fn authorized(
-    req: reqwest::RequestBuilder,
-    api: Api,
-    key: Option<&str>,
-) -> reqwest::RequestBuilder {
-    match (api, key) {
-        (Api::Messages, key) => {
-            let version = super::api::messages::ANTHROPIC_VERSION;
-            let req = req.header("anthropic-version", version);
-            match key {
-                Some(key) => req.header("x-api-key", key),
-                None => req,
-            }
-        }
-        (_, Some(key)) => req.bearer_auth(key),
-        (_, None) => req,
+fn authorize(headers: &mut HeaderMap, api: Api, key: Option<&str>) {
+    if api == Api::Messages {
+        let version = super::api::messages::ANTHROPIC_VERSION;
+        headers.insert("anthropic-version", HeaderValue::from_static(version));
+    }
+    let value = match (api, key) {
+        (_, None) => return,
+        (Api::Messages, Some(key)) => secret_value(key).map(|v| ("x-api-key", v)),
+        (_, Some(key)) => secret_value(&format!("Bearer {key}")).map(|v| ("authorization", v)),
+    };
+    if let Some((name, value)) = value {
+        headers.insert(name, value);
+    }
+}
+
+/// `extra` over `headers`: each of its names replaces every value `headers` had.
+fn override_headers(headers: &mut HeaderMap, extra: &HeaderMap) {
+    for name in extra.keys() {
+        headers.remove(name);
+    }
+    for (name, value) in extra {
+        headers.append(name, value.clone());
     }
 }
 
@@ -148,10 +164,40 @@ fn authorized(
 const ERROR_BODY_BYTES: usize = 4096;
 
 /// A response header's value as text (bytes that are not UTF-8 replaced).
-fn header_text(resp: &reqwest::Response, name: reqwest::header::HeaderName) -> Option<String> {
-    resp.headers()
+fn header_text(headers: &HeaderMap, name: http::header::HeaderName) -> Option<String> {
+    headers
         .get(name)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+}
+
+/// The client's own delay on the chunks `ex` gained from one piece of the body.
+fn stamp_delay(ex: &mut Exchange, from: usize, arrival: Arrival) {
+    for chunk in ex.chunks.iter_mut().skip(from) {
+        chunk.read_delay = arrival.delay;
+    }
+}
+
+/// An error response of either HTTP stack, read for its message.
+enum ErrorResponse<'a> {
+    Timed(&'a mut TimedResponse),
+    Untimed(&'a mut reqwest::Response),
+}
+
+impl ErrorResponse<'_> {
+    fn headers(&self) -> &HeaderMap {
+        match self {
+            ErrorResponse::Timed(r) => r.headers(),
+            ErrorResponse::Untimed(r) => r.headers(),
+        }
+    }
+
+    /// The next piece of the body; `Err` when it broke off.
+    async fn piece(&mut self) -> Result<Option<Bytes>, ()> {
+        match self {
+            ErrorResponse::Timed(r) => r.chunk().await.map(|c| c.map(|(b, _)| b)).map_err(drop),
+            ErrorResponse::Untimed(r) => r.chunk().await.map_err(drop),
+        }
+    }
 }
 
 /// What a server's error body may say, on one line and not too long.
@@ -185,31 +231,42 @@ impl Client {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(10))
+            .connect_timeout(CONNECT_TIMEOUT)
             .pool_max_idle_per_host(usize::MAX)
             .pool_idle_timeout(Duration::from_secs(90))
             .build()
             .map_err(|e| ClientError::Build(chain(&e)))?;
-        let unpooled = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(10))
-            .pool_max_idle_per_host(0)
-            .build()
-            .map_err(|e| ClientError::Build(chain(&e)))?;
+        let transport = Transport::new(ReceiveClock::default(), CONNECT_TIMEOUT)?;
         // An empty key is no key: nothing to send, nothing to hide.
         let api_key = api_key.filter(|k| !k.is_empty());
+        if api_key.as_deref().is_some_and(|k| secret_value(k).is_none()) {
+            return Err(ClientError::BadApiKey);
+        }
         let redactor = Redactor::new(api_key.as_deref(), Some(target));
         Ok(Client {
             redactor,
             http,
-            unpooled,
+            transport,
             base,
             api_key,
             timeouts,
             request_id_prefix,
             headers: Default::default(),
         })
+    }
+
+    /// Times the responses with `clock` (the default: the kernel's receive times).
+    pub fn with_receive_clock(mut self, clock: ReceiveClock) -> Result<Client, ClientError> {
+        self.transport = Transport::new(clock, CONNECT_TIMEOUT)?;
+        Ok(self)
+    }
+
+    /// Opens up to `count` connections to the target ahead of a phase, so no request's
+    /// time counts a TCP handshake (see `transport::connector`).
+    pub async fn preopen(&self, count: usize) {
+        if let Ok(base) = self.base.parse::<http::Uri>() {
+            self.transport.preopen(&base, count).await;
+        }
     }
 
     /// Sends `pairs` (`--header`) with every request; their secret-looking values are
@@ -325,6 +382,74 @@ impl Client {
         ex
     }
 
+    /// The request as it goes on the wire: the body, its `x-request-id`, the API key,
+    /// then the run's and the request's own headers.
+    fn wire_request(
+        &self,
+        p: &Prepared,
+        request_id: &str,
+        own_headers: &HeaderMap,
+    ) -> Result<http::Request<Full<Bytes>>, http::Error> {
+        let mut req = http::Request::post(self.url(p.api)).body(Full::new(p.body.clone()))?;
+        let headers = req.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(REQUEST_ID, HeaderValue::from_str(request_id)?);
+        authorize(headers, p.api, self.api_key.as_deref());
+        // After the key: an `Authorization` header given explicitly replaces it.
+        override_headers(headers, own_headers);
+        Ok(req)
+    }
+
+    /// Sends the request and returns its response head; on failure `ex` says why. The
+    /// send time is the start of the socket write that sent it.
+    async fn send(
+        &self,
+        p: &Prepared,
+        request_id: &str,
+        extras: &RequestExtras,
+        ex: &mut Exchange,
+    ) -> Option<TimedResponse> {
+        let own_headers = headers::merged(&self.headers, &extras.headers);
+        let request = || self.wire_request(p, request_id, &own_headers);
+        let mut handed = Instant::now();
+        let mut sent = match request() {
+            Ok(req) => self.transport.send(req, false).await,
+            Err(e) => {
+                ex.fail(ErrorKind::HttpOther, e.to_string());
+                return None;
+            }
+        };
+        // llama.cpp's server closes the connection after every streamed response without
+        // saying `Connection: close`, so a request may go out on a pooled connection that
+        // is already closing and fail before the server read it. Such a request is sent
+        // once more, on a new connection; the time lost stays in its latency.
+        if sent.as_ref().err().is_some_and(transport::closed_before_response) {
+            ex.retried = true;
+            handed = Instant::now();
+            if let Ok(req) = request() {
+                sent = self.transport.send(req, true).await;
+            }
+        }
+        match sent {
+            Ok(resp) => {
+                if let Some(write) = resp.sent(handed) {
+                    ex.sent_at = Some(write.start);
+                    ex.send_write_ns = Some(write.took.as_nanos() as u64);
+                }
+                Some(resp)
+            }
+            Err(e) => {
+                let kind = if e.is_connect() {
+                    ErrorKind::Connect
+                } else {
+                    ErrorKind::Disconnect
+                };
+                ex.fail(kind, chain(&e));
+                None
+            }
+        }
+    }
+
     async fn exchange(
         &self,
         p: &Prepared,
@@ -333,38 +458,8 @@ impl Client {
         ex: &mut Exchange,
         answered: &AtomicBool,
     ) {
-        let own_headers = headers::merged(&self.headers, &extras.headers);
-        let request = |http: &reqwest::Client| {
-            let req = http
-                .post(self.url(p.api))
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .header(REQUEST_ID, request_id)
-                .body(p.body.clone());
-            let req = authorized(req, p.api, self.api_key.as_deref());
-            // After the key: an `Authorization` header given explicitly replaces it.
-            req.headers(own_headers.clone())
-        };
-        let mut sent = request(&self.http).send().await;
-        // llama.cpp's server closes the connection after every streamed response without
-        // saying `Connection: close`, so a request may go out on a pooled connection that
-        // is already closing and fail before the server read it. Such a request is sent
-        // once more, on a new connection; the time lost stays in its latency.
-        if sent.as_ref().err().is_some_and(closed_before_response) {
-            ex.retried = true;
-            sent = request(&self.unpooled).send().await;
-        }
-        let mut resp = match sent {
-            Ok(r) => r,
-            Err(e) => {
-                let kind = if e.is_connect() {
-                    ErrorKind::Connect
-                } else if e.is_redirect() {
-                    ErrorKind::HttpOther
-                } else {
-                    ErrorKind::Disconnect
-                };
-                return ex.fail(kind, chain(&e));
-            }
+        let Some(mut resp) = self.send(p, request_id, extras, ex).await else {
+            return;
         };
         let status = resp.status();
         ex.status = Some(status.as_u16());
@@ -374,17 +469,19 @@ impl Client {
         }
         let is_sse = resp
             .headers()
-            .get(reqwest::header::CONTENT_TYPE)
+            .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let mut decoder = BodyDecoder::for_api(p.api, is_sse);
+        let mut last: Option<Arrival> = None;
         loop {
             match resp.chunk().await {
-                Ok(Some(bytes)) => {
-                    // Timestamp at read, before any parsing.
-                    let now = Instant::now();
-                    ex.first_byte.get_or_insert(now);
-                    decoder.feed(ex, &bytes, now);
+                Ok(Some((bytes, arrival))) => {
+                    ex.first_byte.get_or_insert(arrival.at);
+                    last = Some(arrival);
+                    let before = ex.chunks.len();
+                    decoder.feed(ex, &bytes, arrival.at);
+                    stamp_delay(ex, before, arrival);
                     if !ex.chunks.is_empty() {
                         answered.store(true, Ordering::Release);
                     }
@@ -407,25 +504,34 @@ impl Client {
                 }
             }
         }
-        decoder.finish(ex, Instant::now());
+        // What is left (a whole JSON body, an unterminated event) arrived with the last
+        // piece of the body.
+        let end = last.unwrap_or(Arrival {
+            at: Instant::now(),
+            delay: None,
+        });
+        let before = ex.chunks.len();
+        decoder.finish(ex, end.at);
+        stamp_delay(ex, before, end);
     }
 
     /// Fails `ex` with a non-2xx status. The status decides the kind, even if the body then
     /// stalls or breaks; the message quotes `Retry-After`, a redirect's `Location` and the
     /// body (see [`Client::body_excerpt`]).
-    async fn fail_status(&self, mut resp: reqwest::Response, ex: &mut Exchange) {
-        use reqwest::header::{LOCATION, RETRY_AFTER};
+    async fn fail_status(&self, mut resp: TimedResponse, ex: &mut Exchange) {
+        use http::header::{LOCATION, RETRY_AFTER};
         let status = resp.status().as_u16();
         let mut head = format!("HTTP {status}");
-        if let Some(v) = header_text(&resp, RETRY_AFTER) {
+        if let Some(v) = header_text(resp.headers(), RETRY_AFTER) {
             head += &format!(" (Retry-After: {})", excerpt(&self.redact(v)));
         }
-        if let Some(v) = header_text(&resp, LOCATION).filter(|_| (300..400).contains(&status)) {
+        let location = header_text(resp.headers(), LOCATION);
+        if let Some(v) = location.filter(|_| (300..400).contains(&status)) {
             let location = excerpt(&self.redact(v));
             head += &format!(" (Location: \"{}\")", escape_control(&location));
         }
         ex.fail(ErrorKind::of_status(status), head.clone());
-        let body = self.body_excerpt(&mut resp).await;
+        let body = self.body_excerpt(ErrorResponse::Timed(&mut resp)).await;
         if let Some(e) = ex.error.as_mut() {
             e.message = format!("{head}: {body}");
         }
@@ -433,15 +539,16 @@ impl Client {
 
     /// What an error response's body adds to its message, read up to [`ERROR_BODY_BYTES`]:
     /// the start of a text body, redacted, or a description of a compressed or binary one.
-    async fn body_excerpt(&self, resp: &mut reqwest::Response) -> String {
-        use reqwest::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
-        let content_type = header_text(resp, CONTENT_TYPE);
-        let encoding = header_text(resp, CONTENT_ENCODING);
-        let length = header_text(resp, CONTENT_LENGTH).and_then(|v| v.trim().parse().ok());
+    async fn body_excerpt(&self, mut resp: ErrorResponse<'_>) -> String {
+        use http::header::{CONTENT_ENCODING, CONTENT_LENGTH};
+        let headers = resp.headers();
+        let content_type = header_text(headers, CONTENT_TYPE);
+        let encoding = header_text(headers, CONTENT_ENCODING);
+        let length = header_text(headers, CONTENT_LENGTH).and_then(|v| v.trim().parse().ok());
         let mut body = Vec::new();
         let mut ended = false;
         while body.len() < ERROR_BODY_BYTES {
-            match resp.chunk().await {
+            match resp.piece().await {
                 Ok(Some(bytes)) => body.extend_from_slice(&bytes),
                 Ok(None) => {
                     ended = true;
@@ -482,7 +589,7 @@ impl Client {
             }
             Ok(mut r) if r.status().is_server_error() => {
                 let status = r.status().as_u16();
-                let body = self.body_excerpt(&mut r).await;
+                let body = self.body_excerpt(ErrorResponse::Untimed(&mut r)).await;
                 return Err(ClientError::Status {
                     url: health,
                     status,
@@ -496,23 +603,9 @@ impl Client {
             Some(m) => m.to_string(),
             None => self.first_model().await?,
         };
-        let spec = RequestSpec {
-            // A text prompt goes where the run's prompts go: chat, responses and messages
-            // wrap it as a user message, embeddings as a batch of one.
-            prompt: Prompt::Text("Hello".into()),
-            max_tokens: 4,
-            ignore_eos: false,
-            stream: true,
-            extra: Default::default(),
-            tag: None,
-            session: None,
-            at: None,
-            delay: None,
-            input_tokens: None,
-            headers: vec![],
-            cancel: None,
-            target: None,
-        };
+        // A text prompt goes where the run's prompts go: chat, responses and messages
+        // wrap it as a user message, embeddings as a batch of one.
+        let spec = RequestSpec::new(Prompt::Text("Hello".into()), 4);
         // Asks for usage as the run will, so a server that rejects it fails here.
         let prepared =
             prepare(&spec, api, &model, usage).map_err(|reason| ClientError::TestRequest {
@@ -573,22 +666,12 @@ mod tests {
 
     fn spec(prompt: Prompt) -> RequestSpec {
         RequestSpec {
-            prompt,
-            max_tokens: 8,
             ignore_eos: true,
-            stream: true,
             extra: serde_json::Map::from_iter([(
                 "temperature".to_string(),
                 serde_json::json!(0.0),
             )]),
-            tag: None,
-            session: None,
-            at: None,
-            delay: None,
-            input_tokens: None,
-            headers: vec![],
-            cancel: None,
-            target: None,
+            ..RequestSpec::new(prompt, 8)
         }
     }
 

@@ -104,6 +104,16 @@ fn on_event(
     }
 }
 
+/// `body` as one piece of a response from `api`, decoded, for tests.
+#[cfg(test)]
+pub(crate) fn decode_whole(api: Api, sse: bool, body: &[u8]) -> Exchange {
+    let mut ex = Exchange::new();
+    let mut d = BodyDecoder::for_api(api, sse);
+    d.feed(&mut ex, body, Instant::now());
+    d.finish(&mut ex, Instant::now());
+    ex
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,11 +175,7 @@ mod tests {
     }
 
     fn decode(sse: bool, body: &[u8]) -> Exchange {
-        let mut ex = Exchange::new();
-        let mut d = BodyDecoder::new(sse);
-        d.feed(&mut ex, body, Instant::now());
-        d.finish(&mut ex, Instant::now());
-        ex
+        decode_whole(Api::Chat, sse, body)
     }
 
     fn kind(sse: bool, body: &[u8]) -> Option<ErrorKind> {

@@ -55,6 +55,7 @@ impl Targets {
                     config.timeouts,
                     config.request_id_prefix.clone(),
                 )?;
+                let client = client.with_receive_clock(config.receive_clock)?;
                 Ok(client.with_headers(&config.headers)?)
             })
             .collect::<Result<Vec<Client>>>()?;

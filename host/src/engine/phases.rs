@@ -21,6 +21,9 @@ use crate::scenario::{LatencySummary, PhaseReport, PhaseSpec, ScenarioError};
 /// signal, within the 5 s drain's budget).
 pub(super) const SCENARIO_GRACE: Duration = Duration::from_millis(500);
 
+/// Longest wait for a phase's connections to open before its clock starts.
+const PREOPEN_LIMIT: Duration = Duration::from_secs(2);
+
 /// Longest wait for the scenario to fill its queue before a phase's clock starts.
 const MAX_PRIMING: Duration = Duration::from_secs(60);
 
@@ -112,6 +115,7 @@ impl PhaseLoop<'_> {
         live.lock()
             .unwrap_or_else(|e| e.into_inner())
             .start_phase(p, spec);
+        self.open_connections(spec).await;
         self.wait_until_primed().await;
         let start = Instant::now();
         let server = {
@@ -151,6 +155,15 @@ impl PhaseLoop<'_> {
             server: server.report,
         });
         Ok(goes_on)
+    }
+
+    /// Opens the phase's connections before its clock starts, so no request's send
+    /// lateness or TTFT counts a TCP handshake (`Client::preopen`). A slow or unreachable
+    /// server gets [`PREOPEN_LIMIT`]; the requests then open their own.
+    async fn open_connections(&self, spec: &PhaseSpec) {
+        let count = usize::try_from(spec.connections_ahead()).unwrap_or(usize::MAX);
+        let opening = self.run.clients.iter().map(|c| c.preopen(count));
+        let _ = tokio::time::timeout(PREOPEN_LIMIT, futures_util::future::join_all(opening)).await;
     }
 
     /// The phase clock starts once the queue holds requests generated ahead (or the

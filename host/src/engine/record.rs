@@ -41,6 +41,7 @@ impl SentRequest {
             .map(|(tokens, c)| Chunk {
                 t_ns: ns(c.at),
                 tokens,
+                client_delay_ns: c.read_delay.map(|d| d.as_nanos() as u64),
             })
             .collect();
         let planned = self.planned;
@@ -57,7 +58,7 @@ impl SentRequest {
             tag: planned.tag.clone(),
             request_id: self.request_id,
             scheduled_ns: ns(self.scheduled),
-            sent_ns: ns(self.sent),
+            sent_ns: ns(ex.sent_at.unwrap_or(self.sent)),
             first_byte_ns: ex.first_byte.map(ns),
             chunks,
             end_ns: ns(ex.end),
@@ -76,6 +77,7 @@ impl SentRequest {
             reached: reach(&ex),
             error: ex.error,
             retried: ex.retried,
+            send_write_ns: ex.send_write_ns,
             server_timings: ex.server_timings,
             cancelled: ex.cancelled,
             target: self.target,

@@ -108,11 +108,17 @@ pub struct RequestError {
 /// Role-only opening deltas, finish-reason-only and usage-only messages are not chunks.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Chunk {
-    /// Time the bytes of this message were read, in ns since the phase started.
+    /// When the bytes of this message arrived, in ns since the phase started: the
+    /// kernel's receive time of the last of them where the socket gives one
+    /// (`client::transport`), else the time the client read them.
     pub t_ns: u64,
     /// Tokens carried by this message (from continuous usage when the server reports it,
     /// else counted with the run's tokenizer; at least 1).
     pub tokens: u32,
+    /// The client's own delay: when it read the message minus the kernel's receive
+    /// time. `None` where the kernel gave no receive time (`t_ns` is then the read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_delay_ns: Option<u64>,
 }
 
 /// All times are nanoseconds since the start of the request's phase, on a monotonic clock.
@@ -128,8 +134,14 @@ pub struct RequestRecord {
     pub request_id: String,
     /// When the schedule wanted the request sent.
     pub scheduled_ns: u64,
-    /// When it was actually handed to the HTTP client (after any concurrency wait).
+    /// When it was sent: the start of the first write of its bytes to the socket, where
+    /// the client's own socket saw it (`client::transport`), else when it was handed to
+    /// the HTTP client (after any concurrency wait).
     pub sent_ns: u64,
+    /// How long that first write took: the bound on the send time's error (the bytes
+    /// were in the kernel by its end). `None` when the send is the hand-off time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_write_ns: Option<u64>,
     /// First byte of the response body (or headers for a non-streaming response).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_byte_ns: Option<u64>,

@@ -543,6 +543,7 @@ mod tests {
             .map(|&(t, tokens)| Chunk {
                 t_ns: t * MS,
                 tokens,
+                client_delay_ns: None,
             })
             .collect();
         RequestRecord {
@@ -565,6 +566,7 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            send_write_ns: None,
             cancelled: false,
             target: None,
             answer: Default::default(),
@@ -595,6 +597,7 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            send_write_ns: None,
             cancelled: false,
             target: None,
             answer: Default::default(),

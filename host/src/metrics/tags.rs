@@ -216,10 +216,12 @@ mod tests {
                 Chunk {
                     t_ns: ttft_ms * ms,
                     tokens: 1,
+                    client_delay_ns: None,
                 },
                 Chunk {
                     t_ns: (ttft_ms + 10) * ms,
                     tokens: 1,
+                    client_delay_ns: None,
                 },
             ],
             error: (!ok).then(|| RequestError {
@@ -229,6 +231,7 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            send_write_ns: None,
             cancelled: false,
             target: None,
             answer: Default::default(),

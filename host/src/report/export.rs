@@ -118,14 +118,17 @@ mod tests {
                 Chunk {
                     t_ns: 53 * ms,
                     tokens: 1,
+                    client_delay_ns: None,
                 },
                 Chunk {
                     t_ns: 63 * ms,
                     tokens: 1,
+                    client_delay_ns: None,
                 },
                 Chunk {
                     t_ns: 83 * ms,
                     tokens: 1,
+                    client_delay_ns: None,
                 },
             ],
             end_ns: 84 * ms,
@@ -139,6 +142,7 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            send_write_ns: None,
             cancelled: false,
             target: None,
             answer: Default::default(),

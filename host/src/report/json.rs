@@ -302,10 +302,12 @@ mod tests {
                 Chunk {
                     t_ns: 100 * ms,
                     tokens: 1,
+                    client_delay_ns: None,
                 },
                 Chunk {
                     t_ns: 300 * ms,
                     tokens: 2,
+                    client_delay_ns: None,
                 },
             ],
             end_ns: 301 * ms,
@@ -319,6 +321,7 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            send_write_ns: None,
             cancelled: false,
             target: None,
             answer: Default::default(),
@@ -346,6 +349,7 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            send_write_ns: None,
             cancelled: false,
             target: None,
             answer: Default::default(),

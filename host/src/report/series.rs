@@ -289,6 +289,7 @@ mod tests {
                 .map(|&t| Chunk {
                     t_ns: t * ms,
                     tokens: 2,
+                    client_delay_ns: None,
                 })
                 .collect(),
             end_ns: chunks_ms.last().copied().unwrap_or(sent_ms) * ms,
@@ -302,6 +303,7 @@ mod tests {
             server_timings: None,
             reached: Default::default(),
             retried: false,
+            send_write_ns: None,
             cancelled: false,
             target: None,
             answer: Default::default(),

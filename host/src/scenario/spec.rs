@@ -65,7 +65,25 @@ pub struct PhaseSpec {
     pub warmup: bool,
 }
 
+/// Connections opened ahead of a phase whose spec bounds nothing (a burst of unknown size,
+/// a scenario-computed schedule).
+const UNBOUNDED_AHEAD: u64 = 256;
+
 impl PhaseSpec {
+    /// Connections worth opening before the phase's clock starts: as many as can be in
+    /// flight at once as far as the spec says, or an open loop's first second of sends.
+    pub fn connections_ahead(&self) -> u64 {
+        let mut n = match &self.arrival {
+            ArrivalSpec::Closed { concurrency } => *concurrency,
+            // A float to integer cast saturates; NaN (never validated in) gives 0.
+            arrival => arrival.rate().map_or(UNBOUNDED_AHEAD, |r| r.ceil() as u64),
+        };
+        for bound in [self.max_concurrency, self.max_requests].into_iter().flatten() {
+            n = n.min(bound);
+        }
+        n
+    }
+
     /// Effective concurrency limit: the explicit cap, or the closed loop's width.
     pub fn concurrency_limit(&self) -> Option<u64> {
         match (self.max_concurrency, &self.arrival) {
@@ -118,6 +136,27 @@ pub struct RequestSpec {
     pub cancel: Option<Cancel>,
     /// Index of the `--target` to send to (`None`: round-robin over the targets).
     pub target: Option<usize>,
+}
+
+impl RequestSpec {
+    /// A streamed request of `prompt` for up to `max_tokens`, with nothing else set.
+    pub fn new(prompt: Prompt, max_tokens: u64) -> RequestSpec {
+        RequestSpec {
+            prompt,
+            max_tokens,
+            ignore_eos: false,
+            stream: true,
+            extra: Default::default(),
+            tag: None,
+            session: None,
+            at: None,
+            delay: None,
+            input_tokens: None,
+            headers: vec![],
+            cancel: None,
+            target: None,
+        }
+    }
 }
 
 /// What `next_request` gives the engine.

@@ -268,21 +268,7 @@ mod tests {
     }
 
     fn request_of(prompt: Prompt, max_tokens: u64) -> RequestSpec {
-        RequestSpec {
-            prompt,
-            max_tokens,
-            ignore_eos: false,
-            stream: true,
-            extra: serde_json::Map::new(),
-            tag: None,
-            session: None,
-            at: None,
-            delay: None,
-            input_tokens: None,
-            headers: vec![],
-            cancel: None,
-            target: None,
-        }
+        RequestSpec::new(prompt, max_tokens)
     }
 
     #[test]

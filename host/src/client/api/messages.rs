@@ -210,15 +210,12 @@ fn not_messages(ex: &mut Exchange, e: serde_json::Error, data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::{Api, BodyDecoder};
+    use crate::client::stream::decode_whole;
+    use crate::client::Api;
     use crate::scenario::Prompt;
 
     fn decode(sse: bool, body: &[u8]) -> Exchange {
-        let mut ex = Exchange::new();
-        let mut d = BodyDecoder::for_api(Api::Messages, sse);
-        d.feed(&mut ex, body, Instant::now());
-        d.finish(&mut ex, Instant::now());
-        ex
+        decode_whole(Api::Messages, sse, body)
     }
 
     #[test]

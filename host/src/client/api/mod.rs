@@ -164,21 +164,7 @@ fn messages_of(prompt: &Prompt) -> Result<Vec<Value>, String> {
 /// A request of `prompt` with the other fields plain, for tests.
 #[cfg(test)]
 pub(crate) fn test_spec(prompt: Prompt) -> RequestSpec {
-    RequestSpec {
-        prompt,
-        max_tokens: 8,
-        ignore_eos: false,
-        stream: true,
-        extra: Map::new(),
-        tag: None,
-        session: None,
-        at: None,
-        delay: None,
-        input_tokens: None,
-        headers: vec![],
-        cancel: None,
-        target: None,
-    }
+    RequestSpec::new(prompt, 8)
 }
 
 #[cfg(test)]

@@ -198,6 +198,7 @@ mod tests {
             .map(|c| Chunk {
                 t_ns: sent + c * (1_000_000 + index * 37_000),
                 tokens: (c % 3 + 1) as u32,
+                client_delay_ns: None,
             })
             .collect();
         let tokens: u64 = chunks.iter().map(|c| u64::from(c.tokens)).sum();

@@ -1,0 +1,84 @@
+//! A response of the timed transport: its head, its body read piece by piece with the
+//! time each piece arrived, and when its request went out, from its connection's
+//! [`WireLog`].
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use super::wire_log::{Arrival, WireLog, WriteStamp};
+
+pub struct TimedResponse {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Incoming,
+    /// `None` only if hyper-util stopped passing connection extras on.
+    log: Option<WireLog>,
+}
+
+impl TimedResponse {
+    pub fn new(response: hyper::Response<Incoming>) -> TimedResponse {
+        let (head, body) = response.into_parts();
+        TimedResponse {
+            status: head.status,
+            log: head.extensions.get::<WireLog>().cloned(),
+            headers: head.headers,
+            body,
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The next piece of the body, and when it arrived; `None` at its end. Trailers are
+    /// skipped.
+    pub async fn chunk(&mut self) -> Result<Option<(Bytes, Arrival)>, hyper::Error> {
+        loop {
+            let Some(frame) = self.body.frame().await else {
+                return Ok(None);
+            };
+            // Taken before anything else, the moment the piece is in hand.
+            let taken = Instant::now();
+            if let Ok(data) = frame?.into_data() {
+                let arrival = match &self.log {
+                    Some(log) => log.arrival(taken),
+                    None => Arrival {
+                        at: taken,
+                        delay: None,
+                    },
+                };
+                return Ok(Some((data, arrival)));
+            }
+        }
+    }
+
+    /// The write that sent a request handed to the transport at `handed`.
+    pub fn sent(&self, handed: Instant) -> Option<WriteStamp> {
+        self.log.as_ref()?.first_write_since(handed)
+    }
+}
+
+/// The connection closed cleanly before any byte of a response: hyper's "incomplete
+/// message" (a reset or a refused connection is another error). llama.cpp's server
+/// closes its connection after every streamed response without saying so.
+pub fn closed_before_response(e: &hyper_util::client::legacy::Error) -> bool {
+    if e.is_connect() {
+        return false;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(inner) = source {
+        if let Some(h) = inner.downcast_ref::<hyper::Error>() {
+            return h.is_incomplete_message();
+        }
+        source = inner.source();
+    }
+    false
+}
