@@ -10,6 +10,7 @@ mod apis;
 mod bad_input;
 mod budgets;
 mod cli;
+mod clock;
 mod compare;
 mod determinism;
 mod fault_server;
