@@ -519,6 +519,44 @@ mod tests {
         assert!(!t.check(&empty).pass);
     }
 
+    #[test]
+    fn client_delay_thresholds_read_the_kernel_stamped_chunks() {
+        let t: Threshold = "p99_client_delay_ms<0.05".parse().unwrap();
+        assert_eq!(t.percentile(), Some(99.0));
+        // No chunk had a kernel time: no data, failed.
+        let v = t.check(&phase(&[100, 200], 0));
+        assert_eq!((v.value, v.pass), (None, false));
+        // Four chunks the client read 10, 20, 30 and 40 µs after the kernel received them.
+        let chunks: Vec<serde_json::Value> = [10u64, 20, 30, 40]
+            .iter()
+            .map(|us| serde_json::json!({ "t_ns": us * 1_000_000, "tokens": 1, "client_delay_ns": us * 1000 }))
+            .collect();
+        let record: RequestRecord = serde_json::from_value(serde_json::json!({
+            "phase": 0, "index": 0, "scheduled_ns": 0, "sent_ns": 0, "chunks": chunks,
+            "end_ns": 50_000_000, "input_tokens": 1, "output_tokens": 4, "text_tokens": 4,
+            "http_status": 200,
+        }))
+        .expect("a valid record");
+        let mut acc = PhaseAccumulator::new(&MetricsOptions::default());
+        acc.record(&record);
+        let s = acc.summarize(&PhaseInfo {
+            name: "main".into(),
+            duration_ns: 1_000_000_000,
+            max_concurrency: None,
+            request_rate: None,
+            burstiness: None,
+        });
+        // numpy's P99 of 10, 20, 30, 40 µs: 30 + 0.97 × 10 = 39.7 µs.
+        let v = t.check(&s);
+        assert!((v.value.expect("a value") - 0.0397).abs() < 1e-9, "{v:?}");
+        assert!(v.pass);
+        let max: Threshold = "max_client_delay_ms<0.04".parse().unwrap();
+        assert_eq!(
+            (max.check(&s).value, max.check(&s).pass),
+            (Some(0.04), false)
+        );
+    }
+
     /// Two targets: target 0 answers in 10 ms, target 1 in 30 ms and fails once; one
     /// request to target 1 is cancelled by the scenario.
     fn two_targets() -> PhaseSummary {

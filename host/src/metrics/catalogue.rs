@@ -73,6 +73,9 @@ pub enum TextRows {
     MeanMedianPercentiles,
     /// Mean, P99 and max.
     MeanP99Max,
+    /// Median, P99 and max, to the microsecond (three decimals of ms): for a delay of a
+    /// few µs whose tail matters, where a mean would hide a few slow reads.
+    MedianP99Max,
 }
 
 /// A latency distribution per phase, in ms; thresholds name its statistics
@@ -356,10 +359,21 @@ pub const SEND_LATENESS: Latency = Latency {
     rows: TextRows::MeanP99Max,
     distribution: |s| &s.lateness,
 };
+/// How long the client took to read what the kernel had received: the part of every
+/// latency that is the client's own, where the kernel stamped the chunks.
+pub const CLIENT_DELAY: Latency = Latency {
+    key: "client_delay",
+    title: "Client Delay (read - kernel arrival)",
+    short: "client delay",
+    in_result: InResult::Runner,
+    compared: false,
+    rows: TextRows::MedianP99Max,
+    distribution: |s| &s.client_delay,
+};
 
 /// Every latency: vLLM's four in vLLM's order, then ours in the order the text report's
 /// extras show them.
-pub const LATENCIES: [Latency; 8] = [
+pub const LATENCIES: [Latency; 9] = [
     TTFT,
     TPOT,
     ITL,
@@ -368,6 +382,7 @@ pub const LATENCIES: [Latency; 8] = [
     TOKEN_LATENCY,
     ITL_PER_TOKEN,
     SEND_LATENESS,
+    CLIENT_DELAY,
 ];
 
 /// The statistics of a latency that thresholds and result.json name.

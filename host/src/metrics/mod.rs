@@ -2,12 +2,14 @@
 
 pub mod answer;
 pub mod catalogue;
+pub mod clock;
 pub mod options;
 pub mod record;
 pub mod stat;
 pub mod summary;
 pub mod tags;
 
+pub use clock::LatencyClock;
 pub use options::{parse_percentiles, MetricsOptions, ParseError, Slo};
 pub use record::{Chunk, ErrorKind, RequestError, RequestRecord};
 pub use stat::{Distribution, StatStateError};

@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::answer::{AnswerStats, AnswerSummary};
+use super::clock::{ClockStats, LatencyClock, CLIENT_DELAY_PERCENTILES};
 use super::options::{MetricsOptions, Slo};
 use super::record::{ErrorKind, RequestRecord};
 use super::stat::{Distribution, StreamingStat};
@@ -143,6 +144,13 @@ pub struct PhaseSummary {
     pub itl_per_token: Distribution,
     /// Send lateness (sent − scheduled) of every sent request; always has P99.
     pub lateness: Distribution,
+    /// The client's own delay (read − kernel arrival) of every content chunk of the
+    /// successful requests that the kernel stamped; always has P50 and P99.
+    #[serde(default)]
+    pub client_delay: Distribution,
+    /// Which clock stamped the chunks and the sends, and how long the stamped writes took.
+    #[serde(default)]
+    pub clock: LatencyClock,
     /// Σ chunk tokens / Σ chunks over the successful requests (0 without chunks).
     pub mean_tokens_per_chunk: f64,
     /// P99 send lateness above [`CLIENT_BOUND_LATENESS_MS`]: the client could not keep its
@@ -245,6 +253,7 @@ pub struct PhaseAccumulator {
     /// Keyed by the target's index, for records that name one.
     targets: TagStats,
     answer: AnswerStats,
+    clock: ClockStats,
 }
 
 /// The per-target table's percentiles (the per-tag table's) and the report's, which hold
@@ -252,6 +261,14 @@ pub struct PhaseAccumulator {
 fn target_percentiles(report: &[f64]) -> Vec<f64> {
     let mut out = TAG_PERCENTILES.to_vec();
     out.extend(report.iter().filter(|p| !TAG_PERCENTILES.contains(p)));
+    out
+}
+
+/// The report's percentiles, then those of `always` it lacks: a distribution whose report
+/// lines read fixed percentiles (send lateness's P99) has them whatever was asked.
+fn including(report: &[f64], always: &[f64]) -> Vec<f64> {
+    let mut out = report.to_vec();
+    out.extend(always.iter().filter(|p| !report.contains(*p)));
     out
 }
 
@@ -313,6 +330,7 @@ impl PhaseAccumulator {
             tags: TagStats::default(),
             targets: TagStats::default(),
             answer: AnswerStats::default(),
+            clock: ClockStats::default(),
         }
     }
 
@@ -331,6 +349,7 @@ impl PhaseAccumulator {
         self.lateness.record(r.lateness_ns() as f64);
         self.tags.record(r);
         self.answer.record(r);
+        self.clock.record(r);
         if let Some(target) = r.target {
             self.targets.record_as(&target.to_string(), r);
         }
@@ -459,11 +478,7 @@ impl PhaseAccumulator {
             }
         };
         let pcts = &self.opts.percentiles;
-        let mut lateness_pcts = pcts.clone();
-        if !lateness_pcts.contains(&99.0) {
-            lateness_pcts.push(99.0);
-        }
-        let lateness = self.lateness.distribution(&lateness_pcts);
+        let lateness = self.lateness.distribution(&including(pcts, &[99.0]));
         let client_bound = lateness.percentile(99.0).unwrap_or(0.0) > CLIENT_BOUND_LATENESS_MS;
 
         PhaseSummary {
@@ -500,6 +515,10 @@ impl PhaseAccumulator {
             token_latency: self.token_latency.distribution(pcts),
             itl_per_token: self.itl_per_token.distribution(pcts),
             lateness,
+            client_delay: self
+                .clock
+                .client_delay(&including(pcts, &CLIENT_DELAY_PERCENTILES)),
+            clock: self.clock.summarize(),
             answer: self.answer.summarize(pcts),
             mean_tokens_per_chunk: if self.chunks == 0 {
                 0.0
@@ -532,7 +551,7 @@ impl PhaseAccumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::record::{Chunk, RequestError};
+    use crate::metrics::record::{Chunk, Reach, RequestError};
 
     const MS: u64 = 1_000_000;
 
@@ -832,6 +851,62 @@ mod tests {
         assert_eq!(s.lateness.percentiles.len(), 2);
         assert!(close(s.lateness.percentile(99.0).unwrap(), 50.0));
         assert_eq!(s.ttft.percentiles.len(), 1);
+    }
+
+    #[test]
+    fn client_delay_and_clock_count_the_kernel_stamped_chunks() {
+        // Without kernel times: no client delay, every chunk on the read clock.
+        let plain = [ok(0, 0, &[(100, 1), (200, 1)], 1), ok(1, 0, &[(50, 2)], 1)];
+        let s = summarize(&plain, &MetricsOptions::default(), 1000);
+        assert_eq!(s.client_delay.count, 0);
+        assert_eq!(s.client_delay.percentiles, vec![(99.0, 0.0), (50.0, 0.0)]);
+        assert_eq!(
+            (s.clock.kernel_chunks, s.clock.read_chunks, s.total_chunks),
+            (0, 3, 3)
+        );
+        assert_eq!((s.clock.socket_write_sends, s.clock.handoff_sends), (0, 2));
+
+        // Read 5, 15 and 400 µs after arrival; sent by a 12 µs write.
+        let mut kernel = ok(0, 0, &[(100, 1), (200, 1), (300, 1)], 1);
+        for (c, us) in kernel.chunks.iter_mut().zip([5u64, 15, 400]) {
+            c.client_delay_ns = Some(us * 1000);
+        }
+        kernel.send_write_ns = Some(12_000);
+        // One chunk of two stamped by the kernel; sent by a 40 µs write.
+        let mut mixed = ok(1, 0, &[(110, 1), (210, 1)], 1);
+        mixed.chunks[0].client_delay_ns = Some(25_000);
+        mixed.send_write_ns = Some(40_000);
+        // A failed request's send counts, its chunks do not.
+        let mut failed_one = RequestRecord {
+            error: Some(RequestError {
+                kind: ErrorKind::StreamCut,
+                message: String::new(),
+            }),
+            ..ok(3, 0, &[(130, 1)], 1)
+        };
+        failed_one.chunks[0].client_delay_ns = Some(9_000_000);
+        // A refused connection sent nothing to stamp.
+        let mut refused = failed(4, 0, 1, ErrorKind::Connect);
+        refused.reached = Reach::No;
+        let recs = [kernel, mixed, ok(2, 0, &[(120, 1)], 1), failed_one, refused];
+        let opts = MetricsOptions {
+            percentiles: vec![90.0],
+            goodput: None,
+        };
+        let s = summarize(&recs, &opts, 1000);
+        // Delays 5, 15, 25, 400 µs; numpy's linear percentiles, P50 and P99 always.
+        let d = &s.client_delay;
+        assert_eq!((d.count, d.min, d.max), (4, 0.005, 0.4));
+        assert!(close(d.mean, 0.11125) && close(d.median, 0.020));
+        assert_eq!(d.percentiles.len(), 3);
+        assert!(close(d.percentile(90.0).unwrap(), 0.2875));
+        assert!(close(d.percentile(50.0).unwrap(), 0.020));
+        assert!(close(d.percentile(99.0).unwrap(), 0.38875));
+        let c = &s.clock;
+        assert_eq!((c.kernel_chunks, c.read_chunks), (4, 2));
+        assert_eq!((c.socket_write_sends, c.handoff_sends), (2, 2));
+        assert_eq!((c.send_write.count, c.send_write.max), (2, 0.04));
+        assert!(close(c.send_write.percentile(99.0).unwrap(), 0.03972));
     }
 
     #[test]

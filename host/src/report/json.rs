@@ -233,6 +233,7 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Runne
         first_error_by_kind: kinds().map(|(k, c)| (k, c.first_message.clone())).collect(),
         retried_requests: s.retried,
         client_bound: s.client_bound,
+        clock: super::latency_clock::clock_result(&s.clock),
         metrics: runner_metrics(s),
         tags: s.tags.iter().map(tag_result).collect(),
         cancelled_requests: s.cancelled,
@@ -454,6 +455,22 @@ mod tests {
         assert_eq!(r["mean_tokens_per_chunk"], json!(1.5));
         assert_eq!(r["client_bound"], json!(false));
         assert_eq!(r["goodput_slo"], Value::Null);
+        // No kernel time on any chunk: an empty client delay, P50 and P99 at 0.
+        assert_eq!(r["client_delay"]["count"], json!(0));
+        assert_eq!(r["client_delay"]["p99_ms"], json!(0.0));
+        assert_eq!(r["client_delay"]["p50_ms"], json!(0.0));
+        assert_eq!(
+            (&r["clock"]["kernel_chunks"], &r["clock"]["read_chunks"]),
+            (&json!(0), &json!(2))
+        );
+        assert_eq!(
+            (
+                &r["clock"]["socket_write_sends"],
+                &r["clock"]["handoff_sends"]
+            ),
+            (&json!(0), &json!(2))
+        );
+        assert_eq!(r["clock"]["send_write"]["p99_ms"], json!(0.0));
     }
 
     #[test]

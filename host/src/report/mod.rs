@@ -14,6 +14,7 @@ pub mod export;
 pub mod html;
 pub mod html_escape;
 pub mod json;
+pub mod latency_clock;
 pub mod output;
 pub mod result_file;
 pub mod run_report;

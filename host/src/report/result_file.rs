@@ -182,6 +182,8 @@ pub struct RunnerSection {
     pub first_error_by_kind: BTreeMap<String, String>,
     pub retried_requests: u64,
     pub client_bound: bool,
+    /// Which clock stamped the phase's chunks and sends.
+    pub clock: ClockResult,
     /// The catalogue's [`InResult::Runner`] metrics: scalars, and latencies as
     /// distribution objects.
     ///
@@ -202,6 +204,26 @@ pub struct RunnerSection {
     /// Why the phase ended, when it did not simply send all its requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
+}
+
+/// Which clock a phase's latencies were read on. A chunk's time is the kernel's receive
+/// time of its bytes (`SO_TIMESTAMPING`) where the socket gave one, else the time the
+/// client read them; a send's is the start of its first socket write where the client's
+/// socket saw it, else the hand-off to the HTTP client.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(deny_unknown_fields))]
+pub struct ClockResult {
+    /// Content chunks of the successful requests stamped with the kernel's receive time.
+    pub kernel_chunks: u64,
+    /// Content chunks of the successful requests stamped with the client's read time.
+    pub read_chunks: u64,
+    /// Requests whose send time is the start of their first socket write.
+    pub socket_write_sends: u64,
+    /// Requests whose send time is the hand-off to the HTTP client.
+    pub handoff_sends: u64,
+    /// How long those first socket writes took: the bound on a send time's error.
+    pub send_write: DistributionResult,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]

@@ -125,8 +125,12 @@ pub fn render_vllm_block(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -
 }
 
 /// Whether the extras show metric `key`: the time to first answer and the token split
-/// only when the model reasoned (else TTFA is TTFT and every token is an answer token).
+/// only when the model reasoned (else TTFA is TTFT and every token is an answer token);
+/// the client delay only when the kernel stamped a chunk (else there is none to show).
 fn shown(key: &str, s: &PhaseSummary) -> bool {
+    if key == metric::CLIENT_DELAY.key {
+        return s.client_delay.count > 0;
+    }
     let answer = [
         metric::TTFA.key,
         metric::REASONING_TOKENS.key,
@@ -160,6 +164,10 @@ pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
     for m in ours(metric::TextRows::MeanP99Max) {
         latency_section(&mut out, m, s, percentiles);
     }
+    for m in ours(metric::TextRows::MedianP99Max) {
+        latency_section(&mut out, m, s, percentiles);
+    }
+    let _ = writeln!(out, "{}", super::latency_clock::clock_line(&s.clock));
     if !s.failures_by_kind.is_empty() {
         section(&mut out, "Failed Requests by Kind");
         for f in &s.failures_by_kind {
@@ -240,6 +248,8 @@ pub fn render_phases(phases: &[PhaseText], percentiles: &[f64], goodput: bool) -
         if s.answer.only_embeddings() {
             // No token is generated: vLLM's pooling layout, latency and input throughput.
             out += &super::embeddings::render_embeddings_block(s, percentiles);
+            // Below vLLM's block, whose layout stays its own: E2EL reads the same clocks.
+            let _ = writeln!(out, "{}", super::latency_clock::clock_line(&s.clock));
         } else {
             out += &render_vllm_block(s, percentiles, goodput);
             out += &render_extras(s, percentiles);
@@ -467,6 +477,12 @@ mod tests {
             token_latency: dist(41.71, 39.85, 82.11),
             itl_per_token: dist(23.904, 22.5, 58.4),
             lateness: dist(0.1234, 0.1, 0.9),
+            client_delay: Default::default(),
+            clock: crate::metrics::LatencyClock {
+                read_chunks: 128_000,
+                handoff_sends: 1000,
+                ..Default::default()
+            },
             answer: Default::default(),
             mean_tokens_per_chunk: 1.0,
             client_bound: false,
@@ -632,6 +648,7 @@ NOTE: the chunk count differs from the server's usage by -42666 tokens (-33.33 %
 Mean send lateness (ms):                 3.46      
 P99 send lateness (ms):                  12.35     
 Max send lateness (ms):                  20.00     
+Latency clock: user-space read times (the kernel gave no receive timestamps); sends stamped at the hand-off to the HTTP client
 -------------Failed Requests by Kind--------------
 Failed (http 5xx):                       2         
 Failed (request timeout):                1         
@@ -649,7 +666,56 @@ WARNING: the client could not keep its schedule (P99 send lateness 12.35 ms > 10
         let text = render_extras(&vllm_example(), &[99.0]);
         assert!(!text.contains("Failed"));
         assert!(!text.contains("WARNING"));
-        assert!(text.ends_with("Max send lateness (ms):                  0.90      \n==================================================\n"));
+        assert!(text.ends_with(
+            "Max send lateness (ms):                  0.90      \n\
+             Latency clock: user-space read times (the kernel gave no receive timestamps); \
+             sends stamped at the hand-off to the HTTP client\n\
+             ==================================================\n"
+        ));
+        // No chunk had a kernel time: no client delay section.
+        assert!(!text.contains("Client Delay"));
+    }
+
+    #[test]
+    fn extras_with_kernel_times_show_the_client_delay() {
+        let mut s = vllm_example();
+        s.client_delay = Distribution {
+            count: 128_000,
+            mean: 0.02,
+            median: 0.011,
+            std: 0.01,
+            min: 0.001,
+            max: 1.25,
+            percentiles: vec![(99.0, 0.0874), (50.0, 0.011)],
+        };
+        s.clock = crate::metrics::LatencyClock {
+            kernel_chunks: 128_000,
+            read_chunks: 0,
+            socket_write_sends: 1000,
+            handoff_sends: 0,
+            send_write: Distribution {
+                count: 1000,
+                max: 0.04,
+                percentiles: vec![(99.0, 0.012)],
+                ..Distribution::default()
+            },
+        };
+        let expected_tail = "\
+---------Send Lateness (sent - scheduled)---------
+Mean send lateness (ms):                 0.12      
+P99 send lateness (ms):                  0.90      
+Max send lateness (ms):                  0.90      
+-------Client Delay (read - kernel arrival)-------
+Median client delay (ms):                0.011     
+P99 client delay (ms):                   0.087     
+Max client delay (ms):                   1.250     
+Latency clock: kernel receive times (SO_TIMESTAMPING) for 100.0 % of chunks; sends stamped at the socket write (P99 write 0.012 ms, max 0.040 ms)
+==================================================
+";
+        let text = render_extras(&s, &[99.0]);
+        assert!(text.ends_with(expected_tail), "{text}");
+        // The vLLM block does not move.
+        assert_eq!(render_vllm_block(&s, &[99.0], true), VLLM_BLOCK);
     }
 
     #[test]

@@ -35,6 +35,11 @@ pub(super) fn row_f(out: &mut String, label: &str, value: f64) {
     let _ = writeln!(out, "{label:<40} {value:<10.2}");
 }
 
+/// `"{:<40} {:<10.3f}"`: a delay of microseconds, which two decimals of ms would read as 0.
+pub(super) fn row_f3(out: &mut String, label: &str, value: f64) {
+    let _ = writeln!(out, "{label:<40} {value:<10.3}");
+}
+
 /// Value of percentile `p` in `d`; a percentile the accumulator was not asked for reads 0.
 pub(super) fn pct(d: &Distribution, p: f64) -> f64 {
     d.percentile(p).unwrap_or(0.0)
@@ -53,13 +58,14 @@ pub(super) fn metric_row(out: &mut String, m: &Scalar, s: &PhaseSummary) {
 }
 
 /// A catalogued latency's section: its title as a `-` ruler, then `Mean X (ms):`,
-/// `Median X (ms):` and `P{p} X (ms):` rows (or mean, P99 and max).
+/// `Median X (ms):` and `P{p} X (ms):` rows (or mean, P99 and max; or median, P99 and
+/// max to the microsecond).
 pub(super) fn latency_section(out: &mut String, m: &Latency, s: &PhaseSummary, pcts: &[f64]) {
     let (d, short) = ((m.distribution)(s), m.short);
     section(out, m.title);
-    row_f(out, &format!("Mean {short} (ms):"), d.mean);
     match m.rows {
         metric::TextRows::MeanMedianPercentiles => {
+            row_f(out, &format!("Mean {short} (ms):"), d.mean);
             row_f(out, &format!("Median {short} (ms):"), d.median);
             for &p in pcts {
                 row_f(
@@ -70,8 +76,14 @@ pub(super) fn latency_section(out: &mut String, m: &Latency, s: &PhaseSummary, p
             }
         }
         metric::TextRows::MeanP99Max => {
+            row_f(out, &format!("Mean {short} (ms):"), d.mean);
             row_f(out, &format!("P99 {short} (ms):"), pct(d, 99.0));
             row_f(out, &format!("Max {short} (ms):"), d.max);
+        }
+        metric::TextRows::MedianP99Max => {
+            row_f3(out, &format!("Median {short} (ms):"), d.median);
+            row_f3(out, &format!("P99 {short} (ms):"), pct(d, 99.0));
+            row_f3(out, &format!("Max {short} (ms):"), d.max);
         }
     }
 }

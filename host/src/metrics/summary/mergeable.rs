@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::super::answer::{AnswerState, AnswerStats};
+use super::super::clock::{ClockState, ClockStats};
 use super::super::options::MetricsOptions;
 use super::super::stat::{StatState, StatStateError, StreamingStat};
 use super::super::tags::{TagState, TagStats};
@@ -51,6 +52,9 @@ pub struct PhaseState {
     pub targets: Vec<TagState>,
     #[serde(default)]
     pub answer: AnswerState,
+    /// Chunks and sends by clock, the client delay and the send write durations.
+    #[serde(default)]
+    pub clock: ClockState,
 }
 
 /// Two sorted vectors as one.
@@ -101,6 +105,7 @@ impl PhaseAccumulator {
             tags: self.tags.state(),
             targets: self.targets.state(),
             answer: self.answer.state(),
+            clock: self.clock.state(),
         }
     }
 
@@ -140,6 +145,7 @@ impl PhaseAccumulator {
         acc.tags = TagStats::from_state(&s.tags)?;
         acc.targets = TagStats::from_state(&s.targets)?;
         acc.answer = AnswerStats::from_state(&s.answer)?;
+        acc.clock = ClockStats::from_state(&s.clock)?;
         Ok(acc)
     }
 
@@ -181,7 +187,8 @@ impl PhaseAccumulator {
         }
         self.tags.merge(&o.tags)?;
         self.targets.merge(&o.targets)?;
-        self.answer.merge(&o.answer)
+        self.answer.merge(&o.answer)?;
+        self.clock.merge(&o.clock)
     }
 }
 
@@ -198,7 +205,8 @@ mod tests {
             .map(|c| Chunk {
                 t_ns: sent + c * (1_000_000 + index * 37_000),
                 tokens: (c % 3 + 1) as u32,
-                client_delay_ns: None,
+                // Three requests in four read on the kernel's clock.
+                client_delay_ns: (!index.is_multiple_of(4)).then_some(2_000 + index * 13 + c * 7),
             })
             .collect();
         let tokens: u64 = chunks.iter().map(|c| u64::from(c.tokens)).sum();
@@ -224,6 +232,7 @@ mod tests {
             "input_tokens": 100 + index,
             "http_status": 200,
             "error": error,
+            "send_write_ns": (!index.is_multiple_of(5)).then_some(5_000 + index * 11),
         }))
         .expect("a valid record")
     }
@@ -283,6 +292,18 @@ mod tests {
         assert_eq!(kinds(&a), kinds(&b));
         assert_eq!(a.failures_by_kind[1].first_message, "failure 36");
         assert_eq!(a.token_accounting, b.token_accounting);
+        let clock_counts = |s: &PhaseSummary| {
+            let c = &s.clock;
+            (
+                c.kernel_chunks,
+                c.read_chunks,
+                c.socket_write_sends,
+                c.handoff_sends,
+            )
+        };
+        assert_eq!(clock_counts(&a), clock_counts(&b));
+        assert!(a.clock.kernel_chunks > 0 && a.clock.read_chunks > 0);
+        assert!(a.clock.socket_write_sends > 0 && a.clock.handoff_sends > 0);
         assert_eq!(
             (a.goodput, a.peak_concurrency, a.peak_output_throughput),
             (b.goodput, b.peak_concurrency, b.peak_output_throughput)
@@ -295,6 +316,8 @@ mod tests {
             (&a.token_latency, &b.token_latency),
             (&a.itl_per_token, &b.itl_per_token),
             (&a.lateness, &b.lateness),
+            (&a.client_delay, &b.client_delay),
+            (&a.clock.send_write, &b.clock.send_write),
         ] {
             assert_eq!(
                 (x.count, x.min, x.max, x.median),
