@@ -56,7 +56,7 @@ pub fn control_buffer() -> Vec<u8> {
 /// One non-blocking read of `fd` into `buf`, with the kernel's receive time when the
 /// socket gives one (`control` from [`control_buffer`]).
 #[cfg(target_os = "linux")]
-pub fn recv(fd: RawFd, buf: &mut [u8], control: &mut Vec<u8>) -> io::Result<Received> {
+pub fn recv(fd: RawFd, buf: &mut [u8], control: &mut [u8]) -> io::Result<Received> {
     use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
     let mut iov = [io::IoSliceMut::new(buf)];
     let msg = recvmsg::<()>(fd, &mut iov, Some(control), MsgFlags::MSG_DONTWAIT)
@@ -81,7 +81,7 @@ pub fn recv(fd: RawFd, buf: &mut [u8], control: &mut Vec<u8>) -> io::Result<Rece
 
 /// Never called: [`enable`] fails here, and the socket is read without control messages.
 #[cfg(not(target_os = "linux"))]
-pub fn recv(_fd: RawFd, _buf: &mut [u8], _control: &mut Vec<u8>) -> io::Result<Received> {
+pub fn recv(_fd: RawFd, _buf: &mut [u8], _control: &mut [u8]) -> io::Result<Received> {
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
         "receive timestamps are read on Linux only",

@@ -54,7 +54,7 @@ impl TimedStream {
 fn read_once(
     tcp: &TcpStream,
     buf: &mut [u8],
-    control: &mut Vec<u8>,
+    control: &mut [u8],
     kernel_times: bool,
 ) -> io::Result<(usize, ReadStamp)> {
     if kernel_times {
