@@ -1,8 +1,12 @@
-//! Measurement against known truth: the simulator's fixed mode sets TTFT, the gap between
-//! chunks and the tokens per chunk exactly, so every measured figure has a true value.
+//! Measurement against the server's own account: the simulator's fixed mode sends TTFT,
+//! the gaps between chunks and the tokens per chunk on a timetable, and its send log
+//! (`--sim-send-log`) says when each chunk really left; every measured figure is held to
+//! that, request by request (`client_error.rs` of tests/timing). The same figures against
+//! the nominal timetable, which only a quiet machine keeps, are in `quiet_machine`.
 
 use std::collections::BTreeMap;
 
+use crate::client_error::*;
 use crate::support::*;
 
 fn within(what: &str, got: f64, truth: f64, tolerance: f64) {
@@ -12,8 +16,9 @@ fn within(what: &str, got: f64, truth: f64, tolerance: f64) {
     );
 }
 
-/// Runs the truth fixture in fixed mode (TTFT 50 ms, 10 ms between chunks).
-fn truth_run(extra: &[&str]) -> (String, serde_json::Value) {
+/// Runs the truth fixture in fixed mode (TTFT 50 ms, 10 ms between chunks), with the
+/// server's send log.
+fn truth_run(extra: &[&str]) -> Logged {
     let mut args = vec![fixture("truth.rhai")];
     args.extend(
         [
@@ -31,105 +36,119 @@ fn truth_run(extra: &[&str]) -> (String, serde_json::Value) {
     );
     args.extend(extra.iter().map(|s| s.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    run_ok(&refs)
+    run_logged(&refs)
 }
 
-/// Tolerances of the truth tests. The aim is 1 ms on means and 2 ms on P99. One stream
-/// lands there (debug, three runs: mean TTFT 50.57-50.61, p99 50.67-50.76, mean E2EL
-/// 680.53-680.56, p99 680.65-680.82 ms); 64 streams in lockstep on this 2-vCPU VM do not,
-/// because the simulator's own sends are up to 2-3 ms late at P99
-/// (bench-results/client_perf.md), and the VM stalls a thread for up to ~4 ms now and then
-/// (a bare Python timer loop: P99.5 1.4 ms, max 3.8 ms late). The tests of tests/timing run
-/// alone (no other test binary runs beside them; CI once read a p99 TTFT of 58 ms with the
-/// rest of the suite running beside it). The gate sits where it does not flake and still
-/// catches the bugs it is for: a role-only delta taken as the first token is 50 ms off,
-/// per-chunk and per-token gaps mixed up are 7.5 ms off.
-const MEAN_TOLERANCE_MS: f64 = 3.0;
-const P99_TOLERANCE_MS: f64 = 6.0;
+/// The truth fixture's closed loop of `streams` for `requests` measured requests, and the
+/// counts that do not depend on the clock.
+fn truth_run_at(streams: usize, requests: usize) -> Logged {
+    let run = truth_run(&[
+        "-p",
+        &format!("concurrency={streams}"),
+        "-p",
+        &format!("requests={requests}"),
+    ]);
+    let r = &run.result;
+    assert_eq!(
+        num(r, "completed"),
+        requests as f64,
+        "warm-up requests are not counted"
+    );
+    assert_eq!(num(r, "total_output_tokens"), 64.0 * requests as f64);
+    assert_eq!(num(r, "max_concurrent_requests"), streams as f64);
+    assert_eq!(
+        r["warmup_phases"][0]["completed"], streams,
+        "the warm-up is listed apart"
+    );
+    run
+}
 
 #[test]
-fn fixed_timing_truth_at_1_and_64_streams() {
+fn fixed_timing_against_the_servers_send_log_at_1_and_64_streams() {
     let _quiet = exclusive();
     for (streams, requests) in [(1, 8), (64, 256)] {
-        let (c, n) = (streams.to_string(), requests.to_string());
-        let (_, r) = truth_run(&[
-            "-p",
-            &format!("concurrency={c}"),
-            "-p",
-            &format!("requests={n}"),
-        ]);
-        let at = |k: &str| format!("{streams} streams: {k}");
-        assert_eq!(
-            num(&r, "completed"),
-            requests as f64,
-            "warm-up requests are not counted"
-        );
-        assert_eq!(num(&r, "total_output_tokens"), 64.0 * requests as f64);
-        // Truth: TTFT 50 ms; TPOT and ITL 10 ms; E2EL 50 + 63 × 10 = 680 ms.
-        for (metric, truth) in [
-            ("ttft", 50.0),
-            ("tpot", 10.0),
-            ("itl", 10.0),
-            ("e2el", 680.0),
-        ] {
-            within(
-                &at(&format!("mean {metric}")),
-                num(&r, &format!("mean_{metric}_ms")),
-                truth,
-                MEAN_TOLERANCE_MS,
-            );
-            within(
-                &at(&format!("p99 {metric}")),
-                num(&r, &format!("p99_{metric}_ms")),
-                truth,
-                P99_TOLERANCE_MS,
-            );
-        }
-        assert_eq!(num(&r, "max_concurrent_requests"), streams as f64);
-        assert_eq!(
-            r["warmup_phases"][0]["completed"], streams,
-            "the warm-up is listed apart"
-        );
+        let run = truth_run_at(streams, requests);
+        let measured = paired(&run, 1);
+        assert_eq!(measured.len(), requests);
+        let what = format!("{streams} streams");
+        check_latencies(&what, &measured);
+        check_gaps(&what, &measured);
+        check_all_reported(&run.result, &measured);
     }
 }
 
-#[test]
-fn four_tokens_per_chunk_per_token_and_per_chunk_itl() {
-    let _quiet = exclusive();
-    // 64 streams × 12 rounds of 64-token requests: long enough for whole 1-second windows.
-    let (out, r) = truth_run(&[
+/// The peak of output tokens per whole second of the phase, counted at the moments the
+/// server sent them: each request's send (the client's clock) plus the server's offsets.
+fn server_peak_tokens_per_s(requests: &[Paired]) -> f64 {
+    let mut per_second: BTreeMap<u64, f64> = BTreeMap::new();
+    for p in requests {
+        let sent = p.record["sent_ns"].as_u64().expect("sent_ns") as f64;
+        let chunks = p.record["chunks"].as_array().expect("chunks");
+        for (chunk, ms) in chunks.iter().zip(p.server_ms) {
+            let second = ((sent + ms * 1e6) / 1e9) as u64;
+            *per_second.entry(second).or_default() += num(chunk, "tokens");
+        }
+    }
+    per_second.values().copied().fold(0.0, f64::max)
+}
+
+/// 64 streams × 12 rounds of 64-token requests in chunks of 4: long enough for whole
+/// 1-second windows.
+fn four_tokens_per_chunk_run() -> Logged {
+    truth_run(&[
         "--sim-tokens-per-chunk",
         "4",
         "-p",
         "concurrency=64",
         "-p",
         "requests=768",
-    ]);
-    within("per-chunk ITL", num(&r, "mean_itl_ms"), 10.0, 0.2);
+    ])
+}
+
+/// How far the mean gap (ITL, TPOT) may sit from the server's: over 768 × 15 gaps, the
+/// arrivals' errors cancel out but for each stream's first and last (loaded: within
+/// 0.01 ms). Per-chunk and per-token gaps mixed up are 7.5 ms off.
+const MEAN_GAP_MS: f64 = 0.2;
+
+#[test]
+fn four_tokens_per_chunk_per_token_and_per_chunk_itl() {
+    let _quiet = exclusive();
+    let run = four_tokens_per_chunk_run();
+    let (r, out) = (&run.result, &run.stdout);
+    let measured = paired(&run, 1);
+    let server = Figures::server(&measured);
+    let server_gap = Spread::of(server.itl).mean;
+    let server_tpot = Spread::of(server.tpot).mean;
+    // A per-token gap is the chunk's gap over its 4 tokens, weighted by them.
+    within(
+        "per-chunk ITL",
+        num(r, "mean_itl_ms"),
+        server_gap,
+        MEAN_GAP_MS,
+    );
     within(
         "per-token ITL",
         num(&r["runner"]["itl_per_token"], "mean_ms"),
-        2.5,
-        0.2,
+        server_gap / 4.0,
+        MEAN_GAP_MS / 4.0,
     );
-    within(
-        "TPOT = 150 ms / 63",
-        num(&r, "mean_tpot_ms"),
-        150.0 / 63.0,
-        0.2,
-    );
+    within("TPOT", num(r, "mean_tpot_ms"), server_tpot, MEAN_GAP_MS);
+    check_gaps("4 tokens per chunk", &measured);
     within(
         "tokens per chunk",
         num(&r["runner"], "mean_tokens_per_chunk"),
         4.0,
         1e-9,
     );
-    // Truth: each stream receives 64 tokens every 200 ms (TTFT 50 + 15 gaps of 10 ms).
-    let truth = 64.0 * 64.0 / 0.200;
-    let peak = num(&r, "max_output_tokens_per_s");
+    // Only the tokens within the client's error of a second's edge can change windows.
+    let (peak, truth) = (
+        num(r, "max_output_tokens_per_s"),
+        server_peak_tokens_per_s(&measured),
+    );
+    eprintln!("peak output: client {peak} tok/s, server {truth} tok/s");
     assert!(
-        peak.is_finite() && (peak - truth).abs() <= 0.1 * truth,
-        "peak {peak} tok/s, truth {truth}"
+        peak.is_finite() && (peak - truth).abs() <= 0.02 * truth,
+        "peak {peak} tok/s, server {truth}"
     );
     assert!(
         out.contains("Mean tokens per chunk:                   4.00"),
@@ -137,12 +156,10 @@ fn four_tokens_per_chunk_per_token_and_per_chunk_itl() {
     );
 }
 
-#[test]
-fn reasoning_and_role_only_chunks_do_not_start_the_clock() {
-    let _quiet = exclusive();
-    // Chat streams open with a role-only delta at once, then 8 reasoning tokens, then
-    // content: TTFT runs to the first reasoning token, at 50 ms.
-    let (out, r) = truth_run(&[
+/// Chat streams open with a role-only delta at once, then 8 reasoning tokens, then
+/// content: TTFT runs to the first reasoning token, the server's first logged chunk.
+fn reasoning_run() -> Logged {
+    truth_run(&[
         "--sim-reasoning-tokens",
         "8",
         "-p",
@@ -153,16 +170,19 @@ fn reasoning_and_role_only_chunks_do_not_start_the_clock() {
         "requests=32",
         "--api",
         "chat",
-    ]);
-    within(
-        "mean TTFT",
-        num(&r, "mean_ttft_ms"),
-        50.0,
-        MEAN_TOLERANCE_MS,
-    );
-    within("p99 TTFT", num(&r, "p99_ttft_ms"), 50.0, P99_TOLERANCE_MS);
-    within("mean ITL", num(&r, "mean_itl_ms"), 10.0, MEAN_TOLERANCE_MS);
-    assert_eq!(num(&r, "total_output_tokens"), 64.0 * 32.0);
+    ])
+}
+
+#[test]
+fn reasoning_and_role_only_chunks_do_not_start_the_clock() {
+    let _quiet = exclusive();
+    let run = reasoning_run();
+    let (r, out) = (&run.result, &run.stdout);
+    let measured = paired(&run, 1);
+    // A clock started at the role-only delta would read TTFT ~50 ms below the server's.
+    check_latencies("reasoning first", &measured);
+    check_gaps("reasoning first", &measured);
+    assert_eq!(num(r, "total_output_tokens"), 64.0 * 32.0);
     let acc = &r["runner"]["token_accounting"];
     assert_eq!(acc["counted_by"], "server usage");
     assert_eq!(acc["usage_tokens"], 64 * 32);
@@ -180,7 +200,11 @@ fn reasoning_and_role_only_chunks_do_not_start_the_clock() {
 
 #[test]
 fn continuous_usage_gives_per_chunk_tokens() {
-    let (out, r) = truth_run(&[
+    let Logged {
+        stdout: out,
+        result: r,
+        ..
+    } = truth_run(&[
         "--continuous-usage",
         "--sim-tokens-per-chunk",
         "4",
@@ -202,10 +226,11 @@ fn continuous_usage_gives_per_chunk_tokens() {
 #[test]
 fn goodput_counts_exactly_the_slow_requests() {
     let _quiet = exclusive();
-    // The server delays every 4th request it receives by 60 ms (its count includes the
+    // The server delays every 4th request it receives by 200 ms (its count includes the
     // pre-run test request, so of the run's 64 requests, numbers 2..65, exactly 16 are
-    // slow): with TTFT 20 ms and an SLO of 50 ms, exactly 75 % are good.
-    let (out, r) = run_ok(&[
+    // slow): with TTFT 20 ms and an SLO of 120 ms, exactly 75 % are good, and the SLO
+    // sits 100 ms from both kinds.
+    let run = run_logged(&[
         &fixture("fixed.rhai"),
         "--sim-profile",
         "fixed",
@@ -216,7 +241,7 @@ fn goodput_counts_exactly_the_slow_requests() {
         "--sim-slow-every",
         "4",
         "--sim-slow-ms",
-        "60",
+        "200",
         "-p",
         "requests=64",
         "-p",
@@ -224,10 +249,17 @@ fn goodput_counts_exactly_the_slow_requests() {
         "-p",
         "output_tokens=8",
         "--goodput",
-        "ttft:50",
+        "ttft:120",
         "-q",
     ]);
-    let good_fraction = num(&r, "request_goodput") / num(&r, "request_throughput");
+    let (r, out) = (&run.result, &run.stdout);
+    let measured = paired(&run, 0);
+    assert_eq!(measured.len(), 64);
+    // The server's own account of which requests it held back, never early.
+    let held = measured.iter().filter(|p| p.server_ms[0] >= 220.0).count();
+    assert_eq!(held, 16, "every 4th request was held 200 ms");
+    check_latencies("goodput", &measured);
+    let good_fraction = num(r, "request_goodput") / num(r, "request_throughput");
     within("good fraction", good_fraction, 0.75, 1e-9);
     assert!(out.contains("Request goodput (req/s):"), "{out}");
 }
@@ -339,4 +371,94 @@ fn output_dir_holds_report_records_and_phase_tables() {
     );
     let records = std::fs::read_to_string(dir.path().join("requests.jsonl")).unwrap();
     assert_eq!(records.lines().count(), 1 + 2 + 4);
+}
+
+/// The same runs held to the nominal timetable, which the server keeps only when nothing
+/// else runs: a late timer on a busy machine moves the server's sends, and with them every
+/// figure, although the client measured them right. Run them with the README's
+/// quiet-machine command.
+mod quiet_machine {
+    use super::*;
+
+    /// The aim is 1 ms on means and 2 ms on P99. One stream lands there (debug, three
+    /// runs: mean TTFT 50.57-50.61, p99 50.67-50.76, mean E2EL 680.53-680.56, p99
+    /// 680.65-680.82 ms); 64 streams in lockstep on a 2-vCPU VM do not, because the
+    /// simulator's own sends are up to 2-3 ms late at P99 (bench-results/client_perf.md),
+    /// and the VM stalls a thread for up to ~4 ms now and then. The gate still catches the
+    /// bugs it is for: a role-only delta taken as the first token is 50 ms off, per-chunk
+    /// and per-token gaps mixed up are 7.5 ms off.
+    const MEAN_TOLERANCE_MS: f64 = 3.0;
+    const P99_TOLERANCE_MS: f64 = 6.0;
+
+    #[test]
+    #[ignore = "quiet machine only: see README"]
+    fn fixed_timing_truth_at_1_and_64_streams() {
+        let _quiet = exclusive();
+        for (streams, requests) in [(1, 8), (64, 256)] {
+            let r = truth_run_at(streams, requests).result;
+            let at = |k: &str| format!("{streams} streams: {k}");
+            // Truth: TTFT 50 ms; TPOT and ITL 10 ms; E2EL 50 + 63 × 10 = 680 ms.
+            for (metric, truth) in [
+                ("ttft", 50.0),
+                ("tpot", 10.0),
+                ("itl", 10.0),
+                ("e2el", 680.0),
+            ] {
+                within(
+                    &at(&format!("mean {metric}")),
+                    num(&r, &format!("mean_{metric}_ms")),
+                    truth,
+                    MEAN_TOLERANCE_MS,
+                );
+                within(
+                    &at(&format!("p99 {metric}")),
+                    num(&r, &format!("p99_{metric}_ms")),
+                    truth,
+                    P99_TOLERANCE_MS,
+                );
+            }
+        }
+    }
+
+    #[test]
+    #[ignore = "quiet machine only: see README"]
+    fn four_tokens_per_chunk_on_the_nominal_timetable() {
+        let _quiet = exclusive();
+        let r = four_tokens_per_chunk_run().result;
+        within("per-chunk ITL", num(&r, "mean_itl_ms"), 10.0, 0.2);
+        within(
+            "per-token ITL",
+            num(&r["runner"]["itl_per_token"], "mean_ms"),
+            2.5,
+            0.2,
+        );
+        within(
+            "TPOT = 150 ms / 63",
+            num(&r, "mean_tpot_ms"),
+            150.0 / 63.0,
+            0.2,
+        );
+        // Truth: each stream receives 64 tokens every 200 ms (TTFT 50 + 15 gaps of 10 ms).
+        let truth = 64.0 * 64.0 / 0.200;
+        let peak = num(&r, "max_output_tokens_per_s");
+        assert!(
+            peak.is_finite() && (peak - truth).abs() <= 0.1 * truth,
+            "peak {peak} tok/s, truth {truth}"
+        );
+    }
+
+    #[test]
+    #[ignore = "quiet machine only: see README"]
+    fn reasoning_first_ttft_on_the_nominal_timetable() {
+        let _quiet = exclusive();
+        let r = reasoning_run().result;
+        within(
+            "mean TTFT",
+            num(&r, "mean_ttft_ms"),
+            50.0,
+            MEAN_TOLERANCE_MS,
+        );
+        within("p99 TTFT", num(&r, "p99_ttft_ms"), 50.0, P99_TOLERANCE_MS);
+        within("mean ITL", num(&r, "mean_itl_ms"), 10.0, MEAN_TOLERANCE_MS);
+    }
 }
