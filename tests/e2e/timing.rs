@@ -83,8 +83,8 @@ fn sweep_run() -> Logged {
 
 /// How far above the server's a phase's median TTFT may read in a burst: the server takes
 /// the burst's requests one after another, so the last of 512 is stamped as arrived well
-/// after the client wrote it (quiet: median 10.8 ms at 512; beside two busy loops 14.6 to
-/// 15.5 ms; figures in tests/timing/main.rs).
+/// after the client wrote it (quiet: median 6-11 ms at 512; beside two busy loops 5-15 ms;
+/// figures in tests/timing/main.rs).
 const BURST_MEDIAN_ERROR_MS: f64 = 50.0;
 
 #[test]

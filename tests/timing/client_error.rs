@@ -27,7 +27,7 @@ pub struct Bounds {
 /// requests leave together and the server takes them one after another, and a busy
 /// machine wakes its thread late now and then (the kernel clock takes the client's own
 /// read delay out, not the server's). Release build, 2 cores, two busy loops beside:
-/// median 0.1-0.5 ms, p90 up to 2 ms (tests/timing/main.rs has the figures). A client
+/// median 0.06-0.9 ms, p90 up to 5.6 ms (tests/timing/main.rs has the figures). A client
 /// that adds 20 ms is over both.
 pub const LATENCY: Bounds = Bounds {
     median_ms: 3.0,

@@ -13,12 +13,12 @@
 //!
 //! | run | 16 streams | 64 streams (truth fixture, two runs) |
 //! |---|---|---|
-//! | quiet | median 0.15, p90 1.3 ms | median 0.3-1.0, p90 1.4-3.3 ms |
-//! | two busy loops beside, 3 runs | median 0.06-0.40, p90 0.8-5.6 ms | median 0.2-0.9, p90 0.5-5.2 ms |
+//! | quiet | median 0.13-0.15, p90 0.3 ms | median 0.3-1.0, p90 0.8-1.4 ms |
+//! | two busy loops beside, 6 runs | median 0.06-0.40, p90 0.6-5.6 ms | median 0.2-0.9, p90 0.5-5.2 ms |
 //!
 //! Beside the two busy loops the |ITL| error stays at a p90 of 0.01 ms, send lateness at
-//! a median of 0.07 ms (p90 0.3-1.7 ms), and the sweep's 512-prompt burst reads 5-10 ms
-//! over the server at the median (the server stamps the burst's requests one after
+//! a median of 0.05-0.08 ms (p90 0.15-1.7 ms), and the sweep's 512-prompt burst reads
+//! 5-15 ms over the server at the median (the server stamps the burst's requests one after
 //! another). With the client stopped 10 ms out of every 40 (SIGSTOP), a quarter of the
 //! chunks are read up to 10 ms late and TTFT still reads 0.16 ms over the server at the
 //! median, 0.32 ms at p99. Once, with more work on the machine than the two loops, one

@@ -143,11 +143,12 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// How late the server's own timers may send a chunk of the `fixed` profile, which sleeps
-/// to absolute deadlines on `crate::clock`. Beside other work (the rest of the unit tests
-/// on 2 cores, with two busy loops: figures in the README's testing paragraph) the
-/// clock thread and the runtime's worker are woken late now and then; the median chunk is
-/// still on time. A timetable off by one gap, or a slow request held when it should not
-/// be, is off by more than this on every chunk.
+/// to absolute deadlines on `crate::clock`. Beside other work the clock thread and the
+/// runtime's worker are woken late now and then (release, 2 cores, two busy loops: median
+/// 0.08-0.17 ms, max 0.1-11 ms; with the rest of the unit tests running too, once a
+/// median of 3.6 ms over one stream's 17 chunks). A timetable off by one gap is 10 ms
+/// off at the median, a slow request held when it should not be 60 ms late, one not
+/// held 60 ms early.
 const MEDIAN_LATE_MS: f64 = 5.0;
 const MAX_LATE_MS: f64 = 30.0;
 
