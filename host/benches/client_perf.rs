@@ -480,7 +480,12 @@ fn truth_run(place: &Placement) -> Truth {
         ttft: sorted(paired.iter().map(|p| p.1[0]).collect()),
         e2el: sorted(paired.iter().map(|p| p.1[63]).collect()),
         over_ttft: sorted(paired.iter().map(|p| client_ms(&p.0, 0) - p.1[0]).collect()),
-        over_e2el: sorted(paired.iter().map(|p| client_ms(&p.0, 63) - p.1[63]).collect()),
+        over_e2el: sorted(
+            paired
+                .iter()
+                .map(|p| client_ms(&p.0, 63) - p.1[63])
+                .collect(),
+        ),
         delays: sorted(delays.collect()),
         result,
     }

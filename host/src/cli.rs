@@ -186,7 +186,12 @@ pub struct RunArgs {
     /// What the chunk times are: `kernel`, when the kernel received the bytes (Linux
     /// SO_TIMESTAMPING; the user-space read time where the socket gives none), or `user`,
     /// when the client read them; reports show the client's own delay between the two
-    #[arg(long, value_enum, default_value = "kernel", env = "RUNNER_RECEIVE_CLOCK")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "kernel",
+        env = "RUNNER_RECEIVE_CLOCK"
+    )]
     pub receive_clock: crate::client::ReceiveClock,
     /// Fail a request that has no generated content this long after it was sent (e.g. 30s),
     /// as `first_token_timeout`; by default only --request-timeout applies

@@ -17,5 +17,5 @@ mod props;
 pub use cancel::{CancelPoint, RequestExtras};
 pub use exchange::{ContentChunk, Exchange, Generated};
 pub use openai::{prepare, Api, Client, ClientError, Prepared, Timeouts, UsageRequest};
-pub use transport::ReceiveClock;
 pub use stream::BodyDecoder;
+pub use transport::ReceiveClock;

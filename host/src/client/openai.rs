@@ -239,7 +239,10 @@ impl Client {
         let transport = Transport::new(ReceiveClock::default(), CONNECT_TIMEOUT)?;
         // An empty key is no key: nothing to send, nothing to hide.
         let api_key = api_key.filter(|k| !k.is_empty());
-        if api_key.as_deref().is_some_and(|k| secret_value(k).is_none()) {
+        if api_key
+            .as_deref()
+            .is_some_and(|k| secret_value(k).is_none())
+        {
             return Err(ClientError::BadApiKey);
         }
         let redactor = Redactor::new(api_key.as_deref(), Some(target));
@@ -423,7 +426,11 @@ impl Client {
         // saying `Connection: close`, so a request may go out on a pooled connection that
         // is already closing and fail before the server read it. Such a request is sent
         // once more, on a new connection; the time lost stays in its latency.
-        if sent.as_ref().err().is_some_and(transport::closed_before_response) {
+        if sent
+            .as_ref()
+            .err()
+            .is_some_and(transport::closed_before_response)
+        {
             ex.retried = true;
             handed = Instant::now();
             if let Ok(req) = request() {

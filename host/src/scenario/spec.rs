@@ -78,7 +78,10 @@ impl PhaseSpec {
             // A float to integer cast saturates; NaN (never validated in) gives 0.
             arrival => arrival.rate().map_or(UNBOUNDED_AHEAD, |r| r.ceil() as u64),
         };
-        for bound in [self.max_concurrency, self.max_requests].into_iter().flatten() {
+        for bound in [self.max_concurrency, self.max_requests]
+            .into_iter()
+            .flatten()
+        {
             n = n.min(bound);
         }
         n

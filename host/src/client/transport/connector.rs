@@ -47,7 +47,10 @@ fn host_port(uri: &Uri) -> Result<(String, u16), ConnectError> {
         .host()
         .ok_or_else(|| ConnectError::NoHost(uri.to_string()))?;
     // An IPv6 literal comes bracketed in the URI, and is looked up without.
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
     let default = if uri.scheme_str() == Some("https") {
         443
     } else {

@@ -20,8 +20,8 @@ const CLOCK_SLACK: Duration = Duration::from_millis(1);
 #[cfg(target_os = "linux")]
 pub fn enable(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
     use nix::sys::socket::{setsockopt, sockopt, TimestampingFlag};
-    let flags =
-        TimestampingFlag::SOF_TIMESTAMPING_RX_SOFTWARE | TimestampingFlag::SOF_TIMESTAMPING_SOFTWARE;
+    let flags = TimestampingFlag::SOF_TIMESTAMPING_RX_SOFTWARE
+        | TimestampingFlag::SOF_TIMESTAMPING_SOFTWARE;
     setsockopt(&fd, sockopt::Timestamping, &flags).map_err(io::Error::from)
 }
 
@@ -61,11 +61,16 @@ pub fn recv(fd: RawFd, buf: &mut [u8], control: &mut [u8]) -> io::Result<Receive
     let mut iov = [io::IoSliceMut::new(buf)];
     let msg = recvmsg::<()>(fd, &mut iov, Some(control), MsgFlags::MSG_DONTWAIT)
         .map_err(io::Error::from)?;
-    let (read, wall) = (Instant::now(), SystemTime::now());
-    let stamped = msg.cmsgs().ok().into_iter().flatten().find_map(|c| match c {
-        ControlMessageOwned::ScmTimestampsns(t) => Some(t.system),
-        _ => None,
-    });
+    let (read, wall) = clocks_now();
+    let stamped = msg
+        .cmsgs()
+        .ok()
+        .into_iter()
+        .flatten()
+        .find_map(|c| match c {
+            ControlMessageOwned::ScmTimestampsns(t) => Some(t.system),
+            _ => None,
+        });
     let arrival = stamped.and_then(|ts| {
         let secs = u64::try_from(ts.tv_sec()).ok()?;
         let nanos = u32::try_from(ts.tv_nsec()).ok()?;
@@ -88,6 +93,27 @@ pub fn recv(_fd: RawFd, _buf: &mut [u8], _control: &mut [u8]) -> io::Result<Rece
     ))
 }
 
+/// The most two monotonic readings around a wall-clock reading may be apart for the
+/// pair to count as taken together.
+const PAIR_SPREAD: Duration = Duration::from_micros(20);
+
+/// The monotonic clock (the middle of two readings) and the wall clock read together: a
+/// pair read across a preemption (the two clocks then seem apart by the time the thread
+/// was away, and arrivals would read early) is read again, up to three times.
+fn clocks_now() -> (Instant, SystemTime) {
+    let mut pair = (Instant::now(), SystemTime::now());
+    for _ in 0..3 {
+        let before = Instant::now();
+        let wall = SystemTime::now();
+        let spread = before.elapsed();
+        pair = (before + spread / 2, wall);
+        if spread <= PAIR_SPREAD {
+            break;
+        }
+    }
+    pair
+}
+
 /// The kernel's wall-clock receive time `kernel` on the monotonic clock, given the wall
 /// clock `wall` and the monotonic clock `read` taken together just after the read: the
 /// two clocks advance alike, so the age of the bytes is the same on both.
@@ -106,7 +132,7 @@ mod tests {
 
     #[test]
     fn the_age_of_the_bytes_carries_over_to_the_monotonic_clock() {
-        let (read, wall) = (Instant::now(), SystemTime::now());
+        let (read, wall) = clocks_now();
         let kernel = wall - Duration::from_micros(250);
         let arrival = arrival_instant(kernel, wall, read).unwrap();
         assert_eq!(read - arrival, Duration::from_micros(250));
@@ -114,9 +140,15 @@ mod tests {
 
     #[test]
     fn stepped_clocks_give_no_arrival() {
-        let (read, wall) = (Instant::now(), SystemTime::now());
-        assert_eq!(arrival_instant(wall - Duration::from_secs(61), wall, read), None);
-        assert_eq!(arrival_instant(wall + Duration::from_millis(5), wall, read), None);
+        let (read, wall) = clocks_now();
+        assert_eq!(
+            arrival_instant(wall - Duration::from_secs(61), wall, read),
+            None
+        );
+        assert_eq!(
+            arrival_instant(wall + Duration::from_millis(5), wall, read),
+            None
+        );
         // A kernel time a little after the wall clock (its own clock read) is the read.
         assert_eq!(
             arrival_instant(wall + Duration::from_micros(3), wall, read),
