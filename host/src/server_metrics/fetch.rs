@@ -22,6 +22,16 @@ pub enum FetchError {
     TooLarge,
     #[error("the answer is not Prometheus text ({0})")]
     NotPrometheus(String),
+    #[error("no answer in time: {0}")]
+    Timeout(String),
+}
+
+impl FetchError {
+    /// A busy server may answer the next scrape: a server that is not there, or whose
+    /// answer is not metrics, will not.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, FetchError::Timeout(_))
+    }
 }
 
 /// The HTTP side of the scraper: its own connection pool, never the benchmark's.
@@ -96,5 +106,9 @@ fn describe(e: reqwest::Error) -> FetchError {
         text = format!("{text}: {s}");
         source = s.source();
     }
-    FetchError::Http(text)
+    if e.is_timeout() {
+        FetchError::Timeout(text)
+    } else {
+        FetchError::Http(text)
+    }
 }

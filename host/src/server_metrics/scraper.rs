@@ -147,8 +147,10 @@ struct Job {
 }
 
 impl Job {
-    /// Scrapes until stopped. A first scrape that fails (no such endpoint, not Prometheus
-    /// text) is one warning line and the end of scraping; a later failure is one warning
+    /// Scrapes until stopped. A first scrape that fails for good (no such endpoint, not
+    /// Prometheus text) is one warning line and the end of scraping; any other failure
+    /// (a later one, or a first one that timed out: a server whose few HTTP threads are
+    /// all taken by the run's connections, as llama.cpp's, answers later) is one warning
     /// line for the whole run, and scraping goes on.
     async fn run(mut self) {
         let mut ticks = tokio::time::interval(self.config.interval);
@@ -163,7 +165,7 @@ impl Job {
                     scraped += 1;
                     self.keep(at, exposition);
                 }
-                Err(e) if scraped == 0 => {
+                Err(e) if scraped == 0 && !e.is_transient() => {
                     self.warn(&e, "the run goes on without server metrics");
                     return;
                 }
