@@ -395,6 +395,11 @@ struct Truth {
     over_e2el: Vec<f64>,
     /// The client's own delay of every measured chunk (kernel clock only), ms.
     delays: Vec<f64>,
+    /// When the server's handler took each request up, after its bytes arrived (ms): a
+    /// log counted from the handler, as before 2026-11-24, reads each request short by it.
+    handler: Vec<f64>,
+    /// The TTFT excess of each request had the log counted from the handler's start.
+    over_ttft_from_handler: Vec<f64>,
 }
 
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
@@ -406,17 +411,28 @@ fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
 }
 
+/// One request in the server's send log: its handler's start and each chunk's send, ms
+/// after the request's bytes arrived.
+struct Sent {
+    handler_ms: f64,
+    chunk_ms: Vec<f64>,
+}
+
 /// The server's send times of each request, by the x-request-id the runner sent.
-fn send_log(path: &Path) -> HashMap<String, Vec<f64>> {
+fn send_log(path: &Path) -> HashMap<String, Sent> {
     std::fs::read_to_string(path)
         .expect("send log")
         .lines()
         .map(|line| {
             let v: Value = serde_json::from_str(line).expect("send log line");
             let chunks = v["chunk_ms"].as_array().expect("chunk_ms").iter();
+            let sent = Sent {
+                handler_ms: v["handler_ms"].as_f64().unwrap_or(f64::NAN),
+                chunk_ms: chunks.map(|c| c.as_f64().unwrap_or(f64::NAN)).collect(),
+            };
             (
                 v["request_id"].as_str().unwrap_or_default().to_string(),
-                chunks.map(|c| c.as_f64().unwrap_or(f64::NAN)).collect(),
+                sent,
             )
         })
         .collect()
@@ -457,13 +473,13 @@ fn truth_run(place: &Placement) -> Truth {
     // server's account of it.
     let records =
         std::fs::read_to_string(log_dir.path().join("out/requests.jsonl")).expect("requests.jsonl");
-    let paired: Vec<(Value, &Vec<f64>)> = records
+    let paired: Vec<(Value, &Sent)> = records
         .lines()
         .map(|line| serde_json::from_str::<Value>(line).expect("record"))
         .filter(|rec| rec["phase"] == 1)
         .filter_map(|rec| {
             let server = sent.get(rec["request_id"].as_str()?)?;
-            (server.len() == 64).then_some((rec, server))
+            (server.chunk_ms.len() == 64).then_some((rec, server))
         })
         .collect();
     let client_ms = |rec: &Value, chunk: usize| {
@@ -477,16 +493,28 @@ fn truth_run(place: &Placement) -> Truth {
         .map(|ns| ns as f64 / 1e6);
     Truth {
         paired: paired.len(),
-        ttft: sorted(paired.iter().map(|p| p.1[0]).collect()),
-        e2el: sorted(paired.iter().map(|p| p.1[63]).collect()),
-        over_ttft: sorted(paired.iter().map(|p| client_ms(&p.0, 0) - p.1[0]).collect()),
+        ttft: sorted(paired.iter().map(|p| p.1.chunk_ms[0]).collect()),
+        e2el: sorted(paired.iter().map(|p| p.1.chunk_ms[63]).collect()),
+        over_ttft: sorted(
+            paired
+                .iter()
+                .map(|p| client_ms(&p.0, 0) - p.1.chunk_ms[0])
+                .collect(),
+        ),
         over_e2el: sorted(
             paired
                 .iter()
-                .map(|p| client_ms(&p.0, 63) - p.1[63])
+                .map(|p| client_ms(&p.0, 63) - p.1.chunk_ms[63])
                 .collect(),
         ),
         delays: sorted(delays.collect()),
+        handler: sorted(paired.iter().map(|p| p.1.handler_ms).collect()),
+        over_ttft_from_handler: sorted(
+            paired
+                .iter()
+                .map(|p| client_ms(&p.0, 0) - (p.1.chunk_ms[0] - p.1.handler_ms))
+                .collect(),
+        ),
         result,
     }
 }
@@ -542,7 +570,7 @@ fn truth(report: &mut String) {
 /// busy loops, with the kernel's receive times and with the client's own read times,
 /// alternated `rounds` times.
 fn loaded(report: &mut String, rounds: usize) {
-    writeln!(report, "\n### Loaded client: the truth run with the simulator alone on CPU 1 and the client on CPU 0 beside two busy loops (`taskset`); client's figure minus the server's send log, request by request\n\n| receive clock | paired | TTFT excess mean ms | TTFT excess p99 ms | E2EL excess mean ms | E2EL excess p99 ms | client delay p50 / p99 / max ms |\n|---|---|---|---|---|---|---|").unwrap();
+    writeln!(report, "\n### Loaded client: the truth run with the simulator alone on CPU 1 and the client on CPU 0 beside two busy loops (`taskset`); client's figure minus the server's send log (counted from the kernel's receipt of each request), request by request. The last two columns: the server's handler start after that receipt, and the TTFT excess over a log counted from the handler instead (the reference before 2026-11-24)\n\n| receive clock | paired | TTFT excess mean ms | TTFT excess p99 ms | E2EL excess mean ms | E2EL excess p99 ms | client delay p50 / p99 / max ms | server handler wait mean / p99 ms | TTFT excess over the handler's time mean / p99 ms |\n|---|---|---|---|---|---|---|---|---|").unwrap();
     for _ in 0..rounds {
         for clock in ["kernel", "user"] {
             let t = truth_run(&Placement {
@@ -560,17 +588,23 @@ fn loaded(report: &mut String, rounds: usize) {
                 None => "none".into(),
             };
             let row = format!(
-                "| {clock} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {delay} |",
+                "| {clock} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {delay} | {} | {} |",
                 t.paired,
                 mean(&t.over_ttft),
                 percentile(&t.over_ttft, 99.0),
                 mean(&t.over_e2el),
-                percentile(&t.over_e2el, 99.0)
+                percentile(&t.over_e2el, 99.0),
+                mean_and_p99(&t.handler),
+                mean_and_p99(&t.over_ttft_from_handler),
             );
             println!("{row}");
             writeln!(report, "{row}").unwrap();
         }
     }
+}
+
+fn mean_and_p99(v: &[f64]) -> String {
+    format!("{:.3} / {:.3}", mean(v), percentile(v, 99.0))
 }
 
 fn machine() -> String {

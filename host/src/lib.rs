@@ -16,6 +16,7 @@ pub mod digest;
 pub mod display;
 pub mod engine;
 pub mod interrupt;
+pub mod kernel_clock;
 pub mod merge;
 pub mod metrics;
 pub mod package;

@@ -9,7 +9,8 @@
 //!    (`super::Type`, `mod.rs` using its children) are its inside, not an edge;
 //! 3. `engine`, `client`, `metrics` and `report` import nothing from `sim`, nor `sim` from
 //!    them: the built-in server is one target among others, and what the two sides share
-//!    (the precise timer, the request-id header) lives in neutral modules (`clock`, `wire`).
+//!    (the precise timer, the request-id header, the kernel's receive times) lives in
+//!    neutral modules (`clock`, `wire`, `kernel_clock`).
 //!
 //! An import is any path the code names (`use` items, and paths in types, expressions,
 //! patterns and macro names) that starts with `crate`, `super`, `self` or the name of a

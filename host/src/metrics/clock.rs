@@ -1,5 +1,5 @@
 //! Which clock a phase's latencies were read on. A content chunk's time is the kernel's
-//! receive time of its bytes where the socket gave one (`client::transport::kernel_clock`),
+//! receive time of its bytes where the socket gave one (`crate::kernel_clock`),
 //! else the time the client read them; a send time is the start of the socket write of the
 //! request's first bytes where the client's own socket saw it, else the hand-off to the
 //! HTTP client. Per phase: how many chunks and sends each clock stamped, the client's own

@@ -14,10 +14,12 @@
 //! - `engine`: a request's timed event stream; `batch`: the continuous-batching scheduler
 //!   (both sleep on [`crate::clock`], the timer the dispatcher uses too).
 //! - `metrics`: `/metrics` in vLLM's names; `prefix`: the `default` profile's prefix cache.
-//! - `send_log`: `--sim-send-log`, the actual send time of every chunk.
+//! - `send_log`: `--sim-send-log`, the actual send time of every chunk; `arrival`: when
+//!   each request arrived (the kernel's receive time of its headers).
 //! - `words`: the output text, one OpenAI token per word.
 
 mod answer;
+mod arrival;
 mod batch;
 mod embeddings;
 mod engine;

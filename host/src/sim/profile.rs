@@ -97,9 +97,10 @@ pub struct SimArgs {
     /// Delay added before the first token of every --sim-slow-every-th request, in ms; needs --sim-slow-every
     #[arg(long = "sim-slow-ms", value_name = "MS")]
     pub slow_ms: Option<f64>,
-    /// Write one JSON line per finished stream to FILE: `{"id", "chunk_ms": [...]}`, the
-    /// time each content chunk was actually sent after the request arrived (to check a
-    /// client's TTFT and E2EL against what the server really did)
+    /// Write one JSON line per finished stream to FILE: `{"id", "request_id", "handler_ms",
+    /// "chunk_ms": [...]}`, the time each content chunk was actually sent after the kernel
+    /// received the request's headers (to check a client's TTFT and E2EL against what the
+    /// server really did), and when its handler ran
     #[arg(long = "sim-send-log", value_name = "FILE")]
     pub send_log: Option<PathBuf>,
 }

@@ -1,8 +1,11 @@
 //! `--sim-send-log FILE`: one JSON line per finished stream with the moments the server
 //! actually handed each content chunk to the connection, as offsets from the request's
-//! arrival, and the request's `x-request-id` when it came with one (the runner sends one:
-//! its requests.jsonl has the same `request_id`). A client's TTFT and E2EL can then be checked against what the server really
-//! did, not only against its nominal timetable (its own timers can be late too).
+//! arrival (the kernel's receive time of its headers: `arrival.rs`), and the request's
+//! `x-request-id` when it came with one (the runner sends one: its requests.jsonl has the
+//! same `request_id`). A client's TTFT and E2EL can then be checked against what the
+//! server really did, not only against its nominal timetable (its own timers can be late
+//! too). `handler_ms` is when the request's handler ran, after that arrival: the server's
+//! own wait, which a log counted from the handler would have hidden.
 //!
 //! A stream that ends without its `[DONE]` (the client closed the connection: hyper then
 //! drops the response body) gets its line too, with `"aborted": true` and `aborted_ms`,
@@ -36,6 +39,13 @@ impl SendLog {
     }
 }
 
+/// When a request arrived, and when its handler took it up.
+#[derive(Clone, Copy)]
+pub struct Arrival {
+    pub arrived: Instant,
+    pub handled: Instant,
+}
+
 /// The send times of one stream, collected while it runs; its line is written when it
 /// finishes, or when it is dropped unfinished (aborted).
 pub struct SentTimes {
@@ -45,7 +55,13 @@ pub struct SentTimes {
     id: u64,
     request_id: Option<String>,
     arrived: Instant,
+    /// The handler's start, µs after `arrived`.
+    handler_us: u64,
     chunk_us: Vec<u64>,
+}
+
+fn micros(d: std::time::Duration) -> u64 {
+    d.as_micros().try_into().unwrap_or(u64::MAX)
 }
 
 impl SentTimes {
@@ -53,31 +69,26 @@ impl SentTimes {
         log: Arc<SendLog>,
         id: u64,
         request_id: Option<String>,
-        arrived: Instant,
+        arrival: Arrival,
     ) -> SentTimes {
         SentTimes {
             log,
             written: false,
             id,
             request_id,
-            arrived,
+            arrived: arrival.arrived,
+            handler_us: micros(arrival.handled.saturating_duration_since(arrival.arrived)),
             chunk_us: Vec::new(),
         }
     }
 
     /// A content chunk leaves now.
     pub fn chunk_sent(&mut self) {
-        self.chunk_us.push(
-            self.arrived
-                .elapsed()
-                .as_micros()
-                .try_into()
-                .unwrap_or(u64::MAX),
-        );
+        self.chunk_us.push(micros(self.arrived.elapsed()));
     }
 
-    /// `{"id":N,"request_id":"...","chunk_ms":[...]}`: each content chunk's send time after
-    /// the request's headers arrived, in ms with µs resolution.
+    /// `{"id":N,"request_id":"...","handler_ms":H,"chunk_ms":[...]}`: each content chunk's
+    /// send time after the request's headers arrived, in ms with µs resolution.
     pub fn finish(mut self) {
         self.write(false);
     }
@@ -85,7 +96,9 @@ impl SentTimes {
     fn write(&mut self, aborted: bool) {
         self.written = true;
         let ms: Vec<f64> = self.chunk_us.iter().map(|&us| us as f64 / 1e3).collect();
-        let mut line = serde_json::json!({ "id": self.id, "chunk_ms": ms });
+        let handler_ms = self.handler_us as f64 / 1e3;
+        let mut line =
+            serde_json::json!({ "id": self.id, "handler_ms": handler_ms, "chunk_ms": ms });
         if let Some(request_id) = self.request_id.take() {
             line["request_id"] = request_id.into();
         }
@@ -117,7 +130,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("sent.jsonl");
         let log = Arc::new(SendLog::create(&path).expect("log file"));
-        let mut times = SentTimes::new(log, 7, Some("runner-1-0-3".into()), Instant::now());
+        let arrived = Instant::now();
+        let arrival = Arrival {
+            arrived,
+            handled: arrived + std::time::Duration::from_micros(1500),
+        };
+        let mut times = SentTimes::new(log, 7, Some("runner-1-0-3".into()), arrival);
         times.chunk_sent();
         std::thread::sleep(std::time::Duration::from_millis(2));
         times.chunk_sent();
@@ -126,6 +144,7 @@ mod tests {
         let line: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
         assert_eq!(line["id"], 7);
         assert_eq!(line["request_id"], "runner-1-0-3");
+        assert_eq!(line["handler_ms"], 1.5);
         let chunks = line["chunk_ms"].as_array().expect("chunk_ms");
         assert_eq!(chunks.len(), 2);
         let gap = chunks[1].as_f64().unwrap() - chunks[0].as_f64().unwrap();
@@ -141,7 +160,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("sent.jsonl");
         let log = Arc::new(SendLog::create(&path).expect("log file"));
-        let mut times = SentTimes::new(log, 3, Some("r-0-1".into()), Instant::now());
+        let now = Instant::now();
+        let arrival = Arrival {
+            arrived: now,
+            handled: now,
+        };
+        let mut times = SentTimes::new(log, 3, Some("r-0-1".into()), arrival);
         times.chunk_sent();
         drop(times);
         let text = std::fs::read_to_string(&path).expect("log");

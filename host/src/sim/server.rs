@@ -15,7 +15,6 @@ use axum::http::{HeaderValue, StatusCode};
 use crate::wire::REQUEST_ID;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
@@ -23,12 +22,13 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::arrival::{arrival_of, ArrivalListener, LastRead};
 use super::engine::Engine;
 use super::error::SimError;
 use super::event::{Event, Events};
 use super::openai::{ApiError, Endpoint};
 use super::profile::SimConfig;
-use super::send_log::{SendLog, SentTimes};
+use super::send_log::{Arrival, SendLog, SentTimes};
 use super::wire::{Route, Wire};
 
 /// Largest request body read (a 32k-token prompt as token ids is ~200 KB).
@@ -203,10 +203,8 @@ async fn serve_until(
         .route("/metrics", super::metrics::route(state.engine.metrics()))
         .fallback(not_found)
         .with_state(state);
-    // Each SSE event must leave as soon as it is written, not wait for Nagle.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
+    let listener = ArrivalListener::new(listener);
+    let app = app.into_make_service_with_connect_info::<LastRead>();
     tokio::select! {
         served = axum::serve(listener, app).into_future() => served,
         () = shutdown => Ok(()),
@@ -276,8 +274,10 @@ async fn embeddings(State(state): State<Arc<AppState>>, request: Request) -> Res
 }
 
 async fn generate(state: Arc<AppState>, route: Route, request: Request) -> Response {
-    // The request's clock starts when its headers are in, before the body is read.
-    let arrived = Instant::now();
+    // The request's clock starts when its headers were in (arrival.rs), before the body
+    // is read; the handler may run later on a busy thread.
+    let handled = Instant::now();
+    let arrived = arrival_of(&request).map_or(handled, Instant::from_std);
     // Read only for the send log: the header is not otherwise the simulator's business.
     let request_id = state
         .send_log
@@ -319,7 +319,7 @@ async fn generate(state: Arc<AppState>, route: Route, request: Request) -> Respo
         let sent = state
             .send_log
             .clone()
-            .map(|log| SentTimes::new(log, id, request_id, arrived));
+            .map(|log| SentTimes::new(log, id, request_id, Arrival { arrived, handled }));
         sse_response(events, writer, job.include_usage, sent)
     } else {
         full_response(events, writer).await

@@ -5,7 +5,6 @@
 //! through hyper-util directly; the untimed calls (health, model list) stay on reqwest.
 
 mod connector;
-pub mod kernel_clock;
 mod response;
 mod timed_stream;
 pub mod wire_log;

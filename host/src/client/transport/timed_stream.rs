@@ -14,8 +14,8 @@ use hyper_util::client::legacy::connect::{Connected, Connection};
 use tokio::io::{AsyncWrite, Interest};
 use tokio::net::TcpStream;
 
-use super::kernel_clock;
 use super::wire_log::{ReadStamp, WireLog, WriteStamp};
+use crate::kernel_clock;
 
 /// The most one read takes: a streamed chunk is far smaller, and hyper asks again.
 const READ_BYTES: usize = 16 * 1024;

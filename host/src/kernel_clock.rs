@@ -2,7 +2,9 @@
 //! software receive stamps (the kernel's Documentation/networking/timestamping.rst). A
 //! `recvmsg` then carries, in an `SCM_TIMESTAMPING` control message, when the kernel
 //! received the last byte it returns; coalesced segments keep the latest time. That time
-//! does not move when the client's thread runs late, which the time the read returns does.
+//! does not move when the reading thread runs late, which the time the read returns does.
+//! Both sides of a measurement use it: the streaming client for each chunk's arrival
+//! (`client::transport`), the simulator for each request's (`sim::arrival`).
 //! `nix` (a kept binding of these calls) does the socket option and the control message.
 
 use std::io;
@@ -94,24 +96,32 @@ pub fn recv(_fd: RawFd, _buf: &mut [u8], _control: &mut [u8]) -> io::Result<Rece
 }
 
 /// The most two monotonic readings around a wall-clock reading may be apart for the
-/// pair to count as taken together.
+/// pair to count as taken together: the monotonic time of the wall-clock reading is then
+/// known within half of it (10 µs), and so is every arrival converted with the pair.
 const PAIR_SPREAD: Duration = Duration::from_micros(20);
 
-/// The monotonic clock (the middle of two readings) and the wall clock read together: a
-/// pair read across a preemption (the two clocks then seem apart by the time the thread
-/// was away, and arrivals would read early) is read again, up to three times.
+/// The monotonic clock (the middle of two readings) and the wall clock read together. A
+/// pair read across a preemption or an interrupt (the two clocks then seem apart by the
+/// time the thread was away, and arrivals would read early) is read again, up to three
+/// times; the tightest pair is kept.
 fn clocks_now() -> (Instant, SystemTime) {
-    let mut pair = (Instant::now(), SystemTime::now());
-    for _ in 0..3 {
+    let read_pair = || {
         let before = Instant::now();
         let wall = SystemTime::now();
         let spread = before.elapsed();
-        pair = (before + spread / 2, wall);
-        if spread <= PAIR_SPREAD {
+        (spread, before + spread / 2, wall)
+    };
+    let mut best = read_pair();
+    for _ in 0..3 {
+        if best.0 <= PAIR_SPREAD {
             break;
         }
+        let again = read_pair();
+        if again.0 < best.0 {
+            best = again;
+        }
     }
-    pair
+    (best.1, best.2)
 }
 
 /// The kernel's wall-clock receive time `kernel` on the monotonic clock, given the wall
