@@ -260,7 +260,10 @@ impl Client {
 
     /// Times the responses with `clock` (the default: the kernel's receive times).
     pub fn with_receive_clock(mut self, clock: ReceiveClock) -> Result<Client, ClientError> {
-        self.transport = Transport::new(clock, CONNECT_TIMEOUT)?;
+        // `new` built the transport for the default clock; only another is built again.
+        if clock != ReceiveClock::default() {
+            self.transport = Transport::new(clock, CONNECT_TIMEOUT)?;
+        }
         Ok(self)
     }
 
