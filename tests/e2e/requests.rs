@@ -237,7 +237,8 @@ fn a_fifth_of_the_requests_cancelled_after_five_tokens() {
 
 /// Two simulator targets, round-robin: each gets half of 20 requests, the records name
 /// their target, the per-target table and result.json show both, a threshold reads one;
-/// a request naming a target the run lacks is one clear error.
+/// a request naming a target the run lacks is one clear error; the run says whose
+/// server metrics it reads.
 #[test]
 fn two_targets_share_the_requests_round_robin() {
     let _guard = exclusive();
@@ -309,4 +310,10 @@ fn two_targets_share_the_requests_round_robin() {
         err.contains("names target 2, but the run has 2 --targets"),
         "{err}"
     );
+    // Server metrics are scraped from the first target only, and the run says so.
+    let note = format!(
+        "note: server metrics are read from {}/metrics only, not from the other 1 target(s)",
+        sims[0].url
+    );
+    assert!(err.contains(&note), "{err}");
 }

@@ -182,6 +182,14 @@ fn start_server_metrics(config: &RunConfig, target: &Targets) -> Result<Option<S
     if scrape.url.starts_with(&format!("{}/", first.base_url())) {
         scrape.api_key.clone_from(&config.api_key);
     }
+    // One scraper per run: the reports have one server section per phase.
+    let others = target.clients.len() - 1;
+    if others > 0 {
+        crate::errln!(
+            "note: server metrics are read from {} only, not from the other {others} target(s)",
+            crate::redact::string(scrape.url.clone())
+        );
+    }
     Ok(Some(Scraper::start(scrape)?))
 }
 
