@@ -27,10 +27,10 @@ pub struct Bounds {
 /// from the kernel's receipt of the request (host/src/sim/arrival.rs), so the time its
 /// busy thread took to take the request up is on neither side. Release build, 2 cores,
 /// two busy loops beside: median 0.007-0.07 ms, p90 up to 0.09 ms (tests/timing/main.rs
-/// has the figures; with `--receive-clock user` the medians reach 0.8 ms); the bounds leave room for a machine busier than that. A client that
-/// stamps its sends before the HTTP library's connection task writes them, or its reads
-/// when its own thread gets to them, is over both on a busy machine; one that adds 20 ms,
-/// anywhere.
+/// has the figures; with `--receive-clock user` the medians reach 0.8 ms). The bounds
+/// leave room for a machine busier than that. A client that stamps its sends before the
+/// HTTP library's connection task writes them, or its reads when its own thread gets to
+/// them, is over both on a busy machine; one that adds 20 ms, anywhere.
 pub const LATENCY: Bounds = Bounds {
     median_ms: 0.5,
     p90_ms: 3.0,
@@ -57,7 +57,7 @@ pub const GAP: Bounds = Bounds {
 /// and the log keeps whole µs rounded down; a few µs apart at the least (measured: 6 µs).
 /// Each side turns the kernel's wall-clock time into its monotonic clock with a pair of
 /// readings within 20 µs of each other (host/src/kernel_clock.rs), so each conversion is
-/// within 10 µs. A client that reads the wrong clock, or starts TTFT at a role-only delta,
+/// within 10 µs (unless four pairs in a row were split by a preemption). A client that reads the wrong clock, or starts TTFT at a role-only delta,
 /// reads milliseconds less than the server sent.
 pub const FLOOR_MS: f64 = -0.02;
 
