@@ -86,6 +86,22 @@ pub fn recv(fd: RawFd, buf: &mut [u8], control: &mut [u8]) -> io::Result<Receive
     })
 }
 
+/// `read` (one non-blocking read of `tcp`, e.g. [`recv`]) once `tcp` is readable, again
+/// while it would block: tokio's `try_io` clears the readiness when it does.
+pub fn poll_read_with<T>(
+    tcp: &tokio::net::TcpStream,
+    cx: &mut std::task::Context<'_>,
+    mut read: impl FnMut() -> io::Result<T>,
+) -> std::task::Poll<io::Result<T>> {
+    loop {
+        std::task::ready!(tcp.poll_read_ready(cx))?;
+        match tcp.try_io(tokio::io::Interest::READABLE, &mut read) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            done => return std::task::Poll::Ready(done),
+        }
+    }
+}
+
 /// Never called: [`enable`] fails here, and the socket is read without control messages.
 #[cfg(not(target_os = "linux"))]
 pub fn recv(_fd: RawFd, _buf: &mut [u8], _control: &mut [u8]) -> io::Result<Received> {

@@ -20,7 +20,7 @@ use std::time::Instant;
 use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::extract::Request;
 use axum::serve::{IncomingStream, Listener};
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::kernel_clock;
@@ -117,26 +117,15 @@ impl StampedStream {
             control,
             ..
         } = self;
-        loop {
-            ready!(tcp.poll_read_ready(cx))?;
-            let want = buf.remaining().min(READ_BYTES);
-            let into = buf.initialize_unfilled_to(want);
-            // `try_io` clears the readiness when the read would block.
-            let got = tcp.try_io(Interest::READABLE, || {
-                kernel_clock::recv(tcp.as_raw_fd(), into, control)
-            });
-            match got {
-                Ok(got) => {
-                    if got.bytes > 0 {
-                        last_read.set(got.arrival.unwrap_or(got.read));
-                    }
-                    buf.advance(got.bytes);
-                    return Poll::Ready(Ok(()));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
-            }
+        let into = buf.initialize_unfilled_to(buf.remaining().min(READ_BYTES));
+        let got = ready!(kernel_clock::poll_read_with(tcp, cx, || {
+            kernel_clock::recv(tcp.as_raw_fd(), into, control)
+        }))?;
+        if got.bytes > 0 {
+            last_read.set(got.arrival.unwrap_or(got.read));
         }
+        buf.advance(got.bytes);
+        Poll::Ready(Ok(()))
     }
 }
 

@@ -638,15 +638,21 @@ fn four_per_chunk() -> SimArgs {
     }
 }
 
-#[tokio::test]
-async fn grouped_chunks_keep_the_fixed_timetable() {
-    let (sim, log) = server_with_log(four_per_chunk());
+/// A 64-token stream of `sim` after a 1-token one opened the connection: 16 chunks of 4.
+async fn sixty_four_in_fours(sim: &SimServer) -> Streamed {
     let url = format!("{}/v1/completions", sim.base_url());
     let client = client();
     let _ = stream_with(&client, url.clone(), completion(1)).await;
     let s = stream_with(&client, url, completion(64)).await;
     let sizes: Vec<usize> = s.content().iter().map(|(_, n)| *n).collect();
     assert_eq!(sizes, vec![4; 16]);
+    s
+}
+
+#[tokio::test]
+async fn grouped_chunks_keep_the_fixed_timetable() {
+    let (sim, log) = server_with_log(four_per_chunk());
+    let _ = sixty_four_in_fours(&sim).await;
     let sent = sent_chunks(&log);
     assert_eq!(sent.iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 16]);
     let late = sent.iter().flat_map(|c| lateness(c, 20.0, 10.0)).collect();
@@ -732,13 +738,7 @@ mod quiet_machine {
     #[ignore = "quiet machine only: see README"]
     async fn grouped_chunks_keep_the_fixed_timetable_as_the_client_reads() {
         let sim = server(four_per_chunk());
-        let url = format!("{}/v1/completions", sim.base_url());
-        let client = client();
-        // Open the connection first, then time a request.
-        let _ = stream_with(&client, url.clone(), completion(1)).await;
-        let s = stream_with(&client, url, completion(64)).await;
-        let sizes: Vec<usize> = s.content().iter().map(|(_, n)| *n).collect();
-        assert_eq!(sizes, vec![4; 16]);
+        let s = sixty_four_in_fours(&sim).await;
         let ttft = ms(s.ttft());
         assert!((ttft - 20.0).abs() < 5.0, "TTFT {ttft:.2} ms");
         let span = ms(s.end() - s.content()[0].0);

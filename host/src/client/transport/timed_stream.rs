@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::client::legacy::connect::{Connected, Connection};
-use tokio::io::{AsyncWrite, Interest};
+use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 
 use super::wire_log::{ReadStamp, WireLog, WriteStamp};
@@ -87,24 +87,14 @@ impl Read for TimedStream {
             control,
         } = self.get_mut();
         let want = buf.remaining().min(READ_BYTES);
-        loop {
-            ready!(tcp.poll_read_ready(cx))?;
-            // `try_io` clears the readiness when the read would block.
-            let got = tcp.try_io(Interest::READABLE, || {
-                read_once(tcp, &mut own[..want], control, *kernel_times)
-            });
-            match got {
-                Ok((n, stamp)) => {
-                    if n > 0 {
-                        log.read(stamp);
-                    }
-                    buf.put_slice(&own[..n]);
-                    return Poll::Ready(Ok(()));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
-            }
+        let (n, stamp) = ready!(kernel_clock::poll_read_with(tcp, cx, || {
+            read_once(tcp, &mut own[..want], control, *kernel_times)
+        }))?;
+        if n > 0 {
+            log.read(stamp);
         }
+        buf.put_slice(&own[..n]);
+        Poll::Ready(Ok(()))
     }
 }
 
