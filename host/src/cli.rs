@@ -170,7 +170,7 @@ pub struct RunArgs {
     /// Directory for requests.jsonl (written as requests finish) and result.json
     #[arg(long, value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// Scrape the server's Prometheus metrics from URL [default: the target's /metrics], or `off`
+    /// Scrape the server's Prometheus metrics from URL [default: each target's /metrics, summed], or `off`
     #[arg(long = "server-metrics", value_name = "URL|off")]
     pub server_metrics: Option<String>,
     /// Time between scrapes of the server's metrics (e.g. 1s, 250ms; at least 100ms)

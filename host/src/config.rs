@@ -59,7 +59,7 @@ pub struct RunConfig {
     pub max_error_rate: Option<f64>,
     pub output: Option<PathBuf>,
     pub save_result: Option<PathBuf>,
-    /// `--server-metrics` (a URL, `off`, or the target's /metrics when `None`) and its interval.
+    /// `--server-metrics` (a URL, `off`, or each target's /metrics when `None`) and its interval.
     pub server_metrics: (Option<String>, Duration),
     pub quiet: bool,
     pub start_at: Option<StartAt>,

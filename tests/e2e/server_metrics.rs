@@ -8,7 +8,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::{exclusive, run_ok, runner, scenario, stderr, stdout};
+use crate::fault_server::{Fault, FaultServer};
+use crate::support::{exclusive, run_ok, runner, scenario, stderr, stdout, LoggingSim};
 
 /// A run of `args` with `--output` into a temp dir: its stdout, result.json, and the
 /// scrapes of server_metrics.jsonl.
@@ -39,6 +40,7 @@ fn gauge<'a>(phase: &'a Value, name: &str) -> &'a Value {
 
 const RUNNING: &str = "vllm:num_requests_running";
 const WAITING: &str = "vllm:num_requests_waiting";
+const KV_USE: &str = "vllm:kv_cache_usage_perc";
 
 #[test]
 fn scrapes_come_at_the_interval_and_show_the_simulators_limits() {
@@ -84,6 +86,144 @@ fn scrapes_come_at_the_interval_and_show_the_simulators_limits() {
     );
     assert!(section.contains(&format!("/ {max_seqs}.00")), "{section}");
     assert!(section.contains("Client TTFT mean (ms):"), "{section}");
+}
+
+/// Two simulators of 4 slots each behind two `--target`s: both endpoints are scraped at
+/// each tick and seen as one fleet. Each line of server_metrics.jsonl holds both
+/// endpoints' values and their combination (requests and counters summed, KV cache use
+/// averaged); the report's running maximum is the fleet's 8, which neither server reaches
+/// alone.
+#[test]
+fn every_targets_metrics_are_scraped_and_summed() {
+    let _quiet = exclusive();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sims = [
+        LoggingSim::start(dir.path(), "a", &["--sim-max-seqs", "4"]),
+        LoggingSim::start(dir.path(), "b", &["--sim-max-seqs", "4"]),
+    ];
+    let (text, result, samples) = run_scraped(&[
+        &scenario("throughput.rhai"),
+        "-p",
+        "requests=120",
+        "-p",
+        "input_tokens=64",
+        "-p",
+        "output_tokens=64",
+        "--target",
+        &sims[0].url,
+        "--target",
+        &sims[1].url,
+        "--server-metrics-interval",
+        "100ms",
+    ]);
+    let server = &result["runner"]["server_metrics"];
+    assert_eq!(server["endpoints"], 2, "{server}");
+    assert_eq!(gauge(&result, RUNNING)["max"], 8.0);
+    assert!(gauge(&result, WAITING)["max"].as_f64().unwrap() > 0.0);
+    let both: Vec<&Value> = samples
+        .iter()
+        .filter(|s| s["endpoints"].as_array().is_some_and(|e| e.len() == 2))
+        .collect();
+    assert!(
+        both.len() >= 5,
+        "{} of {} scrapes hold both",
+        both.len(),
+        samples.len()
+    );
+    for s in both {
+        let each = |name: &str| -> Vec<f64> {
+            let endpoints = s["endpoints"].as_array().unwrap();
+            endpoints
+                .iter()
+                .filter_map(|e| e["values"][name].as_f64())
+                .collect()
+        };
+        for name in [RUNNING, WAITING, "vllm:prompt_tokens_total"] {
+            let parts = each(name);
+            assert_eq!(parts.len(), 2, "{name} in {s}");
+            assert_eq!(
+                s["values"][name].as_f64(),
+                Some(parts[0] + parts[1]),
+                "{name}"
+            );
+        }
+        let kv = each(KV_USE);
+        let mean = (kv[0] + kv[1]) / 2.0;
+        let combined = s["values"][KV_USE].as_f64().expect("KV cache use");
+        assert!(
+            (combined - mean).abs() < 1e-12,
+            "{combined} is not the mean of {kv:?}"
+        );
+    }
+    let urls: Vec<String> = sims.iter().map(|s| format!("{}/metrics", s.url)).collect();
+    assert!(samples
+        .iter()
+        .flat_map(|s| s["endpoints"].as_array())
+        .flatten()
+        .all(|e| {
+            e["url"].as_str()
+                == urls
+                    .get(e["endpoint"].as_u64().unwrap_or(9) as usize)
+                    .map(String::as_str)
+        }));
+    let section = text
+        .split("Server metrics")
+        .nth(1)
+        .expect("a Server metrics section");
+    assert!(
+        section.contains("Endpoints (summed; % averaged):"),
+        "{section}"
+    );
+    assert!(section.contains("/ 8.00"), "{section}");
+}
+
+/// One target of two serves no metrics (the fault server answers /metrics with an event
+/// stream): one warning line names it, and the other target's metrics still make the
+/// section, as one endpoint.
+#[test]
+fn a_target_of_several_without_metrics_is_one_warning_and_the_rest_are_read() {
+    let _quiet = exclusive();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sim = LoggingSim::start(dir.path(), "sim", &[]);
+    let bare = FaultServer::start(|_| Fault::None);
+    let o = runner(&[
+        &scenario("throughput.rhai"),
+        "-p",
+        "requests=40",
+        "-p",
+        "input_tokens=32",
+        "-p",
+        "output_tokens=32",
+        "--target",
+        &sim.url,
+        "--target",
+        &bare.url,
+        "--server-metrics-interval",
+        "100ms",
+    ]);
+    let (err, text) = (stderr(&o), stdout(&o));
+    assert!(o.status.success(), "{err}");
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("server metrics"))
+        .collect();
+    let bare_metrics = format!("{}/metrics", bare.url.trim_end_matches("/v1"));
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(warnings[0].contains(&bare_metrics), "{}", warnings[0]);
+    assert!(
+        warnings[0].ends_with("the other endpoints are still read"),
+        "{}",
+        warnings[0]
+    );
+    let section = text
+        .split("Server metrics")
+        .nth(1)
+        .expect("a Server metrics section");
+    assert!(
+        section.contains("Requests running (mean / max):"),
+        "{section}"
+    );
+    assert!(!section.contains("Endpoints ("), "{section}");
 }
 
 /// `shared_prefix.rhai` at `ratio`: its result.

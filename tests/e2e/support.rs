@@ -208,3 +208,53 @@ pub fn report_row(text: &str, label: &str) -> Option<u64> {
         .find(|l| l.starts_with(label))
         .and_then(|l| l[label.len()..].trim().parse().ok())
 }
+
+/// A `runner sim` on a free port, writing its send log; killed when dropped.
+pub struct LoggingSim {
+    child: std::process::Child,
+    pub url: String,
+    log: PathBuf,
+}
+
+impl LoggingSim {
+    pub fn start(dir: &Path, name: &str, extra: &[&str]) -> LoggingSim {
+        let port = free_port();
+        let log = dir.join(format!("{name}.jsonl"));
+        let (p, l) = (port.to_string(), log.display().to_string());
+        let mut args = vec!["sim", "--port", &p, "--sim-send-log", &l];
+        args.extend(extra);
+        let child = spawn_runner(&args);
+        wait_until(
+            "the simulator to listen",
+            std::time::Duration::from_secs(30),
+            || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+        );
+        LoggingSim {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            log,
+        }
+    }
+
+    /// The send log's lines, but the pre-run test request's.
+    pub fn lines(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.log)
+            .expect("send log")
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON line"))
+            .filter(|l| {
+                !l["request_id"]
+                    .as_str()
+                    .unwrap_or("")
+                    .ends_with("preflight")
+            })
+            .collect()
+    }
+}
+
+impl Drop for LoggingSim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -166,31 +166,21 @@ fn execute(
     })
 }
 
-/// The scraper of the (first) target's metrics, unless `--server-metrics off`.
+/// The scraper of every target's metrics, unless `--server-metrics off`.
 fn start_server_metrics(config: &RunConfig, target: &Targets) -> Result<Option<Scraper>> {
     let (flag, interval) = &config.server_metrics;
-    let Some(first) = target.clients.first() else {
-        return Ok(None);
-    };
-    let output = config.output.as_deref();
-    let Some(mut scrape) =
-        ScrapeConfig::for_run(flag.as_deref(), first.base_url(), *interval, output)
-    else {
-        return Ok(None);
-    };
-    // The API key goes only to the target itself, never to another host's /metrics.
-    if scrape.url.starts_with(&format!("{}/", first.base_url())) {
-        scrape.api_key.clone_from(&config.api_key);
+    let targets: Vec<&str> = target.clients.iter().map(|c| c.base_url()).collect();
+    let scrape = ScrapeConfig::for_run(
+        flag.as_deref(),
+        &targets,
+        config.api_key.as_deref(),
+        *interval,
+        config.output.as_deref(),
+    );
+    match scrape {
+        Some(scrape) if !scrape.endpoints.is_empty() => Ok(Some(Scraper::start(scrape)?)),
+        _ => Ok(None),
     }
-    // One scraper per run: the reports have one server section per phase.
-    let others = target.clients.len() - 1;
-    if others > 0 {
-        crate::errln!(
-            "note: server metrics are read from {} only, not from the other {others} target(s)",
-            crate::redact::string(scrape.url.clone())
-        );
-    }
-    Ok(Some(Scraper::start(scrape)?))
 }
 
 fn engine_config(config: &RunConfig, model: String) -> EngineConfig {

@@ -11,13 +11,20 @@ use crate::server_metrics::ServerPhase;
 /// One line of the section: a label and its value.
 type Line = (String, String);
 
-/// The section's lines: scrapes, gauges (mean / max, and the time above a threshold),
+/// The section's lines: scrapes (and, with several targets, how many endpoints' figures
+/// were combined), gauges (mean / max, and the time above a threshold),
 /// counters (increase and rate), the prefix-cache hit rate, histograms (mean / p50 / p99)
 /// and the client's TTFT against the server's.
 pub fn lines(server: &ServerPhase, client: &PhaseSummary) -> Vec<Line> {
     let mut out: Vec<Line> = vec![("Scrapes:".into(), server.samples.to_string())];
+    if server.endpoints > 1 {
+        out.push((
+            "Endpoints (summed; % averaged):".into(),
+            server.endpoints.to_string(),
+        ));
+    }
     for g in &server.gauges {
-        let fraction = is_fraction(&g.name);
+        let fraction = known::is_fraction(&g.name);
         let show = |v: f64| {
             if fraction {
                 format!("{:.1} %", v * 100.0)
@@ -85,11 +92,6 @@ fn ttft_split(server: &ServerPhase, client: &PhaseSummary) -> Option<Line> {
             client_ttft - server_ttft
         ),
     ))
-}
-
-fn is_fraction(name: &str) -> bool {
-    known::lookup(name).is_some_and(|k| k.meaning == Meaning::KvCacheUse)
-        || name == "sglang:cache_hit_rate"
 }
 
 fn capitalised(s: &str) -> String {

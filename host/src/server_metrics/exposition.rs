@@ -1,4 +1,7 @@
-//! One scrape's text, parsed: every metric family summed over its label sets.
+//! One scrape's text, parsed: every metric family summed over its label sets, except the
+//! fractions (KV cache use, a hit rate), which are averaged: two engines each at 50 % use
+//! hold half of their KV cache, not all of it. Scrapes of several targets combine by the
+//! same rule.
 //!
 //! The parser is the `prometheus-parse` crate. Its name pattern is `\w+`, which leaves out
 //! the `:` that vLLM, SGLang and llama.cpp put in every name (`vllm:num_requests_running`;
@@ -8,6 +11,8 @@
 use std::collections::BTreeMap;
 
 use prometheus_parse::{Scrape, Value};
+
+use super::known;
 
 use crate::scenario::spec::ServerValues;
 
@@ -28,7 +33,8 @@ pub enum Kind {
     Histogram,
 }
 
-/// One family: its value summed over label sets; a histogram's cumulative buckets.
+/// One family: its value summed over label sets (a fraction's averaged); a histogram's
+/// cumulative buckets.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Family {
     pub kind: Kind,
@@ -36,12 +42,17 @@ pub struct Family {
     pub value: f64,
     /// A histogram's buckets: upper bound (`le`) and cumulative count, ascending.
     pub buckets: Vec<(f64, f64)>,
+    /// Label sets (of every endpoint) whose values made `value`: a fraction's weight when
+    /// scrapes are combined.
+    pub sets: u32,
 }
 
 /// One scrape: every family by name.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Exposition {
     pub families: BTreeMap<String, Family>,
+    /// Endpoints whose scrapes it holds: 1 for a parsed one.
+    pub endpoints: usize,
 }
 
 impl Exposition {
@@ -61,16 +72,16 @@ impl Exposition {
             match sample.value {
                 Value::Histogram(buckets) => {
                     let points = buckets.iter().map(|b| (b.less_than, b.count));
-                    add_buckets(&mut families, name, points);
+                    add_buckets(&mut families, name, points, 1);
                 }
                 // A summary's quantiles do not add up over label sets; its `_sum` and
                 // `_count` arrive as samples of their own.
                 Value::Summary(_) => {}
-                Value::Gauge(v) => add_scalar(&mut families, name, Kind::Gauge, v),
-                Value::Counter(v) => add_scalar(&mut families, name, Kind::Counter, v),
+                Value::Gauge(v) => add_scalar(&mut families, name, Kind::Gauge, (v, 1)),
+                Value::Counter(v) => add_scalar(&mut families, name, Kind::Counter, (v, 1)),
                 Value::Untyped(v) => {
                     let kind = untyped_kind(&name);
-                    add_scalar(&mut families, name, kind, v)
+                    add_scalar(&mut families, name, kind, (v, 1))
                 }
             }
         }
@@ -87,7 +98,51 @@ impl Exposition {
                 }
             }
         }
-        Exposition { families }
+        Exposition::averaging_fractions(families, 1)
+    }
+
+    /// The scrapes of several endpoints as one (a fleet of replicas behind the run's
+    /// targets): every family summed, fractions averaged over all their label sets.
+    pub fn combine<'a>(parts: impl IntoIterator<Item = &'a Exposition>) -> Exposition {
+        let mut families: BTreeMap<String, Family> = BTreeMap::new();
+        let mut endpoints = 0;
+        for part in parts {
+            endpoints += part.endpoints;
+            for (name, f) in &part.families {
+                if families.len() >= MAX_FAMILIES && !families.contains_key(name) {
+                    continue;
+                }
+                if f.kind == Kind::Histogram {
+                    add_buckets(
+                        &mut families,
+                        name.clone(),
+                        f.buckets.iter().copied(),
+                        f.sets,
+                    );
+                } else {
+                    let sum = if known::is_fraction(name) {
+                        f.value * f64::from(f.sets)
+                    } else {
+                        f.value
+                    };
+                    add_scalar(&mut families, name.clone(), f.kind, (sum, f.sets));
+                }
+            }
+        }
+        Exposition::averaging_fractions(families, endpoints)
+    }
+
+    /// `families` (summed) with each fraction's sum turned into its mean.
+    fn averaging_fractions(mut families: BTreeMap<String, Family>, endpoints: usize) -> Exposition {
+        for (name, f) in &mut families {
+            if f.kind != Kind::Histogram && f.sets > 1 && known::is_fraction(name) {
+                f.value /= f64::from(f.sets);
+            }
+        }
+        Exposition {
+            families,
+            endpoints,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -122,18 +177,28 @@ fn untyped_kind(name: &str) -> Kind {
     }
 }
 
-fn add_scalar(families: &mut BTreeMap<String, Family>, name: String, kind: Kind, v: f64) {
+/// Adds `(sum, sets)`: the values of `sets` label sets, summed.
+fn add_scalar(
+    families: &mut BTreeMap<String, Family>,
+    name: String,
+    kind: Kind,
+    (v, sets): (f64, u32),
+) {
     // `_created` holds a timestamp per label set: summing them means nothing.
     if !v.is_finite() || name.ends_with("_created") {
         return;
     }
     families
         .entry(name)
-        .and_modify(|f| f.value += v)
+        .and_modify(|f| {
+            f.value += v;
+            f.sets = f.sets.saturating_add(sets);
+        })
         .or_insert(Family {
             kind,
             value: v,
             buckets: Vec::new(),
+            sets,
         });
 }
 
@@ -141,12 +206,15 @@ fn add_buckets(
     families: &mut BTreeMap<String, Family>,
     name: String,
     points: impl Iterator<Item = (f64, f64)>,
+    sets: u32,
 ) {
     let family = families.entry(name).or_insert(Family {
         kind: Kind::Histogram,
         value: 0.0,
         buckets: Vec::new(),
+        sets: 0,
     });
+    family.sets = family.sets.saturating_add(sets);
     for (le, count) in points.filter(|(le, c)| !le.is_nan() && c.is_finite()) {
         match family.buckets.iter_mut().find(|(b, _)| *b == le) {
             Some(bucket) => bucket.1 += count,
@@ -218,6 +286,39 @@ vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 3.5
             e.families["vllm:time_to_first_token_seconds_sum"].kind,
             Kind::Counter
         );
+    }
+
+    /// Two engines' KV cache use: half of the cache each is half of it, not all of it.
+    const TWO_ENGINES_KV: &str = "vllm:kv_cache_usage_perc{engine=\"0\"} 0.5\nvllm:kv_cache_usage_perc{engine=\"1\"} 0.25\nvllm:num_requests_running{engine=\"0\"} 1\n";
+
+    #[test]
+    fn fractions_are_averaged_over_label_sets() {
+        let e = Exposition::parse(TWO_ENGINES_KV);
+        assert_eq!(e.value("vllm:kv_cache_usage_perc"), Some(0.375));
+        assert_eq!(e.families["vllm:kv_cache_usage_perc"].sets, 2);
+        assert_eq!(e.endpoints, 1);
+    }
+
+    #[test]
+    fn endpoints_combine_as_one_fleet() {
+        let (a, b) = (Exposition::parse(VLLM), Exposition::parse(TWO_ENGINES_KV));
+        let third = Exposition::parse("vllm:kv_cache_usage_perc 1\n");
+        let fleet = Exposition::combine([&a, &b, &third]);
+        assert_eq!(fleet.endpoints, 3);
+        assert_eq!(fleet.value("vllm:num_requests_running"), Some(6.0));
+        // Weighted by label sets: (0.5 + 0.25 + 1) / 3, not the mean of 0.375 and 1.
+        let kv = fleet.value("vllm:kv_cache_usage_perc").unwrap();
+        assert!((kv - 1.75 / 3.0).abs() < 1e-15, "{kv}");
+        let twice = Exposition::combine([&a, &a]);
+        assert_eq!(twice.value("vllm:num_preemptions_total"), Some(14.0));
+        assert_eq!(
+            twice.families["vllm:num_preemptions_total"].kind,
+            Kind::Counter
+        );
+        let ttft = &twice.families["vllm:time_to_first_token_seconds"].buckets;
+        assert_eq!(ttft, &vec![(0.1, 10.0), (1.0, 20.0), (f64::INFINITY, 24.0)]);
+        assert_eq!(twice.value("vllm:time_to_first_token_seconds"), Some(24.0));
+        assert_eq!(Exposition::combine([&a]), a);
     }
 
     #[test]

@@ -217,6 +217,13 @@ pub fn lookup(name: &str) -> Option<&'static Known> {
     KNOWN.iter().find(|k| k.name == name)
 }
 
+/// A fraction, 0 to 1 (KV cache use, SGLang's hit rate): shown in percent, and averaged
+/// over label sets and targets where other metrics are summed.
+pub fn is_fraction(name: &str) -> bool {
+    lookup(name)
+        .is_some_and(|k| matches!(k.meaning, Meaning::KvCacheUse | Meaning::PrefixCacheHitRate))
+}
+
 /// The first known metric of `meaning` among `names` (in catalogue order).
 pub fn first_of<'a>(meaning: Meaning, mut has: impl FnMut(&str) -> bool) -> Option<&'a Known> {
     KNOWN.iter().find(|k| k.meaning == meaning && has(k.name))

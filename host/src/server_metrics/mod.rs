@@ -32,14 +32,22 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 /// Shortest time between scrapes.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
+/// One metrics endpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Endpoint {
+    /// The full URL of the metrics endpoint.
+    pub url: String,
+    /// Sent as a bearer token, as to the API (a proxy in front of the server may ask for it).
+    pub api_key: Option<String>,
+}
+
 /// What to scrape and how often.
 #[derive(Clone, Debug)]
 pub struct ScrapeConfig {
-    /// The full URL of the metrics endpoint.
-    pub url: String,
+    /// Every target's endpoint (or the one `--server-metrics` names), in target order;
+    /// their scrapes are combined into one (`Exposition::combine`).
+    pub endpoints: Vec<Endpoint>,
     pub interval: Duration,
-    /// Sent as a bearer token, as to the API (a proxy in front of the server may ask for it).
-    pub api_key: Option<String>,
     /// Where each scrape is written (server_metrics.jsonl), if anywhere.
     pub samples_file: Option<PathBuf>,
 }
@@ -69,23 +77,38 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
 }
 
 impl ScrapeConfig {
-    /// What a run scrapes: `flag` (`--server-metrics`: a URL, `off`, or the target's
-    /// `/metrics` when not given); `None` when off.
+    /// What a run scrapes: `flag` (`--server-metrics`: a URL, `off`, or each target's
+    /// `/metrics` when not given, each endpoint once); `None` when off. The API key goes
+    /// only to an endpoint on one of the targets, never to another host's /metrics.
     pub fn for_run(
         flag: Option<&str>,
-        target: &str,
+        targets: &[&str],
+        api_key: Option<&str>,
         interval: Duration,
         output: Option<&std::path::Path>,
     ) -> Option<ScrapeConfig> {
-        let url = match flag.map(str::trim) {
+        let mut urls: Vec<String> = match flag.map(str::trim) {
             Some(off) if off.eq_ignore_ascii_case("off") => return None,
-            Some(url) => url.to_string(),
-            None => default_url(target),
+            Some(url) => vec![url.to_string()],
+            None => targets.iter().map(|t| default_url(t)).collect(),
         };
+        let mut seen = std::collections::HashSet::new();
+        urls.retain(|u| seen.insert(u.clone()));
+        let on_a_target = |url: &str| {
+            targets
+                .iter()
+                .any(|t| url.starts_with(&format!("{}/", server_root(t))))
+        };
+        let endpoints = urls
+            .into_iter()
+            .map(|url| Endpoint {
+                api_key: api_key.filter(|_| on_a_target(&url)).map(str::to_string),
+                url,
+            })
+            .collect();
         Some(ScrapeConfig {
-            url,
+            endpoints,
             interval,
-            api_key: None,
             samples_file: output.map(|d| d.join(SAMPLES_FILE)),
         })
     }
@@ -94,9 +117,13 @@ impl ScrapeConfig {
 /// The metrics URL of a target: `<target>/metrics`, a trailing `/v1` left out (vLLM,
 /// SGLang, llama.cpp and TGI all serve it at the root).
 pub fn default_url(target: &str) -> String {
+    format!("{}/metrics", server_root(target))
+}
+
+/// A target's URL without a trailing `/` or `/v1`.
+fn server_root(target: &str) -> &str {
     let trimmed = target.trim().trim_end_matches('/');
-    let base = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
-    format!("{base}/metrics")
+    trimmed.strip_suffix("/v1").unwrap_or(trimmed)
 }
 
 #[cfg(test)]
@@ -108,10 +135,36 @@ mod tests {
         assert_eq!(default_url("http://h:8000"), "http://h:8000/metrics");
         assert_eq!(default_url("http://h:8000/v1/"), "http://h:8000/metrics");
         assert_eq!(default_url("https://h/x/v1"), "https://h/x/metrics");
-        let off = ScrapeConfig::for_run(Some("OFF"), "http://h", MIN_INTERVAL, None);
-        assert!(off.is_none());
-        let own = ScrapeConfig::for_run(Some("http://m:9/x"), "http://h", MIN_INTERVAL, None);
-        assert_eq!(own.map(|c| c.url).as_deref(), Some("http://m:9/x"));
+    }
+
+    fn endpoints(flag: Option<&str>, targets: &[&str]) -> Option<Vec<Endpoint>> {
+        ScrapeConfig::for_run(flag, targets, Some("k"), MIN_INTERVAL, None).map(|c| c.endpoints)
+    }
+
+    fn endpoint(url: &str, api_key: Option<&str>) -> Endpoint {
+        Endpoint {
+            url: url.into(),
+            api_key: api_key.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn every_target_is_scraped_once_and_only_targets_get_the_key() {
+        assert_eq!(endpoints(Some("OFF"), &["http://h"]), None);
+        let own = endpoints(Some("http://m:9/x"), &["http://h"]);
+        assert_eq!(own, Some(vec![endpoint("http://m:9/x", None)]));
+        let on_target = endpoints(Some("http://h:1/m"), &["http://h:1/v1/"]);
+        assert_eq!(on_target, Some(vec![endpoint("http://h:1/m", Some("k"))]));
+        let next_door = endpoints(Some("http://h:10/m"), &["http://h:1"]);
+        assert_eq!(next_door, Some(vec![endpoint("http://h:10/m", None)]));
+        let fleet = endpoints(None, &["http://a:1/v1", "http://b:2", "http://a:1"]);
+        assert_eq!(
+            fleet,
+            Some(vec![
+                endpoint("http://a:1/metrics", Some("k")),
+                endpoint("http://b:2/metrics", Some("k")),
+            ])
+        );
     }
 
     #[test]

@@ -37,6 +37,10 @@ struct Running {
 pub struct ServerPhase {
     /// Scrapes taken during the phase.
     pub samples: u64,
+    /// Metrics endpoints whose scrapes were combined (one per target): every figure is
+    /// their sum, KV cache use and hit rates their mean.
+    #[serde(default = "one")]
+    pub endpoints: usize,
     pub gauges: Vec<GaugeStat>,
     pub counters: Vec<CounterStat>,
     pub histograms: Vec<HistogramStat>,
@@ -47,6 +51,10 @@ pub struct ServerPhase {
     #[serde(default, skip_serializing)]
     #[cfg_attr(test, schemars(skip))]
     pub series: Vec<ServerPoint>,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// A known gauge over the phase.
@@ -187,6 +195,7 @@ impl PhaseAccumulator {
         let span_s = latest.t_s - base.t_s;
         let mut phase = ServerPhase {
             samples: self.samples,
+            endpoints: latest.exposition.endpoints,
             series: self.series.clone(),
             ..ServerPhase::default()
         };

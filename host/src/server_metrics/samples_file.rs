@@ -2,6 +2,9 @@
 //! `{"t_s": seconds since the run began, "phase": index or null (between phases),
 //! "values": {name: value, ...}, "buckets": {histogram: [[le, cumulative count], ...]}}`,
 //! values summed over label sets; `le` is a string, as the exposition writes it (`+Inf`).
+//! With several endpoints (one per target) `values` and `buckets` combine them (sums,
+//! fractions averaged), and `"endpoints": [{"endpoint": index, "url", "values",
+//! "buckets"}, ...]` holds what each endpoint scraped at that moment gave.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -24,8 +27,24 @@ impl SamplesFile {
 
     /// Writes one scrape and flushes it, so the file is whole up to the last scrape
     /// however the run ends.
-    pub fn write(&mut self, t_s: f64, phase: Option<usize>, e: &Exposition) -> std::io::Result<()> {
-        let line = serde_json::to_string(&sample_json(t_s, phase, e))?;
+    pub fn write(
+        &mut self,
+        t_s: f64,
+        phase: Option<usize>,
+        e: &Exposition,
+        each: &[(usize, &str, &Exposition)],
+    ) -> std::io::Result<()> {
+        let mut sample = sample_json(t_s, phase, e);
+        if !each.is_empty() {
+            let endpoints = each.iter().map(|&(i, url, e)| {
+                let mut one = families_json(e);
+                one.insert("endpoint".into(), json!(i));
+                one.insert("url".into(), json!(url));
+                Value::Object(one)
+            });
+            sample["endpoints"] = Value::Array(endpoints.collect());
+        }
+        let line = serde_json::to_string(&sample)?;
         self.out.write_all(line.as_bytes())?;
         self.out.write_all(b"\n")?;
         self.out.flush()
@@ -33,6 +52,14 @@ impl SamplesFile {
 }
 
 fn sample_json(t_s: f64, phase: Option<usize>, e: &Exposition) -> Value {
+    let mut sample = families_json(e);
+    sample.insert("t_s".into(), json!((t_s * 1e6).round() / 1e6));
+    sample.insert("phase".into(), json!(phase));
+    Value::Object(sample)
+}
+
+/// `values` and `buckets` of one exposition.
+fn families_json(e: &Exposition) -> Map<String, Value> {
     let mut values = Map::new();
     let mut buckets = Map::new();
     for (name, family) in &e.families {
@@ -47,12 +74,10 @@ fn sample_json(t_s: f64, phase: Option<usize>, e: &Exposition) -> Value {
             values.insert(name.clone(), json!(family.value));
         }
     }
-    json!({
-        "t_s": (t_s * 1e6).round() / 1e6,
-        "phase": phase,
-        "values": values,
-        "buckets": buckets,
-    })
+    Map::from_iter([
+        ("values".to_string(), Value::Object(values)),
+        ("buckets".to_string(), Value::Object(buckets)),
+    ])
 }
 
 fn le_text(le: f64) -> String {

@@ -1,18 +1,20 @@
 //! The scraper: its own OS thread with a one-thread tokio runtime, so fetching and parsing
-//! never share a worker with the dispatcher or the requests. It scrapes every interval,
-//! writes each scrape to server_metrics.jsonl, keeps the latest values for a scenario's
-//! `stop` and adds each scrape to the running phase's summary.
+//! never share a worker with the dispatcher or the requests. It scrapes every endpoint
+//! (one per target) every interval, all at once, and combines what each last gave into one
+//! view of the fleet; it writes each scrape to server_metrics.jsonl, keeps the latest
+//! values for a scenario's `stop` and adds each scrape to the running phase's summary.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures_util::future::join_all;
 use tokio::sync::oneshot;
 
 use super::exposition::Exposition;
 use super::fetch::{FetchError, Fetcher};
 use super::phase::{PhaseAccumulator, ServerPhase, Timed};
 use super::samples_file::SamplesFile;
-use super::{ScrapeConfig, ServerMetricsError};
+use super::{Endpoint, ScrapeConfig, ServerMetricsError};
 use crate::scenario::spec::{ServerStat, ServerValues};
 
 /// A scrape's time limit: an interval, but at least 1 s and at most 5 s.
@@ -45,14 +47,14 @@ pub struct Scraper {
 }
 
 impl Scraper {
-    /// Starts scraping `config.url` now.
+    /// Starts scraping `config.endpoints` now.
     pub fn start(config: ScrapeConfig) -> Result<Scraper, ServerMetricsError> {
-        let url = reqwest::Url::parse(&config.url)
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https"))
-            .ok_or_else(|| ServerMetricsError::BadUrl(crate::redact::string(config.url.clone())))?;
-        let fetcher = Fetcher::new(url, config.api_key.clone(), scrape_timeout(config.interval))
-            .map_err(|e| ServerMetricsError::Client(e.to_string()))?;
+        let timeout = scrape_timeout(config.interval);
+        let sources = config
+            .endpoints
+            .iter()
+            .map(|e| Source::new(e, timeout))
+            .collect::<Result<Vec<_>, _>>()?;
         let file = match &config.samples_file {
             Some(path) => {
                 Some(
@@ -71,9 +73,9 @@ impl Scraper {
         let state = Arc::new(Mutex::new(State::default()));
         let (stop, stopped) = oneshot::channel();
         let job = Job {
-            fetcher,
+            sources,
             file,
-            config,
+            interval: config.interval,
             state: state.clone(),
             began: Instant::now(),
         };
@@ -138,55 +140,133 @@ impl Drop for Scraper {
     }
 }
 
-struct Job {
+/// One endpoint: its fetcher and what it last gave.
+struct Source {
+    /// For warnings, credentials left out.
+    url: String,
     fetcher: Fetcher,
-    file: Option<SamplesFile>,
-    config: ScrapeConfig,
-    state: Arc<Mutex<State>>,
-    began: Instant,
+    latest: Option<Arc<Exposition>>,
+    scraped: u64,
+    warned: bool,
+    /// Its first scrape failed for good: it is not scraped again.
+    gone: bool,
 }
 
-impl Job {
-    /// Scrapes until stopped. A first scrape that fails for good (no such endpoint, not
-    /// Prometheus text) is one warning line and the end of scraping; any other failure
-    /// (a later one, or a first one that timed out: a server whose few HTTP threads are
-    /// all taken by the run's connections, as llama.cpp's, answers later) is one warning
-    /// line for the whole run, and scraping goes on.
-    async fn run(mut self) {
-        let mut ticks = tokio::time::interval(self.config.interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut scraped = 0u64;
-        let mut warned = false;
-        loop {
-            ticks.tick().await;
-            let at = Instant::now();
-            match self.fetcher.fetch().await {
-                Ok(exposition) => {
-                    scraped += 1;
-                    self.keep(at, exposition);
-                }
-                Err(e) if scraped == 0 && !e.is_transient() => {
-                    self.warn(&e, "the run goes on without server metrics");
-                    return;
-                }
-                Err(e) if !warned => {
-                    warned = true;
-                    self.warn(&e, "scraping goes on (this warning is not repeated)");
-                }
-                Err(_) => {}
+impl Source {
+    fn new(endpoint: &Endpoint, timeout: Duration) -> Result<Source, ServerMetricsError> {
+        let url = crate::redact::string(endpoint.url.clone());
+        let parsed = reqwest::Url::parse(&endpoint.url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| ServerMetricsError::BadUrl(url.clone()))?;
+        let fetcher = Fetcher::new(parsed, endpoint.api_key.clone(), timeout)
+            .map_err(|e| ServerMetricsError::Client(e.to_string()))?;
+        Ok(Source {
+            url,
+            fetcher,
+            latest: None,
+            scraped: 0,
+            warned: false,
+            gone: false,
+        })
+    }
+
+    /// Keeps a scrape's result; true when it brought metrics. A first scrape that fails
+    /// for good (no such endpoint, not Prometheus text) is one warning line and the end of
+    /// this endpoint; any other failure (a later one, or a first one that timed out: a
+    /// server whose few HTTP threads are all taken by the run's connections, as
+    /// llama.cpp's, answers later) is one warning line for the whole run, and scraping
+    /// goes on, the combined view keeping this endpoint's last scrape.
+    fn take(&mut self, result: Result<Exposition, FetchError>, alone: bool) -> bool {
+        match result {
+            Ok(exposition) => {
+                self.scraped += 1;
+                self.latest = Some(Arc::new(exposition));
+                return true;
             }
+            Err(e) if self.scraped == 0 && !e.is_transient() => {
+                self.gone = true;
+                let what_next = if alone {
+                    "the run goes on without server metrics"
+                } else {
+                    "the other endpoints are still read"
+                };
+                self.warn(&e, what_next);
+            }
+            Err(e) if !self.warned => {
+                self.warned = true;
+                self.warn(&e, "scraping goes on (this warning is not repeated)");
+            }
+            Err(_) => {}
         }
+        false
     }
 
     fn warn(&self, e: &FetchError, what_next: &str) {
         crate::errln!(
             "warning: cannot read server metrics from {}: {e}; {what_next}",
-            crate::redact::string(self.config.url.clone())
+            self.url
         );
     }
+}
 
-    fn keep(&mut self, at: Instant, exposition: Exposition) {
-        let exposition = Arc::new(exposition);
+struct Job {
+    sources: Vec<Source>,
+    file: Option<SamplesFile>,
+    interval: Duration,
+    state: Arc<Mutex<State>>,
+    began: Instant,
+}
+
+impl Job {
+    /// Scrapes every endpoint until stopped, or until none is left.
+    async fn run(mut self) {
+        let mut ticks = tokio::time::interval(self.interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let alone = self.sources.len() == 1;
+        loop {
+            ticks.tick().await;
+            let at = Instant::now();
+            let results = join_all(self.sources.iter().map(|s| async move {
+                if s.gone {
+                    None
+                } else {
+                    Some(s.fetcher.fetch().await)
+                }
+            }))
+            .await;
+            let mut fresh = Vec::new();
+            for (i, result) in results.into_iter().enumerate() {
+                if let Some(result) = result {
+                    if self.sources[i].take(result, alone) {
+                        fresh.push(i);
+                    }
+                }
+            }
+            if self.sources.iter().all(|s| s.gone) {
+                return;
+            }
+            if !fresh.is_empty() {
+                self.keep(at, &fresh);
+            }
+        }
+    }
+
+    /// What the endpoints last gave, as one.
+    fn combined(&self) -> Option<Arc<Exposition>> {
+        match self.sources.as_slice() {
+            [only] => only.latest.clone(),
+            all => Some(Arc::new(Exposition::combine(
+                all.iter().filter_map(|s| s.latest.as_deref()),
+            ))),
+        }
+    }
+
+    /// Keeps the scrapes taken at `at` (of the endpoints `fresh`).
+    fn keep(&mut self, at: Instant, fresh: &[usize]) {
+        let Some(exposition) = self.combined() else {
+            return;
+        };
         let phase = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             state.values = exposition.values();
@@ -202,12 +282,24 @@ impl Job {
                 None => None,
             }
         };
-        if let Some(file) = &mut self.file {
-            let t_s = at.saturating_duration_since(self.began).as_secs_f64();
-            if let Err(e) = file.write(t_s, phase, &exposition) {
-                crate::errln!("warning: cannot write server_metrics.jsonl: {e}; it stops here");
-                self.file = None;
-            }
+        let Some(file) = &mut self.file else {
+            return;
+        };
+        // With several endpoints each line also holds what each of them gave at `at`.
+        let each: Vec<(usize, &str, &Exposition)> = match self.sources.len() {
+            1 => Vec::new(),
+            _ => fresh
+                .iter()
+                .filter_map(|&i| {
+                    let s = &self.sources[i];
+                    Some((i, s.url.as_str(), s.latest.as_deref()?))
+                })
+                .collect(),
+        };
+        let t_s = at.saturating_duration_since(self.began).as_secs_f64();
+        if let Err(e) = file.write(t_s, phase, &exposition, &each) {
+            crate::errln!("warning: cannot write server_metrics.jsonl: {e}; it stops here");
+            self.file = None;
         }
     }
 }
