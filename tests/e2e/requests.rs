@@ -195,8 +195,8 @@ fn two_targets_share_the_requests_round_robin() {
     let _guard = exclusive();
     let dir = tempfile::tempdir().expect("temp dir");
     let sims = [
-        LoggingSim::start(dir.path(), "a", &["--sim-profile", "fixed"]),
-        LoggingSim::start(dir.path(), "b", &["--sim-profile", "fixed"]),
+        SimProcess::logging(dir.path(), "a", &["--sim-profile", "fixed"]),
+        SimProcess::logging(dir.path(), "b", &["--sim-profile", "fixed"]),
     ];
     let (stdout, result, records) = run_records(&[
         &scenario("chat_abandon.rhai"),

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::fault_server::{Fault, FaultServer};
-use crate::support::{exclusive, run_ok, runner, scenario, stderr, stdout, LoggingSim};
+use crate::support::{exclusive, run_ok, runner, scenario, stderr, stdout, SimProcess};
 
 /// A run of `args` with `--output` into a temp dir: its stdout, result.json, and the
 /// scrapes of server_metrics.jsonl.
@@ -98,8 +98,8 @@ fn every_targets_metrics_are_scraped_and_summed() {
     let _quiet = exclusive();
     let dir = tempfile::tempdir().expect("temp dir");
     let sims = [
-        LoggingSim::start(dir.path(), "a", &["--sim-max-seqs", "4"]),
-        LoggingSim::start(dir.path(), "b", &["--sim-max-seqs", "4"]),
+        SimProcess::logging(dir.path(), "a", &["--sim-max-seqs", "4"]),
+        SimProcess::logging(dir.path(), "b", &["--sim-max-seqs", "4"]),
     ];
     let (text, result, samples) = run_scraped(&[
         &scenario("throughput.rhai"),
@@ -184,7 +184,7 @@ fn every_targets_metrics_are_scraped_and_summed() {
 fn a_target_of_several_without_metrics_is_one_warning_and_the_rest_are_read() {
     let _quiet = exclusive();
     let dir = tempfile::tempdir().expect("temp dir");
-    let sim = LoggingSim::start(dir.path(), "sim", &[]);
+    let sim = SimProcess::logging(dir.path(), "sim", &[]);
     let bare = FaultServer::start(|_| Fault::None);
     let o = runner(&[
         &scenario("throughput.rhai"),
@@ -466,7 +466,7 @@ fn a_stop_function_sees_the_servers_queue() {
 #[test]
 fn a_merge_keeps_the_scrapes_of_shard_0() {
     let _quiet = exclusive();
-    let sim = crate::shards::Sim::start();
+    let sim = SimProcess::start(&[]);
     let tmp = tempfile::tempdir().expect("temp dir");
     let dirs: Vec<String> = (0..2)
         .map(|i| tmp.path().join(format!("shard{i}")).display().to_string())

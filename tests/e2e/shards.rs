@@ -2,9 +2,9 @@
 //! a single process running the same scenario and seed.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::support::{free_port, records_in, runner, spawn_runner, stderr, stdout, wait_until};
+use crate::support::{records_in, runner, stderr, stdout, SimProcess};
 
 const SHARDS: usize = 4;
 
@@ -44,34 +44,6 @@ fn next_request(phase, index) {
     #{ prompt: synthetic_text(n), input_tokens: n, max_tokens: rand_int(2, 24), ignore_eos: true }
 }
 "#;
-
-/// A `runner sim` on a free loopback port, killed when dropped.
-pub(crate) struct Sim {
-    child: std::process::Child,
-    pub(crate) url: String,
-}
-
-impl Sim {
-    pub(crate) fn start() -> Sim {
-        let port = free_port();
-        let p = port.to_string();
-        let child = spawn_runner(&["sim", "--port", &p]);
-        wait_until("the simulator to listen", Duration::from_secs(30), || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        Sim {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 pub(crate) fn write_scenario(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
@@ -205,7 +177,7 @@ fn sum_over(results: &[serde_json::Value], key: &str) -> u64 {
 fn open_loop_shards_merge_into_the_single_run() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let scenario = write_scenario(tmp.path(), "open.rhai", OPEN_LOOP);
-    let sim = Sim::start();
+    let sim = SimProcess::start(&[]);
     let _quiet = crate::support::exclusive();
 
     let single = tmp.path().join("single");
@@ -422,7 +394,7 @@ fn incomplete_or_mixed_shard_sets_are_refused(
 fn closed_loop_shards_split_concurrency_and_budget() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let scenario = write_scenario(tmp.path(), "closed.rhai", CLOSED_LOOP);
-    let sim = Sim::start();
+    let sim = SimProcess::start(&[]);
     let _quiet = crate::support::exclusive();
 
     let single = tmp.path().join("single");

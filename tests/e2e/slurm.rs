@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::shards::{assert_merged_percentiles, json, write_scenario, Sim, OPEN_LOOP};
-use crate::support::{free_port, records_in, repo, runner, stderr, stdout};
+use crate::shards::{assert_merged_percentiles, json, write_scenario, OPEN_LOOP};
+use crate::support::{free_port, records_in, repo, runner, stderr, stdout, SimProcess};
 
 /// Shards of the array, numbered from 1 as many sites do (`--array=1-3`).
 const SHARDS: u64 = 3;
@@ -389,7 +389,7 @@ fn slurm_array_shards_merge_and_a_failed_shard_is_named() {
     let started = Instant::now();
     let tmp = tempfile::tempdir().expect("temp dir");
     let mut cluster = Cluster::start(tmp.path(), programs);
-    let sim = Sim::start();
+    let sim = SimProcess::start(&[]);
     let scenario = write_scenario(tmp.path(), "open.rhai", OPEN_LOOP);
 
     let single = tmp.path().join("single");

@@ -209,36 +209,54 @@ pub fn report_row(text: &str, label: &str) -> Option<u64> {
         .and_then(|l| l[label.len()..].trim().parse().ok())
 }
 
-/// A `runner sim` on a free port, writing its send log; killed when dropped.
-pub struct LoggingSim {
+/// A `runner sim` on a free loopback port (writing its send log if asked); killed when
+/// dropped.
+pub struct SimProcess {
     child: std::process::Child,
     pub url: String,
-    log: PathBuf,
+    log: Option<PathBuf>,
 }
 
-impl LoggingSim {
-    pub fn start(dir: &Path, name: &str, extra: &[&str]) -> LoggingSim {
-        let port = free_port();
-        let log = dir.join(format!("{name}.jsonl"));
-        let (p, l) = (port.to_string(), log.display().to_string());
-        let mut args = vec!["sim", "--port", &p, "--sim-send-log", &l];
+impl SimProcess {
+    /// A simulator with the `runner sim` options `extra`.
+    pub fn start(extra: &[&str]) -> SimProcess {
+        SimProcess::spawn(extra, None)
+    }
+
+    /// A simulator that writes its send log to `dir/<name>.jsonl`.
+    pub fn logging(dir: &Path, name: &str, extra: &[&str]) -> SimProcess {
+        SimProcess::spawn(extra, Some(dir.join(format!("{name}.jsonl"))))
+    }
+
+    fn spawn(extra: &[&str], log: Option<PathBuf>) -> SimProcess {
+        let port = free_port().to_string();
+        let path = log.as_ref().map(|l| l.display().to_string());
+        let mut args = vec!["sim", "--port", &port];
+        if let Some(path) = &path {
+            args.extend(["--sim-send-log", path]);
+        }
         args.extend(extra);
         let child = spawn_runner(&args);
+        let addr = format!("127.0.0.1:{port}");
         wait_until(
             "the simulator to listen",
             std::time::Duration::from_secs(30),
-            || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+            || std::net::TcpStream::connect(&addr).is_ok(),
         );
-        LoggingSim {
+        SimProcess {
             child,
-            url: format!("http://127.0.0.1:{port}"),
+            url: format!("http://{addr}"),
             log,
         }
     }
 
     /// The send log's lines, but the pre-run test request's.
     pub fn lines(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(&self.log)
+        let log = self
+            .log
+            .as_ref()
+            .expect("a simulator started with a send log");
+        std::fs::read_to_string(log)
             .expect("send log")
             .lines()
             .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON line"))
@@ -252,7 +270,7 @@ impl LoggingSim {
     }
 }
 
-impl Drop for LoggingSim {
+impl Drop for SimProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
