@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
 
+use crate::build_steps::{key, once, run};
 use crate::support::{exclusive, repo, scenario, stderr, wait_exit};
 
 /// Set (CI sets it) to fail rather than skip when a toolchain or a registry is missing.
@@ -62,15 +63,6 @@ fn runner_in(cache: &Path, args: &[&str]) -> Output {
         .expect("the runner binary starts")
 }
 
-/// First 16 hex digits of the sha256 of these files' contents.
-fn key(files: &[PathBuf]) -> String {
-    let mut h = Sha256::new();
-    for f in files {
-        h.update(std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display())));
-    }
-    hex::encode(&h.finalize()[..8])
-}
-
 /// The files of a directory with this extension, sorted (a helper package's modules).
 fn files_in(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -80,43 +72,6 @@ fn files_in(dir: &Path, ext: &str) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
-}
-
-fn run(what: &str, cmd: &mut Command) -> Result<(), String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("{what}: cannot start {cmd:?}: {e}"))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let tail = |b: &[u8]| {
-        let s = String::from_utf8_lossy(b);
-        let lines: Vec<&str> = s.lines().collect();
-        lines[lines.len().saturating_sub(15)..].join("\n")
-    };
-    Err(format!(
-        "{what} failed ({}):\n{}\n{}",
-        out.status,
-        tail(&out.stdout),
-        tail(&out.stderr)
-    ))
-}
-
-/// Makes `dir` by `make` in a sibling temp dir, then renames it into place: a dir that
-/// exists is complete, and two test processes racing both end with a complete one.
-fn once(dir: &Path, make: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
-    if dir.exists() {
-        return Ok(());
-    }
-    let partial = dir.with_extension(format!("partial-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&partial);
-    std::fs::create_dir_all(&partial).map_err(|e| e.to_string())?;
-    make(&partial)?;
-    if std::fs::rename(&partial, dir).is_err() && !dir.exists() {
-        return Err(format!("cannot move {} into place", partial.display()));
-    }
-    let _ = std::fs::remove_dir_all(&partial);
-    Ok(())
 }
 
 /// The Python components: the example and the hostile guest.

@@ -9,6 +9,7 @@ mod accounting;
 mod apis;
 mod bad_input;
 mod budgets;
+mod build_steps;
 mod cli;
 mod clock;
 mod compare;

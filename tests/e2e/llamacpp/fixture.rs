@@ -7,12 +7,12 @@
 //! its guard drops, also when the test fails.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
+use crate::build_steps::{key, once, run};
 
 /// Set (CI sets it) to fail rather than skip when Python or the packages are missing.
 const REQUIRE: &str = "RUNNER_REQUIRE_LLAMACPP";
@@ -31,56 +31,6 @@ fn scripts() -> PathBuf {
 
 fn work_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("llamacpp")
-}
-
-/// First 16 hex digits of the sha256 of these files' contents.
-fn key(files: &[&Path]) -> String {
-    let mut h = Sha256::new();
-    for f in files {
-        h.update(std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display())));
-    }
-    h.finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-fn run(what: &str, cmd: &mut Command) -> Result<(), String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("{what}: cannot start {cmd:?}: {e}"))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let tail = |b: &[u8]| {
-        let s = String::from_utf8_lossy(b);
-        let lines: Vec<&str> = s.lines().collect();
-        lines[lines.len().saturating_sub(15)..].join("\n")
-    };
-    Err(format!(
-        "{what} failed ({}):\n{}\n{}",
-        out.status,
-        tail(&out.stdout),
-        tail(&out.stderr)
-    ))
-}
-
-/// Builds `dir` by `make` into a sibling temp dir, then renames it into place: a dir that
-/// exists is complete, and two test processes racing both end with a complete one.
-fn once(dir: &Path, make: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
-    if dir.exists() {
-        return Ok(());
-    }
-    let partial = dir.with_extension(format!("partial-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&partial);
-    std::fs::create_dir_all(partial.parent().unwrap()).map_err(|e| e.to_string())?;
-    make(&partial)?;
-    if std::fs::rename(&partial, dir).is_err() && !dir.exists() {
-        return Err(format!("cannot move {} into place", partial.display()));
-    }
-    let _ = std::fs::remove_dir_all(&partial);
-    Ok(())
 }
 
 fn prepare() -> Result<Engine, String> {
