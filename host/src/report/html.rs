@@ -202,7 +202,7 @@ fn notes_table(out: &mut String, notes: &[(String, NoteValue)]) {
 }
 
 fn tag_table(out: &mut String, tags: &[TagSummary]) {
-    grid_table(out, tags.iter().map(|t| tag_columns(t).to_vec()));
+    grid_table(out, tags.iter().map(tag_columns));
 }
 
 fn phase_table(out: &mut String, phases: &[PhaseSummary]) {

@@ -74,24 +74,35 @@ pub(crate) fn csv_field(s: &str) -> String {
 }
 
 /// Column title and value of each tag, in order.
-pub fn tag_columns(t: &TagSummary) -> [(&'static str, String); 13] {
-    let pct =
-        |d: &crate::metrics::Distribution, p: f64| format!("{:.2}", d.percentile(p).unwrap_or(0.0));
-    [
+pub fn tag_columns(t: &TagSummary) -> Vec<(&'static str, String)> {
+    let mut row = vec![
         ("tag", t.tag.clone()),
         ("completed", t.completed.to_string()),
         ("failed", t.failed.to_string()),
+    ];
+    row.extend(latency_columns(t));
+    row.insert(row.len() - 1, ("p50_e2el_ms", percentile(&t.e2el, 50.0)));
+    row
+}
+
+/// The columns a tag's row and a target's share: mean tokens, then TTFT, TPOT and E2EL
+/// (mean and the percentiles the tables show; the tag table adds E2EL's median).
+pub fn latency_columns(t: &TagSummary) -> [(&'static str, String); 9] {
+    [
         ("mean_input_tokens", format!("{:.1}", t.mean_input_tokens)),
         ("mean_output_tokens", format!("{:.1}", t.mean_output_tokens)),
         ("mean_ttft_ms", format!("{:.2}", t.ttft.mean)),
-        ("p50_ttft_ms", pct(&t.ttft, 50.0)),
-        ("p99_ttft_ms", pct(&t.ttft, 99.0)),
+        ("p50_ttft_ms", percentile(&t.ttft, 50.0)),
+        ("p99_ttft_ms", percentile(&t.ttft, 99.0)),
         ("mean_tpot_ms", format!("{:.2}", t.tpot.mean)),
-        ("p99_tpot_ms", pct(&t.tpot, 99.0)),
+        ("p99_tpot_ms", percentile(&t.tpot, 99.0)),
         ("mean_e2el_ms", format!("{:.2}", t.e2el.mean)),
-        ("p50_e2el_ms", pct(&t.e2el, 50.0)),
-        ("p99_e2el_ms", pct(&t.e2el, 99.0)),
+        ("p99_e2el_ms", percentile(&t.e2el, 99.0)),
     ]
+}
+
+fn percentile(d: &crate::metrics::Distribution, p: f64) -> String {
+    format!("{:.2}", d.percentile(p).unwrap_or(0.0))
 }
 
 /// The widest a cell of an aligned text table is shown.
@@ -108,7 +119,7 @@ pub fn cut_cell(text: &str) -> String {
 
 /// The per-tag table as aligned text columns (nothing without tags).
 pub fn render_tag_table_text(tags: &[TagSummary]) -> String {
-    aligned_table(tags.iter().map(|t| tag_columns(t).to_vec()).collect())
+    aligned_table(tags.iter().map(tag_columns).collect())
 }
 
 /// Rows of (column title, value) as aligned text columns, the first left-aligned, the
@@ -157,7 +168,7 @@ pub(crate) fn aligned_table(mut rows: Vec<Vec<(&'static str, String)>>) -> Strin
 
 /// The per-tag table in markdown (nothing without tags).
 pub fn render_tag_table_markdown(tags: &[TagSummary]) -> String {
-    markdown_table(tags.iter().map(|t| tag_columns(t).to_vec()).collect())
+    markdown_table(tags.iter().map(tag_columns).collect())
 }
 
 /// Rows of (column title, value) as a markdown table (nothing without rows).

@@ -10,8 +10,6 @@ use crate::metrics::{PhaseSummary, TagSummary};
 /// Column title and value of a target's row; `urls` are the run's targets by index (no
 /// `url` column without them: the text report's header lists them).
 pub fn target_columns(t: &TagSummary, urls: &[String]) -> Vec<(&'static str, String)> {
-    let pct =
-        |d: &crate::metrics::Distribution, p: f64| format!("{:.2}", d.percentile(p).unwrap_or(0.0));
     let mut row = vec![("target", t.tag.clone())];
     if !urls.is_empty() {
         let url = index_of(t).and_then(|i| urls.get(i)).cloned();
@@ -21,16 +19,8 @@ pub fn target_columns(t: &TagSummary, urls: &[String]) -> Vec<(&'static str, Str
         ("completed", t.completed.to_string()),
         ("failed", t.failed.to_string()),
         ("cancelled", t.cancelled.to_string()),
-        ("mean_input_tokens", format!("{:.1}", t.mean_input_tokens)),
-        ("mean_output_tokens", format!("{:.1}", t.mean_output_tokens)),
-        ("mean_ttft_ms", format!("{:.2}", t.ttft.mean)),
-        ("p50_ttft_ms", pct(&t.ttft, 50.0)),
-        ("p99_ttft_ms", pct(&t.ttft, 99.0)),
-        ("mean_tpot_ms", format!("{:.2}", t.tpot.mean)),
-        ("p99_tpot_ms", pct(&t.tpot, 99.0)),
-        ("mean_e2el_ms", format!("{:.2}", t.e2el.mean)),
-        ("p99_e2el_ms", pct(&t.e2el, 99.0)),
     ]);
+    row.extend(super::table::latency_columns(t));
     row
 }
 
