@@ -96,10 +96,9 @@ fn scrapes_come_at_the_interval_and_show_the_simulators_limits() {
 #[test]
 fn every_targets_metrics_are_scraped_and_summed() {
     let _quiet = exclusive();
-    let dir = tempfile::tempdir().expect("temp dir");
     let sims = [
-        SimProcess::logging(dir.path(), "a", &["--sim-max-seqs", "4"]),
-        SimProcess::logging(dir.path(), "b", &["--sim-max-seqs", "4"]),
+        SimProcess::start(&["--sim-max-seqs", "4"]),
+        SimProcess::start(&["--sim-max-seqs", "4"]),
     ];
     let (text, result, samples) = run_scraped(&[
         &scenario("throughput.rhai"),
@@ -183,8 +182,7 @@ fn every_targets_metrics_are_scraped_and_summed() {
 #[test]
 fn a_target_of_several_without_metrics_is_one_warning_and_the_rest_are_read() {
     let _quiet = exclusive();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let sim = SimProcess::logging(dir.path(), "sim", &[]);
+    let sim = SimProcess::start(&[]);
     let bare = FaultServer::start(|_| Fault::None);
     let o = runner(&[
         &scenario("throughput.rhai"),
