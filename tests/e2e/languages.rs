@@ -93,7 +93,7 @@ fn build_python() -> Result<PythonGuests, String> {
     let dir = repo().join("scenarios/python");
     let hostile = repo().join("tests/guests/python/python_hostile.py");
     let requirements = dir.join("requirements.txt");
-    let venv = work_dir().join(format!("venv-{}", key(std::slice::from_ref(&requirements))));
+    let venv = work_dir().join(format!("venv-{}", key(&[&requirements])));
     let mut inputs = vec![
         dir.join("build.sh"),
         requirements,

@@ -30,6 +30,13 @@ fn samples_in(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The text report from its "Server metrics" section on.
+fn server_section(text: &str) -> &str {
+    text.split("Server metrics")
+        .nth(1)
+        .expect("a Server metrics section")
+}
+
 /// A phase's summary of the known gauge `name` in result.json.
 fn gauge<'a>(phase: &'a Value, name: &str) -> &'a Value {
     phase["runner"]["server_metrics"]["gauges"]
@@ -76,10 +83,7 @@ fn scrapes_come_at_the_interval_and_show_the_simulators_limits() {
         .fold(0.0, f64::max);
     assert_eq!(most_running, max_seqs as f64);
     // The text report has the section, in plain words.
-    let section = text
-        .split("Server metrics")
-        .nth(1)
-        .expect("a Server metrics section");
+    let section = server_section(&text);
     assert!(
         section.contains("Requests running (mean / max):"),
         "{section}"
@@ -165,10 +169,7 @@ fn every_targets_metrics_are_scraped_and_summed() {
                     .get(e["endpoint"].as_u64().unwrap_or(9) as usize)
                     .map(String::as_str)
         }));
-    let section = text
-        .split("Server metrics")
-        .nth(1)
-        .expect("a Server metrics section");
+    let section = server_section(&text);
     assert!(
         section.contains("Endpoints (summed; % averaged):"),
         "{section}"
@@ -213,10 +214,7 @@ fn a_target_of_several_without_metrics_is_one_warning_and_the_rest_are_read() {
         "{}",
         warnings[0]
     );
-    let section = text
-        .split("Server metrics")
-        .nth(1)
-        .expect("a Server metrics section");
+    let section = server_section(&text);
     assert!(
         section.contains("Requests running (mean / max):"),
         "{section}"
