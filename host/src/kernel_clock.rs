@@ -18,13 +18,74 @@ const OLDEST_ARRIVAL: Duration = Duration::from_secs(60);
 /// further means the wall clock stepped back between the two, and it is not trusted.
 const CLOCK_SLACK: Duration = Duration::from_millis(1);
 
-/// Asks the kernel to stamp what the socket receives; an error means it cannot.
+/// Asks the kernel to stamp what the socket receives; an error means it cannot. Returns
+/// once the kernel stamps what arrives (see [`live_stamping`]).
 #[cfg(target_os = "linux")]
 pub fn enable(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    ask_for_stamps(fd)?;
+    live_stamping::wait();
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+fn ask_for_stamps(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
     use nix::sys::socket::{setsockopt, sockopt, TimestampingFlag};
     let flags = TimestampingFlag::SOF_TIMESTAMPING_RX_SOFTWARE
         | TimestampingFlag::SOF_TIMESTAMPING_SOFTWARE;
     setsockopt(&fd, sockopt::Timestamping, &flags).map_err(io::Error::from)
+}
+
+/// Linux stamps received packets only while some socket of the system asks for it, and
+/// the first such socket turns the stamping on from a work queue, later
+/// (`net_enable_timestamp` in the kernel's net/core/dev.c): what arrives before that work
+/// ran carries no time, and its reads fall back to the time they returned. A request sent
+/// at once to a server that has just asked (a unit test's, a run's first connection) lost
+/// its arrival that way on a busy machine. So the first [`enable`] of a process sends
+/// itself datagrams on loopback until one comes back stamped, and keeps that socket open:
+/// while it asks, the stamping stays on for the process's life.
+#[cfg(target_os = "linux")]
+mod live_stamping {
+    use std::net::{Ipv4Addr, UdpSocket};
+    use std::os::fd::{AsFd, AsRawFd};
+    use std::sync::OnceLock;
+    use std::time::Duration;
+
+    use nix::sys::socket::MsgFlags;
+
+    /// Datagrams sent before giving up (the reads then fall back, as without stamps).
+    const PROBES: u32 = 200;
+    /// How long each datagram is waited for, and the pause before the next one.
+    const PROBE_WAIT: Duration = Duration::from_millis(1);
+
+    static PROBE: OnceLock<Option<UdpSocket>> = OnceLock::new();
+
+    /// Returns once the kernel stamps what arrives, or after [`PROBES`] tries.
+    pub fn wait() {
+        PROBE.get_or_init(|| {
+            let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).ok()?;
+            super::ask_for_stamps(socket.as_fd()).ok()?;
+            socket.connect(socket.local_addr().ok()?).ok()?;
+            socket.set_read_timeout(Some(PROBE_WAIT)).ok()?;
+            (0..PROBES).find(|_| comes_back_stamped(&socket))?;
+            Some(socket)
+        });
+    }
+
+    fn comes_back_stamped(socket: &UdpSocket) -> bool {
+        let mut control = super::control_buffer();
+        let stamped = socket.send(&[0]).is_ok()
+            && super::read_stamped(
+                socket.as_raw_fd(),
+                &mut [0; 1],
+                &mut control,
+                MsgFlags::empty(),
+            )
+            .is_ok_and(|got| got.arrival.is_some());
+        if !stamped {
+            std::thread::sleep(PROBE_WAIT);
+        }
+        stamped
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -59,10 +120,21 @@ pub fn control_buffer() -> Vec<u8> {
 /// socket gives one (`control` from [`control_buffer`]).
 #[cfg(target_os = "linux")]
 pub fn recv(fd: RawFd, buf: &mut [u8], control: &mut [u8]) -> io::Result<Received> {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    read_stamped(fd, buf, control, nix::sys::socket::MsgFlags::MSG_DONTWAIT)
+}
+
+/// One read of `fd` with `flags` (without `MSG_DONTWAIT` it waits as long as the socket's
+/// own read timeout says).
+#[cfg(target_os = "linux")]
+fn read_stamped(
+    fd: RawFd,
+    buf: &mut [u8],
+    control: &mut [u8],
+    flags: nix::sys::socket::MsgFlags,
+) -> io::Result<Received> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned};
     let mut iov = [io::IoSliceMut::new(buf)];
-    let msg = recvmsg::<()>(fd, &mut iov, Some(control), MsgFlags::MSG_DONTWAIT)
-        .map_err(io::Error::from)?;
+    let msg = recvmsg::<()>(fd, &mut iov, Some(control), flags).map_err(io::Error::from)?;
     let (read, wall) = clocks_now();
     let stamped = msg
         .cmsgs()
@@ -162,6 +234,35 @@ mod tests {
         let kernel = wall - Duration::from_micros(250);
         let arrival = arrival_instant(kernel, wall, read).unwrap();
         assert_eq!(read - arrival, Duration::from_micros(250));
+    }
+
+    /// Without the wait in `enable`, a datagram sent at once came back unstamped 196 times
+    /// in 200 on a machine where no other socket asked for stamps.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn once_enable_returns_the_first_bytes_are_stamped() {
+        use std::net::{Ipv4Addr, UdpSocket};
+        use std::os::fd::{AsFd, AsRawFd};
+        let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        enable(socket.as_fd()).expect("stamps on loopback");
+        socket
+            .connect(socket.local_addr().expect("address"))
+            .expect("connect");
+        socket
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        socket.send(b"x").expect("send");
+        let got = read_stamped(
+            socket.as_raw_fd(),
+            &mut [0; 1],
+            &mut control_buffer(),
+            nix::sys::socket::MsgFlags::empty(),
+        )
+        .expect("the datagram");
+        assert!(
+            got.arrival.is_some(),
+            "the first datagram came without a time"
+        );
     }
 
     #[test]
