@@ -81,6 +81,29 @@ fn build_profile() -> (String, PathBuf) {
     (profile, target)
 }
 
+/// `cmd` without the variables cargo set for this test process (the package's name and
+/// version, its manifest dir, ...). The cargo that maturin starts would see them, and
+/// some build scripts ask to be rerun when they change (ring's reads `CARGO_PKG_NAME` and
+/// `CARGO_MANIFEST_DIR`, see its `rerun-if-env-changed` lines in target/*/build): ring
+/// and all that depends on it were then compiled again, here and by the next `cargo test`.
+fn without_the_tests_cargo_env(cmd: &mut Command) -> &mut Command {
+    const SET_FOR_CRATES: [&str; 6] = [
+        "CARGO_MANIFEST_",
+        "CARGO_PKG_",
+        "CARGO_CRATE_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_BIN_",
+    ];
+    for (name, _) in std::env::vars_os() {
+        let name_text = name.to_string_lossy();
+        if name_text == "OUT_DIR" || SET_FOR_CRATES.iter().any(|p| name_text.starts_with(p)) {
+            cmd.env_remove(&name);
+        }
+    }
+    cmd
+}
+
 /// Builds the wheel into `out` and returns its path. The profile and target directory
 /// are this run's, so cargo finds every crate compiled and only links the binary again
 /// (maturin strips it).
@@ -89,7 +112,7 @@ fn build_wheel(maturin: &Path, out: &Path) -> PathBuf {
     let started = Instant::now();
     run(
         "maturin build",
-        Command::new(maturin)
+        without_the_tests_cargo_env(&mut Command::new(maturin))
             .current_dir(repo())
             .args(["build", "--locked", "--profile", profile.as_str()])
             .arg("--target-dir")
