@@ -74,16 +74,18 @@ pub(super) struct PhaseEnd {
 
 /// The first reason to stop a phase: a signal, or the phase's deadline.
 async fn stop_reason(signals: &mut Signals, deadline: Option<tokio::time::Instant>) -> StopReason {
-    let deadline = async {
-        match deadline {
-            Some(d) => tokio::time::sleep_until(d).await,
-            None => std::future::pending().await,
-        }
-    };
     tokio::select! {
         biased;
         r = signals.stopped() => r,
-        _ = deadline => StopReason::MaxDuration,
+        _ = until(deadline) => StopReason::MaxDuration,
+    }
+}
+
+/// Returns at the phase's deadline; never without one.
+async fn until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -156,11 +158,14 @@ impl<'a> PhaseDispatch<'a> {
         queue: &mut mpsc::Receiver<FromScenario>,
     ) -> Result<StopReason, EngineError> {
         loop {
+            // A request already queued is taken before the deadline is heard: `send` tells
+            // by its send time whether it still belongs to the phase.
             let msg = tokio::select! {
                 biased;
-                r = stop_reason(self.signals, self.deadline) => return Ok(r),
+                r = self.signals.stopped() => return Ok(r),
                 Some(_) = self.tasks.join_next(), if !self.tasks.is_empty() => continue,
                 m = queue.recv() => m,
+                _ = until(self.deadline) => return Ok(StopReason::MaxDuration),
             };
             let planned = match msg {
                 None => return Err(EngineError::ScenarioThread),
@@ -188,9 +193,13 @@ impl<'a> PhaseDispatch<'a> {
         // of it got its slot: its schedule moves to the last moment the cap released the
         // dispatcher.
         let scheduled = ideal.unwrap_or_else(Instant::now).max(self.released_at);
-        if self
-            .deadline
-            .is_some_and(|d| tokio::time::Instant::now() >= d)
+        // A request with a send time before the deadline was let through by
+        // `wait_for_send_time`, however late the client now is; one without is sent while
+        // the phase lasts.
+        if ideal.is_none()
+            && self
+                .deadline
+                .is_some_and(|d| tokio::time::Instant::now() >= d)
         {
             return Err(StopReason::MaxDuration);
         }
@@ -207,15 +216,20 @@ impl<'a> PhaseDispatch<'a> {
 
     /// Open loop: waits for the send time, or for whatever stops the phase first. `None`
     /// in closed loop (sent when a slot frees).
+    ///
+    /// The send time, not the moment the client gets to it, decides whether a request
+    /// belongs to its phase: one due before the deadline is sent even when the client runs
+    /// late (its lateness is reported), one due at or after it never is. So the phase's
+    /// request stream is the schedule's, the same on a busy machine as on a quiet one.
     async fn wait_for_send_time(
         &mut self,
         offset: Option<f64>,
     ) -> Result<Option<Instant>, StopReason> {
         let at = match offset.map(|o| send_time(self.start, o)) {
             None => return Ok(None),
-            Some(SendTime::At(at)) => at,
-            // Beyond any clock: only a stop ends the wait.
-            Some(SendTime::Never) => return Err(stop_reason(self.signals, self.deadline).await),
+            Some(SendTime::At(at)) if self.deadline.is_none_or(|d| at < d.into_std()) => at,
+            // After the deadline, or beyond any clock: only a stop ends the wait.
+            Some(_) => return Err(stop_reason(self.signals, self.deadline).await),
         };
         let now = Instant::now();
         if at > now {
