@@ -234,9 +234,11 @@ impl<'a> PhaseDispatch<'a> {
         let now = Instant::now();
         if at > now {
             let wake = tokio::time::Instant::from_std(stay_awake_from(now, at));
+            // Due before the deadline: only a signal ends the wait, even when the client
+            // wakes after the deadline.
             tokio::select! {
                 biased;
-                r = stop_reason(self.signals, self.deadline) => return Err(r),
+                r = self.signals.stopped() => return Err(r),
                 _ = self.timer.sleep_until(wake) => {}
             }
             // The last stretch of a long wait is spent on the CPU: see `stay_awake_from`.
