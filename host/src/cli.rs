@@ -217,7 +217,8 @@ pub struct RunArgs {
     /// Another directory the scenario may read data files from (repeatable)
     #[arg(long = "data-dir", value_name = "DIR")]
     pub data_dirs: Vec<PathBuf>,
-    /// Print only the results (no header, no progress display)
+    /// Print only the results (no header, no progress display, no scenario log() lines;
+    /// warnings and errors still go to stderr)
     #[arg(short, long)]
     pub quiet: bool,
     /// Pass/fail threshold checked at the end of the run (repeatable), e.g.

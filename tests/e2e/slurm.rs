@@ -326,12 +326,18 @@ fn slurm_conf(root: &Path) -> String {
         + "\n"
 }
 
-/// The array and its merge, submitted as deploy/slurm/README.md says; returns both ids.
+/// What the complete array passes on to every shard's `runner run`, after the script's
+/// three arguments; the single run takes the same, so equal digests prove they arrived.
+const SHARD_ARGS: [&str; 6] = ["-p", "requests=120", "-p", "rate=200", "--seed", "9"];
+
+/// The array and its merge, submitted as deploy/slurm/README.md says, with `runner_args`
+/// after the script's own; returns both ids.
 fn submit_sharded_run(
     cluster: &mut Cluster,
     scenario: &str,
     target: &str,
     env: &[(&str, &str)],
+    runner_args: &[&str],
 ) -> (String, String) {
     let scripts = repo().join("deploy/slurm");
     let shards_script = scripts.join("runner-shards.sbatch").display().to_string();
@@ -346,16 +352,16 @@ fn submit_sharded_run(
     let array_flag = format!("--array=1-{SHARDS}");
     let mut env = env.to_vec();
     env.push(("RUNNER", env!("CARGO_BIN_EXE_runner")));
-    let array = cluster.sbatch(
-        &[
-            &array_flag,
-            &shards_script,
-            scenario,
-            target,
-            &start_at.to_string(),
-        ],
-        &env,
-    );
+    let start_at = start_at.to_string();
+    let mut args = vec![
+        array_flag.as_str(),
+        &shards_script,
+        scenario,
+        target,
+        &start_at,
+    ];
+    args.extend_from_slice(runner_args);
+    let array = cluster.sbatch(&args, &env);
     let dependency = format!("--dependency=afterany:{array}");
     let results = format!("results/{array}");
     let merge = cluster.sbatch(&[&dependency, &merge_script, &results], &env);
@@ -393,14 +399,17 @@ fn slurm_array_shards_merge_and_a_failed_shard_is_named() {
     let scenario = write_scenario(tmp.path(), "open.rhai", OPEN_LOOP);
 
     let single = tmp.path().join("single");
-    let out = runner(&[
-        &scenario,
+    let single_dir = single.display().to_string();
+    let mut args = vec![
+        scenario.as_str(),
         "--target",
         &sim.url,
         "-q",
         "--output",
-        &single.display().to_string(),
-    ]);
+        &single_dir,
+    ];
+    args.extend_from_slice(&SHARD_ARGS);
+    let out = runner(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     let single_result = json(&single.join("result.json"));
 
@@ -419,7 +428,7 @@ fn check_complete_array(
     target: &str,
     single: &serde_json::Value,
 ) {
-    let (array, merge) = submit_sharded_run(cluster, scenario, target, &[]);
+    let (array, merge) = submit_sharded_run(cluster, scenario, target, &[], &SHARD_ARGS);
     let merge_end = cluster.wait_ended(&merge);
     let tasks = cluster.wait_ended(&array);
     let outputs = |c: &Cluster| {
@@ -460,6 +469,11 @@ fn check_complete_array(
     assert_eq!(merged["runner"]["request_digest"].as_str(), Some(digest));
     let report = cluster.output(&format!("slurm-{merge}.out"));
     assert!(report.contains(&format!("Request stream digest (sha256): {digest}")));
+    assert_eq!(
+        merged["completed"], 120,
+        "-p requests=120 reached every shard"
+    );
+    assert_eq!(merged["runner"]["seed"], 9, "--seed 9 reached every shard");
     for key in [
         "completed",
         "failed",
@@ -484,7 +498,7 @@ fn check_complete_array(
 fn check_failed_shard(cluster: &mut Cluster, scenario: &str, target: &str) {
     let refused = format!("http://127.0.0.1:{}", free_port());
     let env = [("RUNNER_TARGET_TASK_2", refused.as_str())];
-    let (array, merge) = submit_sharded_run(cluster, scenario, target, &env);
+    let (array, merge) = submit_sharded_run(cluster, scenario, target, &env, &[]);
     let merge_end = cluster.wait_ended(&merge);
     let tasks = cluster.wait_ended(&array);
     let states: Vec<(u64, &str)> = tasks.iter().map(|(t, s, _)| (*t, s.as_str())).collect();
