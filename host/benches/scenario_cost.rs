@@ -52,7 +52,8 @@ fn build_components() -> PathBuf {
 
 fn load(path: &Path, tokenizer: &Arc<Tokenizer>, overrides: &[(&str, &str)]) -> Box<dyn Scenario> {
     let dir = path.parent().unwrap().to_path_buf();
-    let host = HostContext::new(tokenizer.clone(), FileAccess::lone_file(&dir, &[]), true);
+    let files = FileAccess::lone_file(&dir, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let host = HostContext::new(tokenizer.clone(), files, true);
     let mut s = scenario::load(path, host).unwrap_or_else(|e| panic!("{e}"));
     let overrides: Vec<(String, String)> = overrides
         .iter()

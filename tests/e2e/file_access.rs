@@ -1,10 +1,14 @@
 //! What a lone Rhai scenario may read: its `data/` folder and the `--data-dir`s, never
 //! the files beside it (a script downloaded into a folder of other files must not read
-//! them). The Wasm twin of these checks is in wasm.rs (the sandbox probe).
+//! them). A `data` link, a link out of `data/` and a FIFO in it are checked here for a
+//! lone Rhai script and a lone Wasm component (the sandbox probe); the other Wasm checks
+//! are in wasm.rs.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
-use crate::support::{runner, stderr};
+use crate::support::{runner, spawn_runner, stderr, wait_exit, Pipes};
+use crate::wasm::component;
 
 const READER: &str = r#"
 fn describe() {
@@ -98,5 +102,133 @@ fn a_scenario_that_is_a_fifo_is_refused_not_read() {
             "{}",
             stderr(&out)
         );
+    }
+}
+
+pub(crate) fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.display().to_string()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// The reader and the sandbox probe side by side in one folder, `secret.txt` beside
+/// them; `data` is left to each test.
+fn lone_pair() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("reader.rhai"), READER).unwrap();
+    std::fs::copy(component("sandbox_probe"), dir.path().join("probe.wasm")).unwrap();
+    std::fs::write(dir.path().join("secret.txt"), "top secret").unwrap();
+    dir
+}
+
+/// Runs the reader or the probe on `path` (relative to their folder), bounded in time:
+/// the exit code, stderr, and how long it took.
+fn read_with(dir: &Path, wasm: bool, path: &str) -> (Option<i32>, String, Duration) {
+    let (file, args) = if wasm {
+        (
+            "probe.wasm",
+            vec![
+                "-p".to_string(),
+                "attack=read".into(),
+                "-p".into(),
+                "requests=1".into(),
+            ],
+        )
+    } else {
+        ("reader.rhai", vec![])
+    };
+    let entry = dir.join(file).display().to_string();
+    let param = format!("{}={path}", if wasm { "path" } else { "file" });
+    let mut all: Vec<&str> = vec![&entry];
+    all.extend(args.iter().map(String::as_str));
+    all.extend(["-p", &param]);
+    let start = Instant::now();
+    let mut child = spawn_runner(&all);
+    let pipes = Pipes::take(&mut child);
+    let code = wait_exit(&mut child, Duration::from_secs(60));
+    let took = start.elapsed();
+    (code, pipes.join().1, took)
+}
+
+/// The one `error:` line of a refused run, with nothing else on stderr.
+fn one_error_line(err: &str) -> &str {
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    lines[0]
+}
+
+#[test]
+fn a_data_link_beside_a_lone_scenario_is_refused_with_one_line() {
+    for target in ["/", "."] {
+        let dir = lone_pair();
+        std::os::unix::fs::symlink(target, dir.path().join("data")).unwrap();
+        let inside = if target == "/" {
+            "data/proc/self/environ"
+        } else {
+            "data/secret.txt"
+        };
+        for wasm in [false, true] {
+            let (code, err, _) = read_with(dir.path(), wasm, inside);
+            assert_eq!(code, Some(1), "{target} {wasm}: {err}");
+            let line = one_error_line(&err);
+            let file = if wasm { "probe.wasm" } else { "reader.rhai" };
+            assert!(
+                line.contains(file) && line.contains("is a link") && line.contains("--data-dir"),
+                "{line}"
+            );
+            assert!(
+                !err.contains("top secret") && !err.contains("LEAKED"),
+                "{err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_link_inside_data_that_leaves_it_is_not_followed() {
+    let dir = lone_pair();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    std::os::unix::fs::symlink("../secret.txt", dir.path().join("data/up")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.path().join("data/abs")).unwrap();
+    for link in ["data/up", "data/abs"] {
+        let (code, err, _) = read_with(dir.path(), false, link);
+        assert_eq!(code, Some(1), "{link}: {err}");
+        let line = one_error_line(&err);
+        assert!(
+            line.contains("outside what this scenario may read"),
+            "{line}"
+        );
+        // The probe reports both attempts and goes on: neither is followed.
+        let (code, err, _) = read_with(dir.path(), true, link);
+        assert_eq!(code, Some(0), "{link}: {err}");
+        assert!(
+            err.contains(&format!("std /scenario/{link}: refused")),
+            "{err}"
+        );
+        assert!(err.contains(&format!("host {link}: refused")), "{err}");
+        assert!(
+            !err.contains("LEAKED") && !err.contains("top secret"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_fifo_in_data_ends_the_run_within_the_call_limit_with_one_line() {
+    let dir = lone_pair();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    mkfifo(&dir.path().join("data/f"));
+    for wasm in [false, true] {
+        let (code, err, took) = read_with(dir.path(), wasm, "data/f");
+        assert_eq!(code, Some(1), "{wasm}: {err}");
+        let line = one_error_line(&err);
+        assert!(line.contains("data/f"), "{line}");
+        assert!(
+            line.contains("not a regular file") || line.contains("FIFO"),
+            "{line}"
+        );
+        // The per-call limit is 10 s; the refusal comes long before it.
+        assert!(took < Duration::from_secs(10), "{wasm}: took {took:?}");
     }
 }

@@ -84,7 +84,8 @@ impl Source {
         }
         let files = match &self.package {
             Some(p) => FileAccess::package(&p.root, data_dirs),
-            None => FileAccess::lone_file(&scenario_dir(&self.entry), data_dirs),
+            None => FileAccess::lone_file(&scenario_dir(&self.entry), data_dirs)
+                .map_err(|e| anyhow!("{}: {e}", self.entry.display()))?,
         };
         let digest = self.digest()?;
         let scenario = scenario::load(&self.entry, HostContext::new(tokenizer, files, quiet))?;

@@ -7,9 +7,17 @@
 //!
 //! Relative paths resolve against the scenario's own directory (so `data/x.json` works
 //! for a lone file); whatever they resolve to, symlinks and `..` included, must lie inside
-//! one of the readable roots.
+//! one of the readable roots, and never under `/proc` (a process's environment holds
+//! its keys).
+//!
+//! A lone file's `data/` must be a real folder: a link (`ln -s / data`, `ln -s . data`)
+//! would make any directory readable. A Wasm guest reads its mounted folder through WASI,
+//! which the host cannot check file by file, so that folder is checked once before the
+//! guest starts: no FIFO, socket or device in it (opening one would block past every
+//! call limit). WASI itself never follows a link out of the mounted folder.
 
 use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Upper bound on one data file a scenario may read, so a script cannot exhaust memory.
@@ -17,6 +25,34 @@ pub const MAX_READ_BYTES: u64 = 256 << 20;
 
 /// The folder beside a lone scenario file that it may read.
 pub const DATA_FOLDER: &str = "data";
+
+/// The kernel's view of every process, environments included: never readable.
+const PROC: &str = "/proc";
+
+/// Why a scenario's readable folder is refused; each says what to do instead.
+#[derive(Debug, thiserror::Error)]
+pub enum AccessError {
+    #[error(
+        "`{data}` is a link ({target}); a lone scenario reads only a real `{DATA_FOLDER}/` \
+         folder beside it: replace the link with a folder holding the data, or grant the \
+         target with --data-dir DIR"
+    )]
+    DataLink { data: String, target: String },
+    #[error(
+        "`{data}` resolves to `{real}`, outside the scenario's folder; a lone scenario reads \
+         only a real `{DATA_FOLDER}/` folder beside it: move the data into one"
+    )]
+    DataOutside { data: String, real: String },
+    #[error(
+        "`{path}` is {kind}, not a file; a Wasm scenario's readable folder may hold only \
+         files and folders (reading it would block): remove it or move it elsewhere"
+    )]
+    NotAFile { path: String, kind: &'static str },
+    #[error(
+        "`{dir}` holds or lies in {PROC}, which a scenario may never read: use another folder"
+    )]
+    Proc { dir: String },
+}
 
 /// Where a Wasm guest sees its readable files: a package at `/scenario`, a lone file's
 /// `data/` folder at `/scenario/data` (so a path is the same in both layouts).
@@ -51,16 +87,18 @@ impl FileAccess {
     }
 
     /// A lone scenario file in `dir`: its `data/` folder (when there is one), then the
-    /// `--data-dir`s.
-    pub fn lone_file(dir: &Path, data_dirs: &[PathBuf]) -> FileAccess {
-        let data = canonical(&dir.join(DATA_FOLDER)).filter(|d| d.is_dir());
+    /// `--data-dir`s. A `data` that is a link, or that resolves anywhere but inside `dir`,
+    /// is refused.
+    pub fn lone_file(dir: &Path, data_dirs: &[PathBuf]) -> Result<FileAccess, AccessError> {
+        let base = canonical(dir);
+        let data = data_folder(dir, base.as_deref())?;
         let mut access = FileAccess {
-            base: canonical(dir),
+            base,
             roots: data.iter().cloned().collect(),
             mount: data.map(|d| (d, format!("{PACKAGE_MOUNT}/{DATA_FOLDER}"))),
         };
         access.grant(data_dirs);
-        access
+        Ok(access)
     }
 
     fn grant(&mut self, data_dirs: &[PathBuf]) {
@@ -75,10 +113,29 @@ impl FileAccess {
             .map(|(d, at)| (d.as_path(), at.as_str()))
     }
 
+    /// Checks the mounted folder before a Wasm guest gets it: not `/proc` nor above it,
+    /// and nothing in it that is neither a file, a folder nor a link.
+    pub fn check_mount(&self) -> Result<(), AccessError> {
+        match &self.mount {
+            Some((dir, _)) => check_mountable(dir),
+            None => Ok(()),
+        }
+    }
+
     /// Reads a text file the scenario may read; the error says why not and what to do.
     pub fn read(&self, path: &str) -> Result<String, String> {
         let real = self.resolve(path)?;
-        let meta = std::fs::metadata(&real).map_err(|e| format!("cannot read `{path}`: {e}"))?;
+        // Opened without blocking and without following a link swapped in since the path
+        // was resolved; then the open file itself is checked, so a FIFO put there in the
+        // meantime is refused too.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+            .open(&real)
+            .map_err(|e| format!("cannot read `{path}`: {e}"))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| format!("cannot read `{path}`: {e}"))?;
         // A FIFO or a device would block or never end: only plain files are data.
         if meta.is_dir() {
             return Err(format!("cannot read `{path}`: it is a directory"));
@@ -92,7 +149,6 @@ impl FileAccess {
                 meta.len()
             ));
         }
-        let file = std::fs::File::open(&real).map_err(|e| format!("cannot read `{path}`: {e}"))?;
         let mut bytes = Vec::with_capacity(meta.len() as usize);
         // The file may have grown since: never read past the limit.
         file.take(MAX_READ_BYTES + 1)
@@ -122,6 +178,11 @@ impl FileAccess {
         let real = joined
             .canonicalize()
             .map_err(|e| format!("cannot read `{path}`: {e}"))?;
+        if real.starts_with(PROC) {
+            return Err(format!(
+                "cannot read `{path}`: it lies in {PROC}, which a scenario may never read"
+            ));
+        }
         if self.roots.iter().any(|r| real.starts_with(r)) {
             return Ok(real);
         }
@@ -135,6 +196,78 @@ impl FileAccess {
 
 fn canonical(dir: &Path) -> Option<PathBuf> {
     dir.canonicalize().ok()
+}
+
+/// The canonical `data/` folder of a lone scenario in `dir` (canonical: `base`), if
+/// there is one: a real folder strictly inside `dir`, never a link.
+fn data_folder(dir: &Path, base: Option<&Path>) -> Result<Option<PathBuf>, AccessError> {
+    let data = dir.join(DATA_FOLDER);
+    let Ok(meta) = std::fs::symlink_metadata(&data) else {
+        return Ok(None);
+    };
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(&data)
+            .map_or_else(|e| e.to_string(), |t| format!("to {}", t.display()));
+        return Err(AccessError::DataLink {
+            data: data.display().to_string(),
+            target,
+        });
+    }
+    let Some(real) = canonical(&data).filter(|d| d.is_dir()) else {
+        return Ok(None);
+    };
+    // Without a link, a bind mount or a path that changed since could still point away.
+    match base {
+        Some(base) if real.starts_with(base) && real != base => Ok(Some(real)),
+        _ => Err(AccessError::DataOutside {
+            data: data.display().to_string(),
+            real: real.display().to_string(),
+        }),
+    }
+}
+
+/// Walks `dir` without following links (a link out of it is not followed by WASI
+/// either) and refuses the first entry that is not a file, folder or link.
+fn check_mountable(dir: &Path) -> Result<(), AccessError> {
+    let proc = Path::new(PROC);
+    if dir.starts_with(proc) || proc.starts_with(dir) {
+        return Err(AccessError::Proc {
+            dir: dir.display().to_string(),
+        });
+    }
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        // A folder the runner may not list is skipped, as it is for anything unreadable.
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                pending.push(entry.path());
+            } else if !kind.is_file() && !kind.is_symlink() {
+                return Err(AccessError::NotAFile {
+                    path: entry.path().display().to_string(),
+                    kind: kind_name(kind),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn kind_name(kind: std::fs::FileType) -> &'static str {
+    if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else {
+        "a special file"
+    }
 }
 
 #[cfg(test)]
@@ -152,7 +285,7 @@ mod tests {
     #[test]
     fn a_lone_file_reads_its_data_folder_and_nothing_beside_it() {
         let dir = layout();
-        let access = FileAccess::lone_file(dir.path(), &[]);
+        let access = FileAccess::lone_file(dir.path(), &[]).unwrap();
         assert_eq!(access.read("data/x.txt").unwrap(), "x");
         let err = access.read("secret.txt").unwrap_err();
         assert!(err.contains("outside what this scenario may read"), "{err}");
@@ -168,7 +301,7 @@ mod tests {
         let dir = layout();
         std::os::unix::fs::symlink(dir.path().join("secret.txt"), dir.path().join("data/link"))
             .unwrap();
-        let access = FileAccess::lone_file(dir.path(), &[]);
+        let access = FileAccess::lone_file(dir.path(), &[]).unwrap();
         assert!(access.read("data/link").is_err());
     }
 
@@ -176,7 +309,7 @@ mod tests {
     fn a_lone_file_without_data_reads_nothing_and_says_how_to_grant() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("secret.txt"), "secret").unwrap();
-        let access = FileAccess::lone_file(dir.path(), &[]);
+        let access = FileAccess::lone_file(dir.path(), &[]).unwrap();
         let err = access.read("secret.txt").unwrap_err();
         assert!(err.contains("--data-dir") && err.contains("data/"), "{err}");
         assert!(access.mount().is_none());
@@ -187,7 +320,7 @@ mod tests {
         let dir = layout();
         let other = tempfile::tempdir().unwrap();
         std::fs::write(other.path().join("y.txt"), "y").unwrap();
-        let access = FileAccess::lone_file(dir.path(), &[other.path().to_path_buf()]);
+        let access = FileAccess::lone_file(dir.path(), &[other.path().to_path_buf()]).unwrap();
         let y = other.path().join("y.txt").display().to_string();
         assert_eq!(access.read(&y).unwrap(), "y");
         let pkg = FileAccess::package(dir.path(), &[]);
@@ -201,8 +334,53 @@ mod tests {
         let c = std::ffi::CString::new(fifo.display().to_string()).unwrap();
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let access = FileAccess::lone_file(dir.path(), &[]);
+        let access = FileAccess::lone_file(dir.path(), &[]).unwrap();
         let err = access.read("data/fifo").unwrap_err();
         assert!(err.contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn a_data_link_is_refused_wherever_it_points() {
+        for target in ["/", ".", "inner"] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("inner")).unwrap();
+            std::os::unix::fs::symlink(target, dir.path().join("data")).unwrap();
+            let err = FileAccess::lone_file(dir.path(), &[]).unwrap_err();
+            assert!(
+                matches!(err, AccessError::DataLink { .. }),
+                "{target}: {err}"
+            );
+            assert!(err.to_string().contains(&format!("to {target}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn proc_is_never_read_even_when_granted() {
+        let dir = tempfile::tempdir().unwrap();
+        let access = FileAccess::lone_file(dir.path(), &[PathBuf::from("/")]).unwrap();
+        let err = access.read("/proc/self/environ").unwrap_err();
+        assert!(err.contains("/proc"), "{err}");
+        let root = FileAccess::package(Path::new("/"), &[]);
+        assert!(matches!(root.check_mount(), Err(AccessError::Proc { .. })));
+    }
+
+    #[test]
+    fn a_mounted_folder_with_a_fifo_deep_inside_is_refused() {
+        let dir = layout();
+        let access = FileAccess::lone_file(dir.path(), &[]).unwrap();
+        access.check_mount().unwrap();
+        std::fs::create_dir_all(dir.path().join("data/a/b")).unwrap();
+        // Links are left to WASI, which never follows one out of the folder.
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("data/a/zero")).unwrap();
+        access.check_mount().unwrap();
+        let fifo = dir.path().join("data/a/b/fifo");
+        let c = std::ffi::CString::new(fifo.display().to_string()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = access.check_mount().unwrap_err().to_string();
+        assert!(
+            err.contains("data/a/b/fifo") && err.contains("FIFO"),
+            "{err}"
+        );
     }
 }

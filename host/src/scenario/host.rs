@@ -44,6 +44,11 @@ impl HostContext {
         self.files.mount()
     }
 
+    /// Refuses a mounted directory a guest could block in or read `/proc` through.
+    pub fn check_mount(&self) -> Result<(), super::files::AccessError> {
+        self.files.check_mount()
+    }
+
     /// Restarts the random stream; the same seed gives the same stream on every run.
     pub fn reseed(&mut self, seed: u64) {
         self.rng = ChaCha8Rng::seed_from_u64(seed);

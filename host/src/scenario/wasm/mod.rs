@@ -107,6 +107,7 @@ impl WasmScenario {
             )),
         })?;
 
+        host.check_mount().map_err(|e| fail(e.to_string()))?;
         let mount = host
             .mount()
             .map(|(d, at)| (d.to_path_buf(), at.to_string()));

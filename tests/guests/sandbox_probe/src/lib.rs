@@ -7,6 +7,7 @@
 //! - `memory`: `next_request` allocates until the memory cap stops it.
 //! - `panic`: `next_request` panics with a known message.
 //! - `files`: reads paths outside its package, and one inside it.
+//! - `read`: reads `-p path=P` both ways: `/scenario/P` through WASI, `P` through the host.
 //! - `socket`: connects to `-p port=N` on loopback.
 //! - `env`: lists its environment and reads the clock.
 //! - `synthetic`, `random-text`: ask the host for u32::MAX tokens of text.
@@ -40,10 +41,11 @@ impl Scenario for Probe {
             .param(
                 "attack",
                 "none",
-                "none, loop, memory, panic, files, socket or env",
+                "none, loop, memory, panic, files, read, socket or env",
             )
             .param("requests", 3, "requests when behaving")
             .param("port", 0, "loopback port for the socket attempt")
+            .param("path", "data/inside.txt", "what the read attempt reads")
     }
 
     fn new() -> Result<Self, String> {
@@ -81,6 +83,12 @@ impl Scenario for Probe {
                     "std write /scenario/data/written.txt",
                     write.map(|_| String::new()),
                 ));
+            }
+            "read" => {
+                let path = param_str("path")?;
+                let std_path = format!("/scenario/{path}");
+                log(&attempt(&format!("std {std_path}"), std_read(&std_path)));
+                log(&attempt(&format!("host {path}"), read_file(&path)));
             }
             "socket" => {
                 let port = param_i64("port")?;
