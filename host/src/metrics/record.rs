@@ -216,8 +216,10 @@ impl RequestRecord {
         if self.output_tokens <= 1 {
             return None;
         }
+        // Saturating: a record read from a file (or a client clock that stepped back)
+        // may put its last chunk before its first; that is no decode time, not 2⁶⁴ ns.
         let (ttft, e2el) = (self.ttft_ns()?, self.e2el_ns()?);
-        Some((e2el - ttft) as f64 / (self.output_tokens - 1) as f64)
+        Some(e2el.saturating_sub(ttft) as f64 / (self.output_tokens - 1) as f64)
     }
 
     /// Gaps between consecutive content chunks, ns (one per chunk after the first).
@@ -283,6 +285,23 @@ mod tests {
             );
             assert!(labels.insert(kind.label()), "{kind:?}");
         }
+    }
+
+    #[test]
+    fn a_last_chunk_stamped_before_the_first_gives_no_decode_time() {
+        let chunk = |t_ns| Chunk {
+            t_ns,
+            tokens: 1,
+            client_delay_ns: None,
+        };
+        let json = r#"{"phase":0,"index":0,"scheduled_ns":0,"sent_ns":1000,"chunks":[],"end_ns":9000,"input_tokens":1,"output_tokens":256,"text_tokens":256}"#;
+        let mut record: RequestRecord = serde_json::from_str(json).unwrap();
+        // The step back seen against a zero-delay server: 1.8 µs.
+        record.chunks = vec![chunk(5000), chunk(3200)];
+        assert_eq!(record.tpot_ns(), Some(0.0));
+        assert!(record.itls_ns().all(|gap| gap == 0));
+        record.chunks = vec![chunk(5000), chunk(7550)];
+        assert_eq!(record.tpot_ns(), Some(10.0));
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub struct TimedResponse {
     body: Incoming,
     /// `None` only if hyper-util stopped passing connection extras on.
     log: Option<WireLog>,
+    /// When the body's previous piece arrived: no piece arrives before it.
+    last_arrival: Option<Instant>,
 }
 
 impl TimedResponse {
@@ -27,6 +29,7 @@ impl TimedResponse {
             log: head.extensions.get::<WireLog>().cloned(),
             headers: head.headers,
             body,
+            last_arrival: None,
         }
     }
 
@@ -54,7 +57,9 @@ impl TimedResponse {
                         at: taken,
                         delay: None,
                     },
-                };
+                }
+                .not_before(self.last_arrival);
+                self.last_arrival = Some(arrival.at);
                 return Ok(Some((data, arrival)));
             }
         }

@@ -167,6 +167,31 @@ fn an_arrival_is_the_newest_read_before_the_bytes_were_taken() {
 }
 
 #[test]
+fn a_piece_never_arrives_before_the_piece_before_it() {
+    let t0 = Instant::now();
+    let at = |us: u64| t0 + Duration::from_micros(us);
+    // The second read's clock pair put its bytes 1.8 µs before the first read's.
+    let stepped_back = Arrival {
+        at: at(1000) - Duration::from_nanos(1800),
+        delay: Some(Duration::from_micros(50)),
+    };
+    let moved = stepped_back.not_before(Some(at(1000)));
+    assert_eq!(moved.at, at(1000));
+    // Taken at the same moment as before the move.
+    assert_eq!(
+        moved.at + moved.delay.unwrap(),
+        stepped_back.at + Duration::from_micros(50)
+    );
+    // A later arrival, or the first piece, is kept as it is.
+    let later = Arrival {
+        at: at(1001),
+        delay: None,
+    };
+    assert_eq!(later.not_before(Some(at(1000))), later);
+    assert_eq!(stepped_back.not_before(None), stepped_back);
+}
+
+#[test]
 fn a_request_went_out_in_the_first_write_after_its_hand_off() {
     let log = WireLog::default();
     let t0 = Instant::now();
