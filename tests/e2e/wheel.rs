@@ -210,6 +210,52 @@ fn assert_scenarios_installed(venv: &Path) {
     }
 }
 
+/// The files under `dir` of the repository, relative to it, leaving out what a build or
+/// an install put there (node_modules, Python's caches).
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![PathBuf::new()];
+    while let Some(sub) = pending.pop() {
+        for entry in std::fs::read_dir(dir.join(&sub)).expect("a repository folder") {
+            let entry = entry.expect("a dir entry");
+            let name = sub.join(entry.file_name());
+            if entry.file_type().expect("a file type").is_dir() {
+                if !["node_modules", "__pycache__"]
+                    .contains(&entry.file_name().to_str().unwrap_or(""))
+                {
+                    pending.push(name);
+                }
+            } else {
+                found.push(name);
+            }
+        }
+    }
+    found
+}
+
+/// The Python and JavaScript helpers, their build scripts and the WIT they build against
+/// are installed in the repository's layout (`share/bench-scenario-runner/scenarios/python`,
+/// `…/scenarios/js`, `…/wit`), so a wheel user builds a Wasm scenario with
+/// `<prefix>/share/bench-scenario-runner/scenarios/python/build.sh` and no repository.
+fn assert_sdk_helpers_installed(venv: &Path) {
+    let share = venv.join(SCENARIOS_IN_VENV).join("..");
+    for folder in ["scenarios/python", "scenarios/js", "wit"] {
+        let files = files_under(&repo().join(folder));
+        assert!(files.len() > 2, "{folder}: {files:?}");
+        for name in files {
+            let name = Path::new(folder).join(name);
+            let expected = std::fs::read(repo().join(&name)).expect("a repository file");
+            let same = std::fs::read(share.join(&name)).is_ok_and(|copy| copy == expected);
+            assert!(
+                same,
+                "{} is not installed: it needs its link under \
+                 packaging/python/data/data/share/bench-scenario-runner",
+                name.display()
+            );
+        }
+    }
+}
+
 #[test]
 fn the_wheel_installs_with_pip_and_runs_the_main_job() {
     let Some((maturin, python)) = tools_or_skip() else {
@@ -230,6 +276,7 @@ fn the_wheel_installs_with_pip_and_runs_the_main_job() {
     );
 
     assert_scenarios_installed(&venv);
+    assert_sdk_helpers_installed(&venv);
     let main_job = venv.join(SCENARIOS_IN_VENV).join("throughput.rhai");
     let out = installed_runner(&venv, dir.path(), &[main_job.as_path()]);
     let report = stdout(&out);

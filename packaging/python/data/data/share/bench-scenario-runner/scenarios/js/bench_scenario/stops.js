@@ -1,0 +1,1 @@
+../../../../../../../../../scenarios/js/bench_scenario/stops.js

@@ -1,0 +1,1 @@
+../../../../../../../../scenarios/js/long_context.js

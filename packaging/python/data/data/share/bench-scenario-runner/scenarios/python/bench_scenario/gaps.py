@@ -1,0 +1,1 @@
+../../../../../../../../../scenarios/python/bench_scenario/gaps.py

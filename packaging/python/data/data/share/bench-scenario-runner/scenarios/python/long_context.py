@@ -1,0 +1,1 @@
+../../../../../../../../scenarios/python/long_context.py
