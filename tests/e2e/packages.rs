@@ -101,6 +101,11 @@ fn a_packed_scenario_runs_from_its_archive_and_records_what_it_was() {
     let verify = runner(&["verify", &a]);
     assert!(verify.status.success(), "{}", stderr(&verify));
     assert!(stdout(&verify).contains(&format!("digest {digest} matches")));
+    assert!(
+        stdout(&verify).ends_with(" parameters, 1 phase\n"),
+        "{}",
+        stdout(&verify)
+    );
 
     let (_, from_archive) = run_ok(&[&a, "-p", "rate=500"]);
     let r = &from_archive["runner"];
@@ -119,6 +124,26 @@ fn a_packed_scenario_runs_from_its_archive_and_records_what_it_was() {
         from_dir["runner"]["request_digest"],
         from_archive["runner"]["request_digest"]
     );
+}
+
+/// The phase count `verify` prints is the number of phases the scenario plans (it once
+/// printed the length of the number's text: "2 phases" for 12).
+#[test]
+fn verify_counts_the_phases_a_scenario_plans() {
+    for (scenario, expect) in [
+        ("sweep.rhai", "; 6 parameters, 12 phases\n"),
+        ("long_context.rhai", ", 1 phase\n"),
+        ("slo_search.rhai", ", 1 phase, then adaptive\n"),
+    ] {
+        let path = repo().join("scenarios").join(scenario);
+        let out = runner(&["verify", &path.display().to_string()]);
+        assert!(out.status.success(), "{scenario}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            text.ends_with(expect),
+            "{scenario}: no `{expect}` in {text}"
+        );
+    }
 }
 
 #[test]

@@ -33,29 +33,38 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
     )?;
     loaded.scenario.configure(&params)?;
     let phases = loaded.scenario.phases()?;
-    let phases = if loaded.scenario.has_next_phase() {
-        format!("{} (then adaptive)", phases.len())
-    } else {
-        phases.len().to_string()
-    };
+    // A fixed count, or the fixed start of an adaptive scenario.
+    let mut phase_count = counted(phases.len(), "phase");
+    if loaded.scenario.has_next_phase() {
+        phase_count.push_str(", then adaptive");
+    }
+    let param_count = counted(loaded.description.params.len(), "parameter");
     match &loaded.package {
         Some(p) => crate::outln!(
-            "ok: {} {} — digest {} matches its content; interface {}; entry {} loads; {} parameters, {} phases",
+            "ok: {} {} — digest {} matches its content; interface {}; entry {} loads; {}, {}",
             p.manifest.name,
             p.manifest.version,
             p.digest,
             p.manifest.interface,
             p.manifest.entry,
-            loaded.description.params.len(),
-            phases.len()
+            param_count,
+            phase_count
         ),
         None => crate::outln!(
-            "ok: {} (a single file, no manifest) — sha256 {}; {} parameters, {} phases",
+            "ok: {} (a single file, no manifest) — sha256 {}; {}, {}",
             a.scenario.scenario.display(),
             loaded.digest,
-            loaded.description.params.len(),
-            phases.len()
+            param_count,
+            phase_count
         ),
     }
     Ok(())
+}
+
+/// `1 phase`, `12 phases`.
+fn counted(n: usize, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
 }
