@@ -34,7 +34,7 @@ const FAST: [&str; 6] = [
     "1",
 ];
 
-fn validator() -> jsonschema::Validator {
+pub fn validator() -> jsonschema::Validator {
     let path = repo().join("schema/result.schema.json");
     let text = std::fs::read_to_string(&path).expect("the committed schema");
     let schema: serde_json::Value = serde_json::from_str(&text).expect("the schema is JSON");
@@ -54,7 +54,7 @@ fn result_of(args: &[&str], dir: &Path) -> serde_json::Value {
     serde_json::from_str(&text).expect("result.json is JSON")
 }
 
-fn assert_valid(v: &jsonschema::Validator, what: &str, result: &serde_json::Value) {
+pub fn assert_valid(v: &jsonschema::Validator, what: &str, result: &serde_json::Value) {
     let errors: Vec<String> = v
         .iter_errors(result)
         .map(|e| format!("{} at {}", e, e.instance_path()))

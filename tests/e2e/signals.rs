@@ -150,7 +150,7 @@ fn ctrl_c_before_the_first_send_stops_at_once() {
     let mut child = spawn_runner(&[&fixture("slow_generator.rhai"), "--sim-profile", "zero"]);
     let pipes = Pipes::take(&mut child);
     let lines = pipes.err_lines.clone();
-    // The header is printed once the pre-run checks passed and the phase is priming.
+    // By then the pre-run checks passed and the phase is priming.
     std::thread::sleep(Duration::from_millis(1500));
     send(&child, libc::SIGINT);
     wait_until("the interrupt", Duration::from_secs(10), || {

@@ -28,10 +28,6 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let config = RunConfig::new(&a, &loaded.description, &mut *loaded.scenario)?;
     let target = Targets::connect(&config, &tokenizer, &session.rt)?;
     let mut header = run_header(&config, &loaded, &target, &tokenizer);
-    if !config.quiet {
-        crate::out!("{}", render_header(&header));
-        crate::outln!();
-    }
     let finished = execute(&session, loaded.scenario, &config, target, tokenizer)?;
     header.request_digest = Some(finished.result.digest.clone());
     let failure = finish_shard(&config, &header, finished)?;
@@ -269,7 +265,18 @@ fn build_report(config: &RunConfig, header: RunHeader, result: &RunResult) -> Ru
 /// Every file is written before the report is printed: a reader that closes stdout early
 /// (`| head -1`) must not cost any of them.
 fn write_and_print(config: &RunConfig, report: &RunReport) -> Result<()> {
-    let body = report.render_body();
+    // The header is printed with the body, as report.txt has it: only the run knows the
+    // API its requests went to (chat messages go to chat whatever --api says) and the
+    // request stream's digest.
+    let body = if config.quiet {
+        report.render_body()
+    } else {
+        format!(
+            "{}\n{}",
+            render_header(&report.header),
+            report.render_body()
+        )
+    };
     let written = (|| -> Result<()> {
         if let Some(path) = &config.save_result {
             output::write_result_json(report, path)?;

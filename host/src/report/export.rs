@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::table::{csv_field, render_phase_table_markdown};
-use super::text::{render_extras, render_header, render_vllm_block};
+use super::text::{render_header, render_phase_result};
 use super::RunHeader;
 use crate::metrics::{PhaseSummary, RequestRecord};
 use crate::thresholds::Verdict;
@@ -53,7 +53,7 @@ pub fn request_csv_row(r: &RequestRecord, phase_name: &str) -> String {
 }
 
 /// The whole result as markdown: header, thresholds, the phase table, and each phase's
-/// vLLM block with our extras in a fenced block.
+/// result as the text report has it (see [`render_phase_result`]) in a fenced block.
 pub fn render_markdown(
     header: &RunHeader,
     phases: &[PhaseSummary],
@@ -91,8 +91,7 @@ pub fn render_markdown(
             let _ = writeln!(out, "## {}\n", s.name);
         }
         out.push_str("```\n");
-        out.push_str(&render_vllm_block(s, percentiles, goodput));
-        out.push_str(&render_extras(s, percentiles));
+        out.push_str(&render_phase_result(s, percentiles, goodput));
         out.push_str("```\n\n");
     }
     out

@@ -11,7 +11,7 @@ use super::html_escape::escape;
 use super::series::{cdf, PhaseLatencies, Series};
 use super::table::{columns, tag_columns};
 use super::targets::target_columns;
-use super::text::{percentile_word, render_extras, render_vllm_block};
+use super::text::{percentile_word, render_phase_result};
 use super::RunHeader;
 use crate::metrics::{PhaseSummary, TagSummary};
 use crate::scenario::NoteValue;
@@ -232,11 +232,7 @@ fn grid_table(out: &mut String, rows: impl Iterator<Item = Vec<(&'static str, St
 }
 
 fn summary_block(out: &mut String, s: &PhaseSummary, percentiles: &[f64], goodput: bool) {
-    let text = format!(
-        "{}{}",
-        render_vllm_block(s, percentiles, goodput),
-        render_extras(s, percentiles)
-    );
+    let text = render_phase_result(s, percentiles, goodput);
     let _ = writeln!(out, "<pre>{}</pre>", escape(&text));
 }
 

@@ -5,25 +5,14 @@
 
 use std::fmt::Write as _;
 
-use super::text_format::{footer, latency_section, metric_row, pct, row, row_f, section, title};
+use super::text_format::{
+    footer, latency_section, metric_row, pct, retried_and_failures, row, row_f, section, title,
+};
 use super::RunHeader;
 use crate::display::{escape_control, escape_control_multiline};
 use crate::metrics::catalogue as metric;
 pub use crate::metrics::catalogue::percentile_word;
 use crate::metrics::{PhaseSummary, CLIENT_BOUND_LATENESS_MS};
-
-/// `text` on one line, at most `max` characters, its control characters escaped (a
-/// server's message may carry terminal escape sequences).
-fn one_line(text: &str, max: usize) -> String {
-    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let flat = escape_control(&words).into_owned();
-    if flat.chars().count() <= max {
-        return flat;
-    }
-    let mut cut: String = flat.chars().take(max).collect();
-    cut.push('…');
-    cut
-}
 
 /// A short readable block printed before the results.
 pub fn render_header(h: &RunHeader) -> String {
@@ -85,10 +74,7 @@ pub fn render_vllm_block(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -
     title(&mut out, " Serving Benchmark Result ");
     metric_row(&mut out, &metric::COMPLETED, s);
     metric_row(&mut out, &metric::FAILED, s);
-    // Shown only when it happened: the block keeps vLLM's layout otherwise.
-    if s.retried > 0 {
-        row(&mut out, "Retried requests:", s.retried);
-    }
+    // Retried requests are ours: the extras show them, the block keeps vLLM's rows.
     if let Some(c) = s.max_concurrency {
         row(&mut out, "Maximum request concurrency:", c);
     }
@@ -168,22 +154,7 @@ pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
         latency_section(&mut out, m, s, percentiles);
     }
     let _ = writeln!(out, "{}", super::latency_clock::clock_line(&s.clock));
-    if !s.failures_by_kind.is_empty() {
-        section(&mut out, "Failed Requests by Kind");
-        for f in &s.failures_by_kind {
-            row(&mut out, &format!("Failed ({}):", f.kind.label()), f.count);
-        }
-        // What went wrong, in the server's words: the first message of each kind.
-        out.push_str("First message of each kind:\n");
-        for f in &s.failures_by_kind {
-            let _ = writeln!(
-                out,
-                "  {}: {}",
-                f.kind.label(),
-                one_line(&f.first_message, 160)
-            );
-        }
-    }
+    retried_and_failures(&mut out, s);
     if s.client_bound {
         let _ = writeln!(
             out,
@@ -245,15 +216,7 @@ pub fn render_phases(phases: &[PhaseText], percentiles: &[f64], goodput: bool) -
             );
             continue;
         }
-        if s.answer.only_embeddings() {
-            // No token is generated: vLLM's pooling layout, latency and input throughput.
-            out += &super::embeddings::render_embeddings_block(s, percentiles);
-            // Below vLLM's block, whose layout stays its own: E2EL reads the same clocks.
-            let _ = writeln!(out, "{}", super::latency_clock::clock_line(&s.clock));
-        } else {
-            out += &render_vllm_block(s, percentiles, goodput);
-            out += &render_extras(s, percentiles);
-        }
+        out += &render_phase_result(s, percentiles, goodput);
         if let Some(server) = phase.server {
             out += &super::server::render_text(server, s);
         }
@@ -278,6 +241,28 @@ pub fn render_phases(phases: &[PhaseText], percentiles: &[f64], goodput: bool) -
         out += &render_phase_table(&measured);
         out.push('\n');
     }
+    out
+}
+
+/// What the report says of a phase that sent no request, in place of its block.
+pub const NOTHING_SENT: &str = "No requests were sent in this phase: nothing to measure.";
+
+/// A measured phase's results as text, markdown and HTML show them: the vLLM block and our
+/// extras; vLLM's pooling block and ours when every request went to embeddings (nothing
+/// generated); one line when the phase sent nothing (a block of zeros would read as
+/// measured zeros).
+pub fn render_phase_result(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -> String {
+    if s.completed + s.failed + s.cancelled == 0 {
+        return format!("{NOTHING_SENT}\n");
+    }
+    let (mut out, extras) = if s.answer.only_embeddings() {
+        let block = super::embeddings::render_embeddings_block(s, percentiles);
+        (block, super::embeddings::render_embeddings_extras(s))
+    } else {
+        let block = render_vllm_block(s, percentiles, goodput);
+        (block, render_extras(s, percentiles))
+    };
+    out.push_str(&extras);
     out
 }
 
@@ -661,6 +646,38 @@ WARNING: the client could not keep its schedule (P99 send lateness 12.35 ms > 10
         assert_eq!(render_extras(&s, &[99.0]), expected);
     }
 
+    /// vLLM's client never sends a request twice: retried requests are an extras row, and
+    /// the block stays vLLM's (it once had a `Retried requests:` row inside).
+    #[test]
+    fn retried_requests_are_in_the_extras_not_the_block() {
+        let mut s = vllm_example();
+        s.retried = 7;
+        assert_eq!(render_vllm_block(&s, &[99.0], true), VLLM_BLOCK);
+        let extras = render_extras(&s, &[99.0]);
+        assert!(
+            extras.contains("\nRetried requests:                        7         \n"),
+            "{extras}"
+        );
+    }
+
+    /// A phase that sent nothing says so on one line, not in a block of zeros.
+    #[test]
+    fn a_phase_that_sent_nothing_says_so() {
+        let mut s = vllm_example();
+        (s.completed, s.failed, s.cancelled) = (0, 0, 0);
+        assert_eq!(
+            render_phase_result(&s, &[99.0], false),
+            format!("{NOTHING_SENT}\n")
+        );
+        // A request the scenario cancelled was sent.
+        s.cancelled = 1;
+        let text = render_phase_result(&s, &[99.0], true);
+        assert!(
+            text.starts_with("============ Serving Benchmark Result"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn extras_without_failures_or_warning() {
         let text = render_extras(&vllm_example(), &[99.0]);
@@ -734,6 +751,7 @@ Latency clock: kernel receive times (SO_TIMESTAMPING) for 100.0 % of chunks; sen
             api: "chat".into(),
             tokenizer: "cl100k_base".into(),
             request_digest: Some("ab12".into()),
+            stream_depends_on: vec![],
             runner_version: "0.1.0".into(),
             package: Some(("team-a/chat-mix".into(), "1.2.0".into())),
             scenario_digest: "cafe".into(),

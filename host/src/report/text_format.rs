@@ -6,6 +6,7 @@
 use std::fmt::Display;
 use std::fmt::Write as _;
 
+use crate::display::escape_control;
 use crate::metrics::catalogue::{self as metric, percentile_word, Latency, Scalar};
 use crate::metrics::{Distribution, PhaseSummary};
 
@@ -85,5 +86,43 @@ pub(super) fn latency_section(out: &mut String, m: &Latency, s: &PhaseSummary, p
             row_f3(out, &format!("P99 {short} (ms):"), pct(d, 99.0));
             row_f3(out, &format!("Max {short} (ms):"), d.max);
         }
+    }
+}
+
+/// `text` on one line, at most `max` characters, its control characters escaped (a
+/// server's message may carry terminal escape sequences).
+pub(super) fn one_line(text: &str, max: usize) -> String {
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = escape_control(&words).into_owned();
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(max).collect();
+    cut.push('…');
+    cut
+}
+
+/// Our rows after a vLLM block that only a runner has: requests sent a second time (none
+/// in vLLM, whose client never sends one again), then the failures by kind with the first
+/// message of each, in the server's words.
+pub(super) fn retried_and_failures(out: &mut String, s: &PhaseSummary) {
+    if s.retried > 0 {
+        row(out, "Retried requests:", s.retried);
+    }
+    if s.failures_by_kind.is_empty() {
+        return;
+    }
+    section(out, "Failed Requests by Kind");
+    for f in &s.failures_by_kind {
+        row(out, &format!("Failed ({}):", f.kind.label()), f.count);
+    }
+    out.push_str("First message of each kind:\n");
+    for f in &s.failures_by_kind {
+        let _ = writeln!(
+            out,
+            "  {}: {}",
+            f.kind.label(),
+            one_line(&f.first_message, 160)
+        );
     }
 }
