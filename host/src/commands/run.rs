@@ -99,6 +99,10 @@ fn run_header(
         api: config.api.name().to_string(),
         tokenizer: tokenizer.name().to_string(),
         request_digest: None,
+        stream_depends_on: scenario::dependence::stream_dependence(
+            &*loaded.scenario,
+            &config.declared_phases,
+        ),
         runner_version: env!("CARGO_PKG_VERSION").to_string(),
         package: loaded.package.as_ref().map(package_id),
         scenario_digest: loaded.digest.clone(),

@@ -209,6 +209,7 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Runne
         target: h.target.clone(),
         api: h.api.clone(),
         request_digest: h.request_digest.clone(),
+        request_stream_depends_on: h.stream_depends_on.clone(),
         runner_version: h.runner_version.clone(),
         package: h.package.as_ref().map(|(name, version)| PackageId {
             name: name.clone(),
@@ -277,6 +278,7 @@ mod tests {
             api: api.into(),
             tokenizer: "facebook/opt-6.7b".into(),
             request_digest: Some("beef".into()),
+            stream_depends_on: vec![],
             runner_version: "0.1.0".into(),
             package: None,
             scenario_digest: "cafe".into(),

@@ -55,6 +55,10 @@ pub struct RunHeader {
     pub tokenizer: String,
     /// sha256 hex of the request stream, known at the end of the run.
     pub request_digest: Option<String>,
+    /// What the request stream may have depended on beyond the seed and the parameters
+    /// (see `scenario::dependence`); empty: the same seed sends the same stream.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stream_depends_on: Vec<String>,
     pub runner_version: String,
     /// The package the scenario came from (name, version); none for a single file.
     pub package: Option<(String, String)>,

@@ -166,6 +166,11 @@ pub struct RunnerSection {
     pub target: String,
     pub api: String,
     pub request_digest: Option<String>,
+    /// What the request stream may have depended on beyond the seed and the parameters:
+    /// `on_response`, `stop`, `next_phase` (the scenario defines it) and
+    /// `max_duration_with_concurrency_limit` (a phase's deadline cuts a stream paced by
+    /// the server's answers). Empty: the same seed sends the same stream on every run.
+    pub request_stream_depends_on: Vec<String>,
     pub runner_version: String,
     pub package: Option<PackageId>,
     pub scenario_digest: String,

@@ -151,6 +151,7 @@ impl RunReport {
             "Request stream digest (sha256): {}",
             self.request_digest()
         );
+        body += &render_dependence(&self.header.stream_depends_on);
         escape_control_multiline(&crate::redact::string(body)).into_owned()
     }
 
@@ -180,6 +181,19 @@ impl RunReport {
             )
         })
     }
+}
+
+/// The line saying what the request stream may have depended on beyond the seed and the
+/// parameters (see `scenario::dependence`); none when nothing.
+fn render_dependence(reasons: &[String]) -> String {
+    if reasons.is_empty() {
+        return String::new();
+    }
+    format!(
+        "Request stream may have depended on responses or timing, through: {} \
+         (the same seed may send other requests on another run)\n",
+        reasons.join(", ")
+    )
 }
 
 /// One line per shard start, and the spread.

@@ -2,6 +2,7 @@
 //! components implement it; the engine cannot tell them apart.
 
 pub mod budget;
+pub mod dependence;
 pub mod files;
 pub mod host;
 pub mod params;
