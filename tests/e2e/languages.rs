@@ -1,8 +1,9 @@
 //! Scenarios in Python and JavaScript: the examples of scenarios/python and scenarios/js,
 //! built from PyPI and npm with the pinned componentize-py and ComponentizeJS, send
 //! exactly the request stream of their Rhai twin on the built-in simulator; a hostile
-//! Python guest is stopped with the same error as a hostile Rust one; and a compiled
-//! component is kept on disk and used by the next run.
+//! Python guest is stopped with the same error as a hostile Rust one; a Python exception
+//! or a JavaScript error ends the run with one line naming it and its line; and a
+//! compiled component is kept on disk and used by the next run.
 //!
 //! The packages and the components are made once under cargo's test temp dir, keyed by a
 //! hash of what made them, so a second `cargo test` installs and builds nothing. Every run
@@ -74,11 +75,19 @@ fn files_in(dir: &Path, ext: &str) -> Vec<PathBuf> {
     files
 }
 
-/// The Python components: the example and the hostile guest.
+/// The Python components: the example, the hostile guest and the one that raises.
 #[derive(Clone)]
 struct PythonGuests {
     example: PathBuf,
     hostile: PathBuf,
+    raises: PathBuf,
+}
+
+/// The JavaScript components: the example and the one that throws.
+#[derive(Clone)]
+struct JsGuests {
+    example: PathBuf,
+    raises: PathBuf,
 }
 
 /// Builds both Python components with scenarios/python/build.sh, which installs the
@@ -92,6 +101,7 @@ fn build_python() -> Result<PythonGuests, String> {
     .map_err(|e| format!("{e}\n(install python3 and python3-venv)"))?;
     let dir = repo().join("scenarios/python");
     let hostile = repo().join("tests/guests/python/python_hostile.py");
+    let raises = repo().join("tests/guests/python/python_raises.py");
     let requirements = dir.join("requirements.txt");
     let venv = work_dir().join(format!("venv-{}", key(&[&requirements])));
     let mut inputs = vec![
@@ -99,6 +109,7 @@ fn build_python() -> Result<PythonGuests, String> {
         requirements,
         dir.join("long_context.py"),
         hostile.clone(),
+        raises.clone(),
         repo().join("wit/scenario.wit"),
     ];
     inputs.extend(files_in(&dir.join("bench_scenario"), "py"));
@@ -107,6 +118,7 @@ fn build_python() -> Result<PythonGuests, String> {
         for (app, name) in [
             (dir.join("long_context.py"), "long_context"),
             (hostile, "python_hostile"),
+            (raises, "python_raises"),
         ] {
             run(
                 &format!("building {name}.wasm with scenarios/python/build.sh"),
@@ -122,12 +134,14 @@ fn build_python() -> Result<PythonGuests, String> {
     Ok(PythonGuests {
         example: out.join("long_context.wasm"),
         hostile: out.join("python_hostile.wasm"),
+        raises: out.join("python_raises.wasm"),
     })
 }
 
-/// Builds the JavaScript example with scenarios/js/build.mjs, after installing the
-/// pinned ComponentizeJS (package-lock.json) into a directory of its own.
-fn build_js() -> Result<PathBuf, String> {
+/// Builds the JavaScript example and the guest that throws with scenarios/js/build.mjs,
+/// after installing the pinned ComponentizeJS (package-lock.json) into a directory of
+/// its own.
+fn build_js() -> Result<JsGuests, String> {
     run("checking for node", Command::new("node").arg("--version"))
         .and_then(|()| run("checking for npm", Command::new("npm").arg("--version")))
         .map_err(|e| format!("{e}\n(install nodejs and npm)"))?;
@@ -152,6 +166,7 @@ fn build_js() -> Result<PathBuf, String> {
     inputs.extend([
         dir.join("build.mjs"),
         dir.join("long_context.js"),
+        repo().join(JS_RAISES),
         repo().join("wit/scenario.wit"),
     ]);
     inputs.extend(files_in(&dir.join("bench_scenario"), "js"));
@@ -164,15 +179,32 @@ fn build_js() -> Result<PathBuf, String> {
                 .arg(dir.join("long_context.js"))
                 .arg(partial.join("long_context.wasm"))
                 .env("COMPONENTIZE_JS_MODULES", modules.join("node_modules")),
+        )?;
+        // From the repository's root, so that ComponentizeJS reads the helper the guest
+        // imports from there, and names the guest's file relative to it.
+        run(
+            "building js_raises.wasm with scenarios/js/build.mjs",
+            Command::new("node")
+                .arg(dir.join("build.mjs"))
+                .arg(JS_RAISES)
+                .arg(partial.join("js_raises.wasm"))
+                .current_dir(repo())
+                .env("COMPONENTIZE_JS_MODULES", modules.join("node_modules")),
         )
     })?;
-    Ok(out.join("long_context.wasm"))
+    Ok(JsGuests {
+        example: out.join("long_context.wasm"),
+        raises: out.join("js_raises.wasm"),
+    })
 }
+
+/// The JavaScript guest that throws, from the repository's root.
+const JS_RAISES: &str = "tests/guests/js/js_raises.js";
 
 /// What the tests run, built once per test process.
 struct Built {
     python: Result<PythonGuests, String>,
-    js: Result<PathBuf, String>,
+    js: Result<JsGuests, String>,
 }
 
 /// Builds every component, then compiles those not yet in the shared cache (`runner
@@ -188,10 +220,10 @@ fn built() -> &'static Built {
         };
         let mut components = vec![];
         if let Ok(p) = &built.python {
-            components.extend([p.example.clone(), p.hostile.clone()]);
+            components.extend([p.example.clone(), p.hostile.clone(), p.raises.clone()]);
         }
         if let Ok(js) = &built.js {
-            components.push(js.clone());
+            components.extend([js.example.clone(), js.raises.clone()]);
         }
         std::thread::scope(|s| {
             for c in &components {
@@ -297,15 +329,17 @@ fn the_javascript_twin_of_long_context_sends_the_same_requests_as_the_rhai_origi
     let Some(js) = available("JavaScript", &built().js) else {
         return;
     };
-    assert_twin_of_long_context(&js);
+    assert_twin_of_long_context(&js.example);
 }
 
-/// The one `error:` line of a run that must fail, from where it names the function on
-/// (the file name before it differs); killed, and the test failed, after 2 minutes.
-fn error_after_file(component: &Path, attack: &str) -> String {
+/// The one `error:` line of a run that must fail with exit code 1, and nothing of the
+/// guest's toolchain or of a terminal's hints besides it; killed, and the test failed,
+/// after 2 minutes.
+fn one_error_line(component: &Path, args: &[&str]) -> String {
     let mut child = Command::new(env!("CARGO_BIN_EXE_runner"))
         .arg(component)
-        .args(["-p", &format!("attack={attack}"), "--sim-profile", "zero"])
+        .args(args)
+        .args(["--sim-profile", "zero"])
         .env(CACHE_ENV, shared_cache())
         .env("RUST_BACKTRACE", "0")
         .stdout(std::process::Stdio::null())
@@ -317,15 +351,92 @@ fn error_after_file(component: &Path, attack: &str) -> String {
     let code = wait_exit(&mut child, Duration::from_secs(120));
     let err = err.join().unwrap();
     assert_eq!(code, Some(1), "{err}");
-    for bad in ["panicked", "RUST_BACKTRACE", "Traceback"] {
+    for bad in [
+        "panicked",
+        "RUST_BACKTRACE",
+        "Traceback",
+        "unexpected exception",
+        "unreachable",
+        "mozalloc_abort",
+    ] {
         assert!(!err.contains(bad), "`{bad}` in: {err}");
     }
     let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{err}");
-    let at = errors[0]
+    errors[0].to_string()
+}
+
+/// The one error line of a run of `component` with `-p attack=ATTACK`, from where it
+/// names the function on (the file name before it differs).
+fn error_after_file(component: &Path, attack: &str) -> String {
+    let error = one_error_line(component, &["-p", &format!("attack={attack}")]);
+    let at = error
         .find("error in `")
         .expect("the error names the function");
-    errors[0][at..].to_string()
+    error[at..].to_string()
+}
+
+/// The number (from 1) of the one line of `file` that contains `text`.
+fn line_of(file: &str, text: &str) -> usize {
+    let source = std::fs::read_to_string(repo().join(file)).expect("the guest's source");
+    let lines: Vec<usize> = (source.lines().enumerate())
+        .filter(|(_, l)| l.contains(text))
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(lines.len(), 1, "`{text}` in {file}: {lines:?}");
+    lines[0]
+}
+
+/// An exception the helper catches (ValueError) comes back as the call's error; one it
+/// lets through (a BaseException) traps the component, and the runner reads the
+/// traceback componentize-py printed. Both name the type, the message, the file and the
+/// line, and nothing of componentize-py's own panic.
+#[test]
+fn a_python_exception_ends_the_run_with_its_type_message_and_line() {
+    let Some(python) = available("Python", &built().python) else {
+        return;
+    };
+    let file = "tests/guests/python/python_raises.py";
+    let component = python.raises.display().to_string();
+    for (kind, wanted) in [
+        (
+            "value",
+            format!(
+                "ValueError: bad rate (at python_raises.py:{}, in rate)",
+                line_of(file, "raise ValueError(\"bad rate\")")
+            ),
+        ),
+        (
+            "fatal",
+            format!(
+                "python_raises.Fatal: gave up (at python_raises.py:{}, in next_request)",
+                line_of(file, "raise Fatal(\"gave up\")")
+            ),
+        ),
+    ] {
+        let error = one_error_line(&python.raises, &["-p", &format!("raise={kind}")]);
+        assert_eq!(
+            error,
+            format!("error: {component}: error in `next-request`: {wanted}"),
+            "{kind}"
+        );
+    }
+}
+
+#[test]
+fn a_javascript_error_ends_the_run_with_its_message_and_line() {
+    let Some(js) = available("JavaScript", &built().js) else {
+        return;
+    };
+    let line = line_of(JS_RAISES, "throw new Error(\"bad rate\")");
+    let error = one_error_line(&js.raises, &[]);
+    assert_eq!(
+        error,
+        format!(
+            "error: {}: error in `next-request`: Error: bad rate (at {JS_RAISES}:{line}, in rate)",
+            js.raises.display()
+        )
+    );
 }
 
 #[test]

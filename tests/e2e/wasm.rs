@@ -395,18 +395,52 @@ fn growing_memory_past_the_cap_fails_cleanly() {
     );
 }
 
+/// The one `error:` line of a run of the probe with `-p attack=ATTACK`, which must fail
+/// with exit code 1.
+fn probe_error(attack: &str) -> String {
+    let (_dir, probe) = probe_package();
+    let out = runner(&[&probe, "-p", &format!("attack={attack}")]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    let at = errors[0]
+        .find("error in `")
+        .expect("the error names the function");
+    errors[0][at..].to_string()
+}
+
+/// A panic is quoted with its place, as the guest's compiler named it, and nothing of
+/// the trap it ends in or of the hint to set RUST_BACKTRACE, which the sandbox (no
+/// environment) would ignore.
 #[test]
 fn a_trap_is_an_error_that_quotes_the_guests_panic() {
-    let (_dir, probe) = probe_package();
-    let out = runner(&[&probe, "-p", "attack=panic"]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = stderr(&out);
+    let source = std::fs::read_to_string(repo().join("tests/guests/sandbox_probe/src/lib.rs"))
+        .expect("the probe's source");
+    let (line, column) = source
+        .lines()
+        .enumerate()
+        .find_map(|(i, l)| Some((i + 1, l.find("panic!(\"probe panicked")? + 1)))
+        .expect("the probe's panic");
+    let error = probe_error("panic");
+    let wanted = format!("src/lib.rs:{line}:{column}: probe panicked on purpose at request 0");
     assert!(
-        err.contains("trapped") && err.contains("probe panicked on purpose at request 0"),
-        "{err}"
+        error.starts_with("error in `next-request`: the component panicked at ")
+            && error.ends_with(&wanted),
+        "{error}"
     );
-    assert!(!err
-        .contains("RUST_BACKTRACE=1 environment variable to display a backtrace\nstack backtrace"));
+    for bad in ["RUST_BACKTRACE", "unreachable", "thread '", " / "] {
+        assert!(!error.contains(bad), "`{bad}` in {error}");
+    }
+}
+
+/// An `Err` returned by the guest is the error line, as the guest wrote it.
+#[test]
+fn an_error_the_guest_returns_is_its_text() {
+    assert_eq!(
+        probe_error("err"),
+        "error in `next-request`: probe refused request 0 on purpose"
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 // The `Scenario` base class, and `exportScenario`, which turns a subclass into the
 // `workload` export ComponentizeJS looks for: it builds the scenario's state on the first
 // call after `describe` (when the run's parameters are known), converts the builders to
-// WIT records, and turns `ScenarioError` into the WIT function's `err`.
+// WIT records, and turns `ScenarioError` into the WIT function's `err`, and anything
+// else thrown into an `err` naming the error, its message and its line.
 
 import { Phase, Request } from "./builders.js";
 import { ScenarioError } from "./host.js";
@@ -73,21 +74,59 @@ function phase(value) {
   throw new ScenarioError(`want a Phase, got ${value}`);
 }
 
+/** The frames of a stack as SpiderMonkey writes them (`name@file:line:column`, the
+ * innermost first), as `{ name, file, line }`. */
+function frames(stack) {
+  const out = [];
+  for (const text of String(stack ?? "").split("\n")) {
+    const m = /^(.*)@(.*):(\d+):(\d+)$/.exec(text);
+    if (m) {
+      out.push({ name: m[1], file: m[2], line: m[3] });
+    }
+  }
+  return out;
+}
+
+// The helper's own directory, read from a stack of its own: a frame there is not the
+// scenario's line.
+const HELPER = (() => {
+  const file = frames(new Error().stack)[0]?.file ?? "";
+  return file.slice(0, file.lastIndexOf("/") + 1);
+})();
+
+/** `Error: bad rate (at scenario.js:11, in rate)`, on one line: the innermost line of
+ * the scenario's own code (not the helper's, not the outermost frame, which is
+ * ComponentizeJS's glue), else what the engine says of where it was thrown. */
+function quote(e) {
+  if (!(e instanceof Error)) {
+    return `uncaught ${typeof e} ${String(e)}`;
+  }
+  let text = e.message ? `${e.name}: ${e.message}` : e.name;
+  const all = frames(e.stack);
+  const own = all.slice(0, -1).find((f) => HELPER === "" || !f.file.startsWith(HELPER));
+  const at = own ?? all[0] ?? (e.fileName ? { name: "", file: e.fileName, line: e.lineNumber } : undefined);
+  if (at) {
+    text += ` (at ${at.file}:${at.line}${at.name ? `, in ${at.name}` : ""})`;
+  }
+  return text
+    .split("\n")
+    .filter((l) => l.trim())
+    .join(" / ");
+}
+
 /** The `workload` export for scenario class `cls`:
  * `export const workload = exportScenario(MyScenario);`. */
 export function exportScenario(cls) {
   let state;
   // A `ScenarioError` becomes the WIT function's `err` (ComponentizeJS returns a thrown
-  // value's `payload` as the error); anything else traps.
+  // value's `payload` as the error); anything else would trap, and the runner would see
+  // only the engine's abort, so it becomes an `err` naming what was thrown and where.
   const run = (f) => {
     try {
       state ??= new cls();
       return f(state);
     } catch (e) {
-      if (e instanceof ScenarioError) {
-        throw { payload: e.message };
-      }
-      throw e;
+      throw { payload: e instanceof ScenarioError ? e.message : quote(e) };
     }
   };
   return {

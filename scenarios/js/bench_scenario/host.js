@@ -7,8 +7,8 @@ import * as host from "bench:scenario/host@0.3.0";
 const U32_MAX = 2 ** 32 - 1;
 
 /** Throw it from any method of a `Scenario` to end the run with this message (the `err`
- * of the WIT function). Any other exception traps the component: the runner then quotes
- * what the engine printed. */
+ * of the WIT function). Anything else thrown ends the run too, with the error's name,
+ * message and line: `Error: bad rate (at scenario.js:11, in rate)`. */
 export class ScenarioError extends Error {}
 
 /** A JavaScript value as a WIT `value`: BigInt → integer, number → number, boolean,

@@ -3,5 +3,5 @@
 
 class ScenarioError(Exception):
     """Raise it from any method of a `Scenario` to end the run with this message (the
-    `err` of the WIT function). Any other exception traps the component: the runner
-    then quotes the end of the traceback."""
+    `err` of the WIT function). Any other exception ends the run too, with its type,
+    message and line: `ValueError: bad rate (at scenario.py:13, in rate)`."""

@@ -1,7 +1,11 @@
 """The `Scenario` base class, and `export`, which turns a subclass into the `Workload`
 class componentize-py looks for: it builds the scenario's state on the first call after
 `describe` (when the run's parameters are known), converts the builders to WIT records,
-and turns `ScenarioError` into the WIT function's `err`."""
+and turns `ScenarioError` into the WIT function's `err`, and any other exception into an
+`err` naming its type, message and line."""
+
+import os
+import sys
 
 from componentize_py_types import Err
 from wit_world.imports import types as _wit
@@ -72,6 +76,47 @@ def _phase(value):
     raise ScenarioError(f"want a Phase, got {type(value).__name__}")
 
 
+# Where the helper's files are: a frame there is not the scenario's own line.
+_HELPER = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _own_frame(tb):
+    """The innermost frame of the traceback `tb` in the scenario's own code (not in this
+    helper, not in Python's library), else the innermost frame."""
+    own = last = None
+    while tb is not None:
+        last = tb
+        file = tb.tb_frame.f_code.co_filename
+        if not file.startswith((_HELPER, sys.prefix + os.sep, "<")):
+            own = tb
+        tb = tb.tb_next
+    return own or last
+
+
+def _where(path):
+    """componentize-py mounts the directories of its `-p` options at /0, /1, …: the
+    scenario's files read as they do beside it without that prefix."""
+    parts = path.split("/", 2)
+    if len(parts) == 3 and parts[0] == "" and parts[1].isdigit():
+        return parts[2]
+    return path
+
+
+def _quote(e):
+    """`ValueError: bad rate (at scenario.py:13, in rate)`, on one line; the type named
+    as Python's own traceback names it (`json.decoder.JSONDecodeError`)."""
+    kind = type(e)
+    name = kind.__qualname__
+    if kind.__module__ not in ("builtins", "__main__"):
+        name = f"{kind.__module__}.{name}"
+    text = f"{name}: {e}" if str(e) else name
+    tb = _own_frame(e.__traceback__)
+    if tb is not None:
+        code = tb.tb_frame.f_code
+        text += f" (at {_where(code.co_filename)}:{tb.tb_lineno}, in {code.co_name})"
+    return " / ".join(line for line in text.splitlines() if line.strip())
+
+
 def export(cls):
     """The `Workload` class for scenario class `cls`: `Workload = export(MyScenario)`."""
     state = []
@@ -83,6 +128,14 @@ def export(cls):
             return f(state[0])
         except ScenarioError as e:
             raise Err(str(e)) from None
+        except MemoryError:
+            # Past the sandbox's memory cap: the trap lets the runner say so.
+            raise
+        except Exception as e:
+            # Uncaught, it would trap the component and the runner would see only
+            # componentize-py's "unexpected exception"; as the `err` it keeps its type,
+            # message and line.
+            raise Err(_quote(e)) from None
 
     class Workload:
         def describe(self):

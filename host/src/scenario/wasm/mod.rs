@@ -8,6 +8,7 @@ mod compile_cache;
 mod convert;
 mod imports;
 mod instance;
+mod last_words;
 mod sandbox;
 pub mod version;
 
@@ -22,6 +23,7 @@ use super::{validate, Description, HostContext, Scenario, ScenarioError};
 use convert::Hooks;
 use imports::HostTrap;
 use instance::{CallError, Instance, LinkError, Pre};
+use last_words::Said;
 use sandbox::{GuestState, EPOCH_TICK};
 
 /// The bindings of the current interface version, wit/scenario.wit.
@@ -200,7 +202,9 @@ impl WasmScenario {
                 let message = failure_message(&live.store, limit, &e);
                 Err(self.script_error(function, message))
             }
-            Err(CallError::Scenario(message)) => Err(self.script_error(function, message)),
+            Err(CallError::Scenario(message)) => {
+                Err(self.script_error(function, last_words::one_line(&message)))
+            }
             Err(CallError::Invalid(message)) => Err(self.invalid(function, message)),
         }
     }
@@ -241,8 +245,9 @@ fn check_is_component(bytes: &[u8]) -> Result<(), String> {
 }
 
 /// Says why a call failed: the memory cap, a host function's budget, the time limit, a
-/// stack overflow, or the trap itself with the last lines the guest wrote to stderr (a
-/// Rust panic message lands there).
+/// stack overflow, or the trap itself; then what the guest wrote to stderr, where a Rust
+/// panic's message and a Python traceback land (see `last_words`): a panic or an
+/// uncaught exception is said instead of the trap it ended in.
 fn failure_message(store: &Store<GuestState>, limit: Duration, e: &wasmtime::Error) -> String {
     let state = store.data();
     if state.limits.hit {
@@ -254,20 +259,25 @@ fn failure_message(store: &Store<GuestState>, limit: Duration, e: &wasmtime::Err
     if let Some(host) = e.downcast_ref::<HostTrap>() {
         return host.to_string();
     }
-    let mut message = match e.downcast_ref::<Trap>() {
+    let said = last_words::summary(&String::from_utf8_lossy(&state.stderr.contents()));
+    let message = match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => format!(
             "ran longer than {:.1} s and was stopped (an endless loop?)",
             limit.as_secs_f64()
         ),
         Some(Trap::StackOverflow) => STACK_OVERFLOW.to_string(),
         Some(Trap::MemoryOutOfBounds) if wrapped_stack(e) => STACK_OVERFLOW.to_string(),
-        Some(trap) => format!("the component trapped: {trap}"),
+        Some(trap) => match said {
+            Some(Said::Panic(p)) => return format!("the component {p}"),
+            Some(Said::Exception(x)) => return x,
+            _ => format!("the component trapped: {trap}"),
+        },
         None => format!("the call failed: {}", e.root_cause()),
     };
-    if let Some(tail) = state.stderr_tail() {
-        message += &format!("; it wrote: {tail}");
+    match said {
+        Some(said) => format!("{message}; it wrote: {}", said.text()),
+        None => message,
     }
-    message
 }
 
 const STACK_OVERFLOW: &str = "overflowed its stack (recursion too deep?) and was stopped";

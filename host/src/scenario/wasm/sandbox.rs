@@ -220,17 +220,6 @@ impl GuestState {
             table: ResourceTable::new(),
         })
     }
-
-    /// The last lines the guest wrote to stderr (a panic message), if any.
-    pub fn stderr_tail(&self) -> Option<String> {
-        let text = String::from_utf8_lossy(&self.stderr.contents()).into_owned();
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-        if lines.is_empty() {
-            return None;
-        }
-        let start = lines.len().saturating_sub(3);
-        Some(lines[start..].join(" / "))
-    }
 }
 
 /// WASI's random streams (what a guest's std uses for hash keys) repeat a block drawn

@@ -6,6 +6,7 @@
 //! - `loop`: `next_request` never returns.
 //! - `memory`: `next_request` allocates until the memory cap stops it.
 //! - `panic`: `next_request` panics with a known message.
+//! - `err`: `next_request` returns an error with a known message.
 //! - `files`: reads paths outside its package, and one inside it.
 //! - `read`: reads `-p path=P` both ways: `/scenario/P` through WASI, `P` through the host.
 //! - `socket`: connects to `-p port=N` on loopback.
@@ -133,6 +134,7 @@ impl Scenario for Probe {
                 }
             }
             "panic" => panic!("probe panicked on purpose at request {index}"),
+            "err" => Err(format!("probe refused request {index} on purpose")),
             "synthetic" => Ok(Request::text(synthetic_text(u32::MAX)).into()),
             "random-text" => Ok(Request::text(random_token_text(u32::MAX)).into()),
             "host-loop" => {
