@@ -38,6 +38,9 @@ pub enum Command {
     /// Publish a package archive to an OCI registry (oci://HOST[:PORT]/REPO:TAG), also
     /// tagged sha256-<package digest>; prints the package digest and the manifest digest
     Push(PushArgs),
+    /// Fetch a package from an OCI registry (oci://HOST[:PORT]/REPO:TAG or @sha256:DIGEST),
+    /// checked as a run checks it, into a .scenario.tar.gz; prints its package digest
+    Pull(PullArgs),
     /// Serve the simulated OpenAI-compatible server on loopback
     Sim(Box<SimCommand>),
     /// Compare saved results (result.json): each against the first, metric by metric
@@ -101,6 +104,25 @@ pub struct PushArgs {
     /// Where to publish it: oci://HOST[:PORT]/REPO:TAG
     #[arg(value_name = "oci://HOST[:PORT]/REPO:TAG")]
     pub reference: String,
+    /// A registry (HOST or HOST:PORT) that may be reached over plain HTTP (repeatable;
+    /// loopback registries always may)
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    pub insecure_registry: Vec<String>,
+    /// Move the tag even when it already holds another package (without it, that push is
+    /// refused)
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Args)]
+pub struct PullArgs {
+    /// What to fetch: oci://HOST[:PORT]/REPO:TAG or oci://HOST[:PORT]/REPO@sha256:DIGEST
+    #[arg(value_name = "oci://HOST[:PORT]/REPO:TAG")]
+    pub reference: String,
+    /// Where to write the archive: a directory (the file keeps its NAME-VERSION.scenario.tar.gz
+    /// name there) or a file name; the current directory when not given
+    #[arg(short, long, value_name = "DIR|FILE")]
+    pub output: Option<PathBuf>,
     /// A registry (HOST or HOST:PORT) that may be reached over plain HTTP (repeatable;
     /// loopback registries always may)
     #[arg(long = "insecure-registry", value_name = "HOST")]
@@ -326,12 +348,13 @@ pub fn usage_error_line(rendered: &str) -> String {
 }
 
 /// Subcommands and the flags that print and exit; any other first argument is a scenario.
-const KNOWN_FIRST: [&str; 13] = [
+const KNOWN_FIRST: [&str; 14] = [
     "run",
     "info",
     "pack",
     "verify",
     "push",
+    "pull",
     "sim",
     "compare",
     "merge",

@@ -5,7 +5,11 @@
 //! are refused before anything runs; with the registry stopped a pinned reference runs
 //! from the cache; `runner verify --expect` refuses a re-packed, modified package; a
 //! registry behind htpasswd takes credentials from the environment or a Docker
-//! configuration, and no output shows them.
+//! configuration, and no output shows them. `runner pull` writes the checked archive; a
+//! version tag is not moved to other content without `--force`; a damaged cached archive
+//! is pulled again and said so; a registry that cannot be reached, or stays silent, is
+//! named with the cause. The registry runs from the committed loopback configuration,
+//! deploy/registry/config.yml, the one the README tells users to start.
 //!
 //! Skipped with a reason when `docker-registry` is not installed, unless
 //! RUNNER_REQUIRE_REGISTRY=1.
@@ -27,15 +31,27 @@ struct Registry {
 }
 
 impl Registry {
-    /// Starts a registry in `dir`; `extra` is appended to its configuration.
+    /// Starts a registry in `dir` from deploy/registry/config.yml, with its own storage and
+    /// port; `extra` is appended to the configuration.
     fn start(program: &Path, dir: &Path, extra: &str) -> Registry {
         let port = free_port();
         let storage = dir.join("storage");
-        // No blob descriptor cache: every read goes to the files, which the test edits.
-        let config = format!(
-            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n{extra}",
-            storage.display()
+        // The committed file has no blob descriptor cache: every read goes to the files,
+        // which the test edits.
+        let committed = std::fs::read_to_string(repo().join("deploy/registry/config.yml"))
+            .expect("deploy/registry/config.yml");
+        let [root, addr] = [
+            "rootdirectory: /var/lib/docker-registry",
+            "addr: 127.0.0.1:5000",
+        ];
+        assert!(
+            committed.contains(root) && committed.contains(addr),
+            "{committed}"
         );
+        let config = committed
+            .replace(root, &format!("rootdirectory: {}", storage.display()))
+            .replace(addr, &format!("addr: 127.0.0.1:{port}"))
+            + extra;
         let config_path = dir.join("config.yml");
         std::fs::write(&config_path, config).unwrap();
         let child = Command::new(program)
@@ -487,7 +503,11 @@ fn credentials_come_from_the_environment_or_the_docker_config_and_are_never_show
 
     let anonymous = runner_in(&work, &cache, &["push", &a, &reference]);
     assert_eq!(anonymous.status.code(), Some(1));
-    assert!(stderr(&anonymous).contains("401"), "{}", stderr(&anonymous));
+    let said = stderr(&anonymous);
+    assert!(
+        said.contains("401") || said.contains("Not authorized"),
+        "{said}"
+    );
     let wrong = [
         ("RUNNER_REGISTRY_USERNAME", USER),
         ("RUNNER_REGISTRY_PASSWORD", "not-it"),
@@ -524,4 +544,203 @@ fn credentials_come_from_the_environment_or_the_docker_config_and_are_never_show
     for secret in [PASSWORD, "not-it", token.as_str()] {
         assert!(!shown.contains(secret), "{secret} shown: {shown}");
     }
+}
+
+/// Pushes to `reference` expecting a refusal: exit 1 and one line on stderr.
+fn push_refused(work: &Path, archive: &Path, reference: &str) -> String {
+    let o = runner_in(
+        work,
+        work,
+        &["push", &archive.display().to_string(), reference],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    err
+}
+
+/// `runner pull` into the current directory, into a named directory and into a named
+/// file: each the pushed archive byte for byte, its package digest printed; with the
+/// registry gone, a pinned pull is answered from the cache.
+fn pull_writes_the_checked_archive(
+    work: &Path,
+    cache: &Path,
+    base: &str,
+    archive: &Path,
+    digest: &str,
+) -> String {
+    let pushed_bytes = std::fs::read(archive).unwrap();
+    let name = archive.file_name().unwrap().to_str().unwrap().to_string();
+    let o = runner_in(work, cache, &["pull", &format!("{base}:1.0")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("package digest  sha256:{digest}")),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(std::fs::read(work.join(&name)).unwrap(), pushed_bytes);
+    let into = work.join("into");
+    std::fs::create_dir_all(&into).unwrap();
+    let pinned = format!("{base}@sha256:{digest}");
+    let o = runner_in(work, cache, &["pull", &pinned, "--output", "into"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(into.join(&name)).unwrap(), pushed_bytes);
+    let o = runner_in(
+        work,
+        cache,
+        &["pull", &pinned, "-o", "into/mine.scenario.tar.gz"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(into.join("mine.scenario.tar.gz")).unwrap(),
+        pushed_bytes
+    );
+    pinned
+}
+
+#[test]
+fn pull_writes_the_archive_a_tag_moves_only_with_force_and_cache_repairs_are_said() {
+    let Some(program) = registry_or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (publisher, work) = (tmp.path().join("publisher"), tmp.path().join("work"));
+    for d in [&publisher, &work] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let mut registry = Registry::start(&program, tmp.path(), "");
+    let base = format!("oci://{}/{REPOSITORY}", registry.host());
+    let (archive, digest) = pack(&package_dir(&publisher, "1.0.0"), &publisher);
+    push(&publisher, &archive, &format!("{base}:1.0"));
+    let cache = tmp.path().join("cache");
+    let pinned = pull_writes_the_checked_archive(&work, &cache, &base, &archive, &digest);
+    a_damaged_cached_archive_is_pulled_again_and_said(&work, &cache, &pinned, &archive, &digest);
+    a_version_tag_moves_only_with_force(tmp.path(), &base, &archive, &digest);
+
+    // Registry gone: a pinned pull is answered from the cache.
+    registry.stop();
+    let o = runner_in(
+        &work,
+        &cache,
+        &["pull", &pinned, "-o", "offline.scenario.tar.gz"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(work.join("offline.scenario.tar.gz")).unwrap(),
+        std::fs::read(&archive).unwrap()
+    );
+}
+
+/// A flipped byte in the cached archive: the run pulls it again and says so in one line.
+fn a_damaged_cached_archive_is_pulled_again_and_said(
+    work: &Path,
+    cache: &Path,
+    pinned: &str,
+    archive: &Path,
+    digest: &str,
+) {
+    let kept = cache.join(format!("packages/sha256-{digest}.scenario.tar.gz"));
+    let mut bytes = std::fs::read(&kept).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(&kept, &bytes).unwrap();
+    let o = runner_in(work, cache, &[pinned, "-p", "rate=500", "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said: Vec<String> = stderr(&o)
+        .lines()
+        .filter(|l| l.contains("damaged"))
+        .map(String::from)
+        .collect();
+    assert_eq!(said.len(), 1, "{}", stderr(&o));
+    assert!(
+        said[0].contains(&format!("cached package sha256:{digest} was damaged"))
+            && said[0].contains("pulled it again"),
+        "{}",
+        said[0]
+    );
+    assert_eq!(
+        std::fs::read(&kept).unwrap(),
+        std::fs::read(archive).unwrap()
+    );
+}
+
+/// The same content again is fine; other content under the version tag is refused, naming
+/// the tag and both digests, and the tag still holds the first package; `--force` moves it.
+fn a_version_tag_moves_only_with_force(root: &Path, base: &str, archive: &Path, digest: &str) {
+    let publisher = root.join("publisher");
+    let tag = format!("{base}:1.0");
+    push(&publisher, archive, &tag);
+    let other_dir = package_dir(&publisher, "1.0.1");
+    let entry = other_dir.join("long_context.rhai");
+    let changed = std::fs::read_to_string(&entry).unwrap() + "// changed\n";
+    std::fs::write(&entry, changed).unwrap();
+    let (other, other_digest) = pack(&other_dir, &publisher);
+    let err = push_refused(&publisher, &other, &tag);
+    for needle in [&tag, digest, &other_digest, "--force"] {
+        assert!(err.contains(needle), "{needle} not in {err}");
+    }
+    let held = |cache: &str| {
+        let o = runner_in(
+            root,
+            &root.join(cache),
+            &["pull", &tag, "-o", "check.scenario.tar.gz"],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    assert!(held("cache-before").contains(digest));
+    let other = other.display().to_string();
+    let o = runner_in(&publisher, &publisher, &["push", &other, &tag, "--force"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(held("cache-after").contains(&other_digest));
+}
+
+#[test]
+fn a_registry_that_cannot_be_reached_or_stays_silent_is_named_with_the_cause() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (archive, _) = pack(&package_dir(tmp.path(), "1.0.0"), tmp.path());
+    let closed = format!("oci://127.0.0.1:{}/{REPOSITORY}", free_port());
+    let a = archive.display().to_string();
+    for args in [
+        vec!["pull".to_string(), format!("{closed}:1.0")],
+        vec!["push".to_string(), a.clone(), format!("{closed}:1.0")],
+        vec![format!("{closed}@sha256:{}", "ab".repeat(32))],
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = runner_in(tmp.path(), tmp.path(), &args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(
+            err.to_lowercase().contains("connection refused"),
+            "{args:?}: {err}"
+        );
+    }
+    // A registry that takes the connection and never answers: the read timeout, said.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let silent = format!("oci://{addr}/{REPOSITORY}:1.0");
+    let held = std::thread::spawn(move || {
+        let kept: Vec<_> = listener.incoming().take(1).collect();
+        std::thread::sleep(Duration::from_secs(5));
+        drop(kept);
+    });
+    let start = std::time::Instant::now();
+    let o = runner_with(
+        tmp.path(),
+        tmp.path(),
+        &["pull", &silent],
+        &[("RUNNER_REGISTRY_TIMEOUT", "1")],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("timed out"), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    // Should the runner not have connected, this ends the holder's wait.
+    let _ = std::net::TcpStream::connect(addr);
+    held.join().unwrap();
 }

@@ -6,6 +6,7 @@ mod compare;
 mod info;
 mod merge;
 mod pack;
+mod pull;
 mod push;
 mod run;
 mod sim;
@@ -44,6 +45,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Command::Pack(a) => pack::pack(a).map(|_| 0),
         Command::Verify(a) => verify::verify(a).map(|_| 0),
         Command::Push(a) => push::push(a).map(|_| 0),
+        Command::Pull(a) => pull::pull(a).map(|_| 0),
         Command::Sim(a) => sim::sim(*a).map(|_| 0),
         Command::Compare(a) => compare::compare(a),
         Command::Merge(a) => merge::merge(a),

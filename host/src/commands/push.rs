@@ -23,7 +23,7 @@ pub fn push(a: PushArgs) -> Result<()> {
     } else {
         a.package.clone()
     };
-    let p = oci::push(&archive, &reference, &access).map_err(|e| anyhow!(e))?;
+    let p = oci::push(&archive, &reference, &access, a.force).map_err(|e| anyhow!(e))?;
     let pinned = format!(
         "{}{}/{}@sha256:{}",
         oci::SCHEME,

@@ -253,8 +253,9 @@ pub fn resolve(arg: &Path, search: &[PathBuf], registry: &oci::Access) -> Result
     }
 }
 
-/// The package an `oci://` reference names, pulled (or found in the cache) and checked.
-fn open_pulled(reference: &str, registry: &oci::Access) -> Result<Package, String> {
+/// The package an `oci://` reference names, pulled (or found in the cache) and checked;
+/// its `source` is the archive in the cache.
+pub fn open_pulled(reference: &str, registry: &oci::Access) -> Result<Package, String> {
     let r = oci::OciRef::parse(reference).map_err(|e| e.to_string())?;
     let pulled = oci::pull(&r, registry).map_err(|e| e.to_string())?;
     let package = Package::open(&pulled.archive)?;

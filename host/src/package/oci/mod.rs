@@ -19,11 +19,16 @@ mod store;
 use std::net::IpAddr;
 
 use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::OciDistributionError;
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 pub use pull::pull;
 pub use push::{push, Pushed};
+
+/// Seconds a registry may stay silent on an open connection before the request fails
+/// (reqwest's read timeout); 60 unless this variable says otherwise.
+pub const TIMEOUT_ENV: &str = "RUNNER_REGISTRY_TIMEOUT";
 
 use crate::redact::Redactor;
 
@@ -213,7 +218,7 @@ impl Registry {
                 ClientProtocol::Https
             },
             connect_timeout: Some(std::time::Duration::from_secs(10)),
-            read_timeout: Some(std::time::Duration::from_secs(60)),
+            read_timeout: Some(read_timeout()),
             // An image index is not one of ours: refuse it rather than pick a platform.
             platform_resolver: None,
             ..ClientConfig::default()
@@ -229,6 +234,61 @@ impl Registry {
     /// A registry error as one line, credentials hidden.
     fn error(&self, what: &str, r: &OciRef, e: impl std::fmt::Display) -> OciError {
         OciError::Registry(self.redactor.string(format!("{what} {r}: {e}")))
+    }
+}
+
+/// The read timeout: [`TIMEOUT_ENV`] seconds when it holds a positive number, else 60.
+fn read_timeout() -> std::time::Duration {
+    let secs = std::env::var(TIMEOUT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
+        .unwrap_or(60.0);
+    std::time::Duration::from_secs_f64(secs)
+}
+
+/// An error and its causes on one line (`error sending request` alone says nothing; the
+/// cause says connection refused, timed out, DNS or TLS). A cause its parent already
+/// quotes is not repeated.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Whether the registry answered (with an error of its own) rather than not being reached
+/// (refused, timed out, name or TLS failure).
+fn answered(e: &OciDistributionError) -> bool {
+    match e {
+        OciDistributionError::RequestError(r) => {
+            !(r.is_connect() || r.is_timeout() || r.is_request())
+        }
+        OciDistributionError::IoError(_) => false,
+        _ => true,
+    }
+}
+
+/// Whether the registry said it holds nothing under the name asked for.
+fn not_found(e: &OciDistributionError) -> bool {
+    use oci_client::errors::OciErrorCode;
+    match e {
+        OciDistributionError::ImageManifestNotFoundError(_) => true,
+        OciDistributionError::ServerError { code, .. } => *code == 404,
+        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().all(|e| {
+            matches!(
+                e.code,
+                OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown | OciErrorCode::NotFound
+            )
+        }),
+        _ => false,
     }
 }
 
@@ -297,6 +357,23 @@ mod tests {
     fn only_loopback_hosts_or_named_ones_get_plain_http() {
         assert!(is_loopback("127.0.0.1") && is_loopback("::1") && is_loopback("LOCALHOST"));
         assert!(!is_loopback("10.0.0.1") && !is_loopback("registry.example"));
+    }
+
+    #[test]
+    fn an_error_line_carries_its_causes_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        #[derive(Debug, thiserror::Error)]
+        #[error("error sending request")]
+        struct Outer(#[source] std::io::Error);
+        assert_eq!(
+            chain(&Outer(io)),
+            "error sending request: connection refused"
+        );
+        #[derive(Debug, thiserror::Error)]
+        #[error("tcp connect error: {0}")]
+        struct Quoting(#[source] std::io::Error);
+        let quoted = Quoting(std::io::Error::other("refused"));
+        assert_eq!(chain(&quoted), "tcp connect error: refused");
     }
 
     #[test]

@@ -8,7 +8,9 @@ use oci_client::manifest::{OciDescriptor, OciImageManifest};
 
 use super::artifact::{self, MAX_CONFIG_BYTES, MAX_LAYER_BYTES};
 use super::store::Store;
-use super::{blocking, digest_hex, digest_tag, Access, OciError, OciRef, Pin, Registry};
+use super::{
+    answered, blocking, chain, digest_hex, digest_tag, Access, OciError, OciRef, Pin, Registry,
+};
 
 /// A pulled package: its archive in the cache and its package digest (64 hex digits).
 #[derive(Debug)]
@@ -17,32 +19,69 @@ pub struct Pulled {
     pub package_hex: String,
 }
 
-/// The archive a reference names, pulled when the cache cannot answer.
+/// The archive a reference names, pulled when the cache cannot answer. A kept archive
+/// that fails its check is pulled again, and the user is told in one line on stderr.
 pub fn pull(r: &OciRef, access: &Access) -> Result<Pulled, OciError> {
     let store = Store::open()?;
+    let mut damaged = None;
     if let Pin::Digest(hex) = &r.pin {
         let package = store
             .package_of_manifest(hex)
             .unwrap_or_else(|| hex.clone());
-        if let Some(pulled) = cached(&store, &package) {
-            return Ok(pulled);
+        match kept(&store, &package) {
+            Kept::Good(pulled) => return Ok(pulled),
+            Kept::Damaged(why) => damaged = Some((package, why)),
+            Kept::Absent => {}
         }
     }
     let (r, access) = (r.clone(), access.clone());
-    blocking(async move { fetch(&r, &access, &store).await })
+    let (pulled, repaired) =
+        blocking(async move { fetch(&r, &access, &store).await }).map_err(|e| match &damaged {
+            Some((hex, why)) => OciError::Registry(format!(
+                "{e} (and the cached package sha256:{hex} is damaged: {why})"
+            )),
+            None => e,
+        })?;
+    if let Some((hex, why)) = repaired.or(damaged) {
+        crate::errln!("warning: cached package sha256:{hex} was damaged ({why}); pulled it again");
+    }
+    Ok(pulled)
 }
 
-/// A kept archive that still holds the package it is named for.
-fn cached(store: &Store, package_hex: &str) -> Option<Pulled> {
-    let archive = store.cached(package_hex)?;
-    let (_, actual) = crate::package::archive::read(&archive).ok()?;
-    (actual == package_hex).then_some(Pulled {
-        archive,
-        package_hex: actual,
-    })
+/// What the cache holds for a package digest.
+enum Kept {
+    Good(Pulled),
+    /// A file is there but does not hold the package it is named for: why.
+    Damaged(String),
+    Absent,
 }
 
-async fn fetch(r: &OciRef, access: &Access, store: &Store) -> Result<Pulled, OciError> {
+fn kept(store: &Store, package_hex: &str) -> Kept {
+    let Some(archive) = store.cached(package_hex) else {
+        return Kept::Absent;
+    };
+    match crate::package::archive::read(&archive) {
+        Ok((_, actual)) if actual == package_hex => Kept::Good(Pulled {
+            archive,
+            package_hex: actual,
+        }),
+        Ok((_, actual)) => Kept::Damaged(format!("it holds package sha256:{actual}")),
+        Err(e) => Kept::Damaged(
+            e.to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+    }
+}
+
+/// The package the registry holds under `r`, and, when a kept copy of it had to be
+/// replaced, its digest and what was wrong with it.
+async fn fetch(
+    r: &OciRef,
+    access: &Access,
+    store: &Store,
+) -> Result<(Pulled, Option<(String, String)>), OciError> {
     let reg = Registry::open(r, access);
     let (manifest, manifest_hex, pinned_package) = manifest(&reg, r).await?;
     let refused = |why: String| OciError::Refused(format!("{r} {why}"));
@@ -55,22 +94,27 @@ async fn fetch(r: &OciRef, access: &Access, store: &Store) -> Result<Pulled, Oci
             digest_tag(&pinned)
         )));
     }
-    let pulled = match cached(store, &package_hex) {
-        Some(pulled) => pulled,
-        None => {
+    let (pulled, repaired) = match kept(store, &package_hex) {
+        Kept::Good(pulled) => (pulled, None),
+        other => {
             let bytes = blob(&reg, r, &manifest.layers[0], MAX_LAYER_BYTES).await?;
             let archive = store
                 .keep(&package_hex, &bytes)
                 .map_err(|e| OciError::Refused(format!("{r}: {e}")))?;
-            Pulled {
+            let repaired = match other {
+                Kept::Damaged(why) => Some((package_hex.clone(), why)),
+                _ => None,
+            };
+            let pulled = Pulled {
                 archive,
                 package_hex,
-            }
+            };
+            (pulled, repaired)
         }
     };
     // The manifest digest names its config, which names the package: sound to remember.
     store.remember_manifest(&manifest_hex, &pulled.package_hex)?;
-    Ok(pulled)
+    Ok((pulled, repaired))
 }
 
 /// The manifest a reference names, its digest, and the package digest it must carry when
@@ -85,23 +129,25 @@ async fn manifest(
             .client
             .pull_image_manifest(&reference, &reg.auth)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| (answered(&e), chain(&e)))?;
         let hex = digest_hex(&digest)
-            .ok_or_else(|| format!("the registry named the manifest {digest}"))?
+            .ok_or_else(|| (true, format!("the registry named the manifest {digest}")))?
             .to_string();
-        Ok::<_, String>((manifest, hex))
+        Ok::<_, (bool, String)>((manifest, hex))
     };
     match &r.pin {
         Pin::Tag(tag) => {
             let (m, hex) = get(r.tagged(tag))
                 .await
-                .map_err(|e| reg.error("cannot pull", r, e))?;
+                .map_err(|(_, e)| reg.error("cannot pull", r, e))?;
             Ok((m, hex, None))
         }
         Pin::Digest(pin) => match get(r.tagged(&digest_tag(pin))).await {
             Ok((m, hex)) => Ok((m, hex, Some(pin.clone()))),
-            Err(_) => {
-                let (m, hex) = get(r.by_digest(pin)).await.map_err(|as_manifest| {
+            // Not reached at all: asking again for the manifest would only say so twice.
+            Err((false, e)) => Err(reg.error("cannot pull", r, e)),
+            Err((true, _)) => {
+                let (m, hex) = get(r.by_digest(pin)).await.map_err(|(_, as_manifest)| {
                     reg.error(
                         "cannot pull",
                         r,
@@ -121,7 +167,7 @@ async fn manifest(
 
 /// A blob, at most `limit` bytes and at most its declared size; oci-client checks its
 /// sha256 against the descriptor's digest.
-async fn blob(
+pub(super) async fn blob(
     reg: &Registry,
     r: &OciRef,
     descriptor: &OciDescriptor,
@@ -136,7 +182,13 @@ async fn blob(
     reg.client
         .pull_blob(&reference, descriptor, &mut out)
         .await
-        .map_err(|e| reg.error(&format!("refusing blob {} of", descriptor.digest), r, e))?;
+        .map_err(|e| {
+            reg.error(
+                &format!("refusing blob {} of", descriptor.digest),
+                r,
+                chain(&e),
+            )
+        })?;
     Ok(out.bytes)
 }
 
