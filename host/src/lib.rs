@@ -19,6 +19,7 @@ pub mod interrupt;
 pub mod kernel_clock;
 pub mod merge;
 pub mod metrics;
+pub mod output_dir;
 pub mod package;
 pub mod progress;
 pub mod redact;

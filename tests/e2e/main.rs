@@ -27,6 +27,7 @@ mod llamacpp;
 mod mistakes;
 mod oci;
 mod outage;
+mod output_dir;
 mod packages;
 mod progress;
 mod report;

@@ -17,6 +17,17 @@ pub fn merge(a: MergeArgs) -> Result<i32> {
     }
     // The files first, as `run` does: stdout may be a pipe closed early.
     if let Some(out) = &a.output {
+        let same = |dir: &std::path::PathBuf| {
+            let real = |p: &std::path::Path| std::fs::canonicalize(p).ok();
+            real(dir).is_some() && real(dir) == real(out)
+        };
+        if a.dirs.iter().any(same) {
+            anyhow::bail!(
+                "--output {} is one of the shards' directories: give the merge a directory of its own",
+                out.display()
+            );
+        }
+        let _claim = crate::output_dir::claim(out)?;
         merge::gather_records(&a.dirs, out)?;
         merge::copy_server_samples(&a.dirs, out)?;
         output::write_outputs(&report, out)?;

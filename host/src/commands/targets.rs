@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::client::Client;
 use crate::config::{RunConfig, TargetSpec};
@@ -20,6 +20,8 @@ pub(super) struct Targets {
     pub(super) labels: Vec<String>,
     /// The model each target serves (`--model`, else the first it lists).
     pub(super) models: Vec<String>,
+    /// `--output`, claimed for this run until it ends.
+    pub(super) _output: Option<crate::output_dir::OutputDir>,
 }
 
 impl Targets {
@@ -59,10 +61,11 @@ impl Targets {
                 Ok(client.with_headers(&config.headers)?)
             })
             .collect::<Result<Vec<Client>>>()?;
-        if let Some(dir) = &config.output {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create output directory {}", dir.display()))?;
-        }
+        let output = config
+            .output
+            .as_deref()
+            .map(crate::output_dir::claim)
+            .transpose()?;
         // Each error names its server's URL.
         let models = clients
             .iter()
@@ -73,6 +76,7 @@ impl Targets {
             clients,
             labels,
             models,
+            _output: output,
         })
     }
 
