@@ -481,6 +481,94 @@ fn closed_loop_shards_split_concurrency_and_budget() {
     }
 }
 
+/// A closed loop of three in flight: on two shards, two on shard 0 and one on shard 1.
+/// Every shard notes the same `mode`; `peak_in_flight` is what its own `stop` saw.
+const NOTES: &str = r#"
+fn describe() {
+    #{ name: "shards-notes", description: "notes per shard", params: [
+        #{ name: "seed", value: 3, help: "seed" } ] }
+}
+fn phases() {
+    [#{ name: "three", arrival: #{ process: "closed", concurrency: 3 }, max_requests: 16 }]
+}
+fn next_request(phase, index) {
+    note("mode", "closed");
+    #{ prompt: synthetic_text(16), input_tokens: 16, max_tokens: 10, ignore_eos: true }
+}
+fn stop(snapshot) {
+    if this.peak == () || snapshot.in_flight > this.peak { this.peak = snapshot.in_flight; }
+    note("peak_in_flight", this.peak);
+    false
+}
+"#;
+
+#[test]
+fn merged_notes_keep_each_shards_and_combine_where_all_agree() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let scenario = write_scenario(tmp.path(), "notes.rhai", NOTES);
+    // 8 requests of about 100 ms on each shard, `stop` asked every 20 ms: shard 0 sees its
+    // two slots busy, shard 1 can never see more than its one.
+    let sim = SimProcess::start(&["--sim-profile", "fixed", "--sim-itl-ms", "10"]);
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("s{i}"))).collect();
+    run_shards(&scenario, &sim.url, &dirs, |i| {
+        (vec!["--shard".into(), format!("{i}/2")], vec![])
+    });
+    let own: Vec<serde_json::Value> = dirs
+        .iter()
+        .map(|d| json(&d.join("result.json"))["scenario_result"].clone())
+        .collect();
+    assert_eq!(
+        own,
+        [
+            serde_json::json!({"mode": "closed", "peak_in_flight": 2}),
+            serde_json::json!({"mode": "closed", "peak_in_flight": 1})
+        ]
+    );
+
+    let merged = tmp.path().join("merged");
+    let mut args = vec!["merge".to_string(), "--output".into()];
+    args.push(merged.display().to_string());
+    args.extend(dir_args(&dirs));
+    let out = runner(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let m = json(&merged.join("result.json"));
+    // The run's notes: only what both shards said alike; each shard's notes as they were.
+    assert_eq!(m["scenario_result"], serde_json::json!({"mode": "closed"}));
+    for (i, own) in own.iter().enumerate() {
+        assert_eq!(
+            &m["shards"]["shards"][i]["scenario_result"], own,
+            "shard {i}"
+        );
+    }
+    let text = stdout(&out);
+    let section = text
+        .split("Scenario Result")
+        .nth(1)
+        .expect("a Scenario Result section");
+    let line = |key: &str| {
+        section
+            .lines()
+            .find(|l| l.starts_with(key))
+            .map(str::split_whitespace)
+    };
+    assert_eq!(
+        line("mode:").map(|w| w.last()),
+        Some(Some("closed")),
+        "{text}"
+    );
+    for (i, peak) in [(0, "2"), (1, "1")] {
+        let key = format!("peak_in_flight (shard {i}/2):");
+        assert_eq!(line(&key).map(|w| w.last()), Some(Some(peak)), "{text}");
+    }
+    assert!(line("peak_in_flight:").is_none(), "{text}");
+    // Still result.json as the committed schema describes it.
+    let schema = std::fs::read_to_string(crate::support::repo().join("schema/result.schema.json"));
+    let schema: serde_json::Value = serde_json::from_str(&schema.expect("schema")).expect("JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a JSON Schema");
+    let errors: Vec<String> = validator.iter_errors(&m).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}
+
 #[test]
 fn shard_flags_are_checked_in_one_line() {
     let scenario = crate::support::scenario("sweep.rhai");

@@ -2,6 +2,7 @@
 //! each shard's mergeable state (histograms add bucket for bucket), the request digest
 //! from their stream logs; the outputs are rendered from the report as a single run's are.
 
+pub mod notes;
 pub mod shard_file;
 
 use std::collections::HashSet;
@@ -366,6 +367,7 @@ pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<RunReport, MergeE
             index: s.file.shard.index,
             clock_offset_ms: s.file.clock_offset_ms,
             started_unix_ns: s.file.started_unix_ns,
+            notes: s.file.notes.clone(),
         })
         .collect();
     let parts = ReportParts {
@@ -373,9 +375,14 @@ pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<RunReport, MergeE
         phases,
         percentiles,
         goodput: first.goodput.is_some(),
-        // A shard's notes speak for its stripe only, and notes have no general merge: the
-        // merged report has none (each shard's report.txt keeps its own).
-        notes: Vec::new(),
+        // A shard's notes speak for its stripe only: the run's are those all shards agree
+        // on; each shard's own stay with its start (notes.rs says why).
+        notes: notes::agreed(
+            &shards
+                .iter()
+                .map(|s| s.file.notes.as_slice())
+                .collect::<Vec<_>>(),
+        ),
         shards: Some(ShardStarts {
             shards: starts,
             start_at: first.start_at.clone(),

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::metrics::{MetricsOptions, PhaseAccumulator, PhaseInfo, PhaseState, RequestRecord, Slo};
 use crate::report::RunHeader;
+use crate::scenario::NoteValue;
 use crate::shard::Shard;
 
 pub const SHARD_FILE: &str = "shard.json";
@@ -36,6 +37,10 @@ pub struct ShardFile {
     pub percentiles: Vec<f64>,
     pub goodput: Option<Slo>,
     pub phases: Vec<ShardPhase>,
+    /// What this shard's scenario reported with `note`, in order (absent in files of
+    /// runners before notes were merged: none).
+    #[serde(default)]
+    pub notes: Vec<(String, NoteValue)>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -250,6 +255,7 @@ impl ShardFile {
             percentiles: run.metrics.percentiles.clone(),
             goodput: run.metrics.goodput,
             phases,
+            notes: run.result.notes.clone(),
         })
     }
 }

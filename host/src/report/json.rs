@@ -92,11 +92,7 @@ fn run_sections(r: &RunReport) -> RunSections {
     });
     RunSections {
         warmup_phases,
-        scenario_result: r
-            .notes
-            .iter()
-            .map(|(k, v)| (k.clone(), v.to_json()))
-            .collect(),
+        scenario_result: notes_json(&r.notes),
         thresholds: r.thresholds_given.then(|| verdicts.collect()),
         shards: r.shards.as_ref().map(|s| ShardsResult {
             count: s.shards.len(),
@@ -110,10 +106,19 @@ fn run_sections(r: &RunReport) -> RunSections {
                     index: s.index,
                     clock_offset_ms: s.clock_offset_ms,
                     started_unix_ns: s.started_unix_ns,
+                    scenario_result: notes_json(&s.notes),
                 })
                 .collect(),
         }),
     }
+}
+
+/// The scenario's notes as `scenario_result` holds them.
+fn notes_json(notes: &[(String, crate::scenario::NoteValue)]) -> BTreeMap<String, Value> {
+    notes
+        .iter()
+        .map(|(k, v)| (k.clone(), v.to_json()))
+        .collect()
 }
 
 /// One measured phase's object, dated `date` (`None` = now, local time,

@@ -66,7 +66,7 @@ pub fn write_outputs(report: &RunReport, dir: &Path) -> Result<(), OutputError> 
         percentiles: &report.percentiles,
         goodput: report.goodput,
         verdicts: &report.verdicts,
-        notes: &report.notes,
+        notes: &report.shown_notes(),
         series: &series,
         servers: &report
             .phases
@@ -161,7 +161,7 @@ fn render_report_markdown(report: &RunReport) -> String {
         report.goodput,
         &report.verdicts,
     );
-    md += &render_notes_markdown(&report.notes);
+    md += &render_notes_markdown(&report.shown_notes());
     for s in measured.iter().filter(|s| !s.tags.is_empty()) {
         md += &format!(
             "\n## Per-tag metrics: {}\n\n{}",

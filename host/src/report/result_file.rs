@@ -103,6 +103,10 @@ pub struct ShardResult {
     pub index: u32,
     pub clock_offset_ms: Option<f64>,
     pub started_unix_ns: u64,
+    /// What this shard's scenario reported with `note` (the run's `scenario_result` holds
+    /// only the notes every shard reported with the same value).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scenario_result: BTreeMap<String, Value>,
 }
 
 /// One measured phase: vLLM's keys, plus `phase` and our `runner` section.

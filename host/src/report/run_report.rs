@@ -36,6 +36,8 @@ pub struct ShardStart {
     pub clock_offset_ms: Option<f64>,
     /// Wall clock when the shard began, ns since the Unix epoch.
     pub started_unix_ns: u64,
+    /// What the shard's scenario reported with `note`, in order.
+    pub notes: Vec<(String, NoteValue)>,
 }
 
 /// The shards a merged run came from.
@@ -114,6 +116,30 @@ impl RunReport {
             .collect()
     }
 
+    /// The notes the reports show: the run's own, then, in a merged run, each note the
+    /// shards did not agree on, once per shard that reported it, as `key (shard I/N)`.
+    pub fn shown_notes(&self) -> Vec<(String, NoteValue)> {
+        let mut out = self.notes.clone();
+        let Some(shards) = &self.shards else {
+            return out;
+        };
+        let mut keys: Vec<&str> = Vec::new();
+        for (k, _) in shards.shards.iter().flat_map(|s| &s.notes) {
+            if !keys.contains(&k.as_str()) && !self.notes.iter().any(|(own, _)| own == k) {
+                keys.push(k);
+            }
+        }
+        let n = shards.shards.len();
+        for key in keys {
+            for s in &shards.shards {
+                if let Some((_, v)) = s.notes.iter().find(|(k, _)| k == key) {
+                    out.push((format!("{key} (shard {}/{n})", s.index), v.clone()));
+                }
+            }
+        }
+        out
+    }
+
     /// More than one measured phase: verdicts and errors then name their phase.
     pub fn many_phases(&self) -> bool {
         self.phases.iter().filter(|p| !p.warmup).count() > 1
@@ -141,7 +167,7 @@ impl RunReport {
             })
             .collect();
         let mut body = render_phases(&phases, &self.percentiles, self.goodput);
-        body += &render_notes(&self.notes);
+        body += &render_notes(&self.shown_notes());
         body += &render_thresholds(&self.verdicts, self.many_phases());
         if let Some(shards) = &self.shards {
             body += &render_shards(shards);

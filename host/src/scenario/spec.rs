@@ -265,8 +265,8 @@ pub struct PhaseReport {
 }
 
 /// A key-value result a scenario reports (the rate an SLO search found), shown in the
-/// report and stored in result.json.
-#[derive(Clone, Debug, PartialEq)]
+/// report and stored in result.json (and, for `runner merge`, in a shard's shard.json).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum NoteValue {
     Int(i64),
     Float(f64),
