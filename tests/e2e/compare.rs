@@ -7,16 +7,18 @@ use crate::support::*;
 
 /// Runs the throughput scenario (small) against a sim profile, saving into `dir/name/`.
 fn save(dir: &Path, name: &str, extra: &[&str]) -> (PathBuf, serde_json::Value) {
+    // Scraped often enough for the server's rows in a run of a second.
+    let mut args = vec!["-p", "requests=40", "--server-metrics-interval", "100ms"];
+    // A later `-p requests=` wins.
+    args.extend(extra);
+    save_run(dir, name, "throughput.rhai", &args)
+}
+
+/// Runs a bundled scenario with `extra`, saving into `dir/name/`.
+fn save_run(dir: &Path, name: &str, bundled: &str, extra: &[&str]) -> (PathBuf, serde_json::Value) {
     let out = dir.join(name);
     let o = out.display().to_string();
-    let mut args = vec![
-        scenario("throughput.rhai"),
-        "-p".into(),
-        "requests=40".into(),
-        "--output".into(),
-        o,
-        "--quiet".into(),
-    ];
+    let mut args = vec![scenario(bundled), "--output".into(), o, "--quiet".into()];
     args.extend(extra.iter().map(|s| s.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let run = runner(&refs);
@@ -110,6 +112,8 @@ fn compare_prints_a_table_and_the_gpustack_summary() {
         row(label);
     }
 
+    shown_values_explain_the_shown_change(&text);
+
     // Markdown for pasting.
     let md = runner(&["compare", "--markdown", &ap, &bp]);
     assert!(md.status.success(), "{}", stderr(&md));
@@ -178,4 +182,161 @@ fn compare_refuses_different_workloads_and_bad_files() {
     );
     let one = runner(&["compare", &ap]);
     assert_eq!(one.status.code(), Some(2));
+}
+
+/// The rows of a compare table: label, then A, B, change, change % and the verdict (cells
+/// are set apart by two spaces or more; a label has single spaces only).
+fn table_rows(text: &str) -> Vec<(String, Vec<String>)> {
+    text.lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l
+                .split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect();
+            let numbers = cells.len() >= 5 && cells[1].parse::<f64>().is_ok();
+            let percent = numbers && (cells[4].ends_with('%') || cells[4] == "n/a");
+            percent.then(|| {
+                (
+                    cells[0].to_string(),
+                    cells[1..].iter().map(|c| c.to_string()).collect(),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The simulator's scrapes give server rows: "Server TTFT", not "Server server TTFT"; the
+/// bucket-interpolated percentiles name no winner, the exact mean does.
+fn server_rows_are_named_once_and_coarse_ones_name_no_winner(text: &str) {
+    assert!(!text.contains("Server server"), "{text}");
+    let rows = table_rows(text);
+    let row = |label: &str| {
+        rows.iter()
+            .find(|(l, _)| l == label)
+            .map(|(_, r)| r.clone())
+            .unwrap_or_else(|| panic!("no row `{label}`:\n{text}"))
+    };
+    for p in ["p50", "p99"] {
+        let r = row(&format!("Server TTFT {p} (ms)"));
+        assert_eq!(r[4], "coarse: no winner", "{text}");
+    }
+    let mean = row("Server TTFT mean (ms)");
+    assert!(mean[4].starts_with("↓ "), "{text}");
+}
+
+/// Every row shows its values with at least three significant digits (whole numbers as
+/// they are), values that read alike have no change, and the change in percent is one
+/// the shown values allow.
+fn shown_values_explain_the_shown_change(text: &str) {
+    let rows = table_rows(text);
+    assert!(rows.len() > 20, "{text}");
+    for (label, r) in rows {
+        let num = |c: &str| c.trim_end_matches('%').parse::<f64>().unwrap();
+        let (a, b, change) = (num(&r[0]), num(&r[1]), num(&r[2]));
+        let decimals = r[0].split('.').nth(1).map_or(0, str::len);
+        for v in [&r[0], &r[1]] {
+            let digits = v.trim_start_matches(['-', '0', '.']).replace('.', "");
+            let whole = !v.contains('.');
+            assert!(
+                whole || num(v) == 0.0 || digits.len() >= 3,
+                "{label}: {v} has too few digits"
+            );
+        }
+        assert_eq!(r[0] == r[1], change == 0.0, "{label}: {r:?}");
+        if r[3] == "n/a" || a <= 0.0 {
+            continue;
+        }
+        // The percent that values within half a shown unit of A and B can give.
+        let half = 0.5 * 10f64.powi(-(decimals as i32));
+        let lo = 100.0 * ((b - half) / (a + half) - 1.0);
+        let hi = if a > half {
+            100.0 * ((b + half) / (a - half) - 1.0)
+        } else {
+            f64::INFINITY
+        };
+        let pct = num(&r[3]);
+        assert!(
+            lo - 0.005 <= pct && pct <= hi + 0.005,
+            "{label}: {r:?} ({lo} to {hi})"
+        );
+    }
+}
+
+#[test]
+fn server_rows_show_their_digits_and_no_winner_from_buckets() {
+    let _quiet = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    // The default profile models a server (KV cache, TTFT histogram); 30 req/s for two
+    // seconds gives the scrapes every 100 ms something to count.
+    let args = [
+        "-p",
+        "rate=30",
+        "-p",
+        "requests=60",
+        "--sim-profile",
+        "default",
+    ];
+    let (a, _) = save(dir.path(), "wide", &args);
+    let mut narrow = args.to_vec();
+    narrow.extend(["--sim-max-seqs", "8"]);
+    let (b, _) = save(dir.path(), "narrow", &narrow);
+    let out = runner(&[
+        "compare",
+        &a.display().to_string(),
+        &b.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    server_rows_are_named_once_and_coarse_ones_name_no_winner(&text);
+    shown_values_explain_the_shown_change(&text);
+    assert!(text.contains("Server KV cache use mean"), "{text}");
+}
+
+#[test]
+fn force_pairs_phases_whose_names_carry_a_parameter() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, ratio: &str| {
+        let ratio = format!("prefix_ratio={ratio}");
+        let args = [
+            "--sim-profile",
+            "zero",
+            "-p",
+            "groups=2",
+            "-p",
+            "requests_per_group=3",
+            "-p",
+            "input_tokens=64",
+            "-p",
+            "output_tokens=4",
+            "-p",
+            "rate=200",
+            "-p",
+            &ratio,
+        ];
+        save_run(dir.path(), name, "shared_prefix.rhai", &args).0
+    };
+    let (a, b) = (run("r75", "0.75"), run("r50", "0.5"));
+    let (ap, bp) = (a.display().to_string(), b.display().to_string());
+    // Other parameters: refused, as before.
+    let out = runner(&["compare", &ap, &bp]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("(prefix_ratio=0.75 vs 0.5)"),
+        "{}",
+        stderr(&out)
+    );
+    // Forced: the one phase of each pairs by position, and the output says so.
+    let out = runner(&["compare", "--force", &ap, &bp]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("r50 vs r75: phases paired by position: their names differ only in numbers (parameters): `prefix 0.5` of r50 with `prefix 0.75` of r75"),
+        "{text}"
+    );
+    assert!(
+        text.contains("== r50 vs r75, phase prefix 0.5 vs prefix 0.75 =="),
+        "{text}"
+    );
+    assert_eq!(text.matches("Summary: ").count(), 1, "{text}");
 }

@@ -254,6 +254,7 @@ pub fn rows(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<Row> {
                 a: x,
                 b: y,
                 better,
+                coarse: false,
             })
         })
         .chain(super::server_compare::rows(a, b))
@@ -298,29 +299,17 @@ pub fn summary_line(a: &str, b: &str, rows: &[Row]) -> String {
     out
 }
 
-fn fmt_num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-fn signed(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:+.0}")
-    } else {
-        format!("{v:+.2}")
-    }
-}
-
-/// `↑ B`: higher is better, and B is; `↓ A`: lower is better, and A is; `=` a tie.
+/// `↑ B`: higher is better, and B is; `↓ A`: lower is better, and A is; `=` a tie;
+/// `coarse`: values from histogram buckets, which name no winner.
 fn verdict(r: &Row, a: &str, b: &str) -> String {
     let arrow = match r.better {
         Better::Higher => "↑",
         Better::Lower => "↓",
         Better::Neither => return String::new(),
     };
+    if r.coarse {
+        return "coarse: no winner".into();
+    }
     match r.b_wins() {
         Some(true) => format!("{arrow} {b}"),
         Some(false) => format!("{arrow} {a}"),
@@ -330,11 +319,12 @@ fn verdict(r: &Row, a: &str, b: &str) -> String {
 
 /// Table cells of one row: metric, A, B, change, change %, better.
 fn cells(r: &Row, a: &str, b: &str) -> [String; 6] {
+    let d = r.decimals();
     [
         r.label.clone(),
-        fmt_num(r.a),
-        fmt_num(r.b),
-        signed(r.change()),
+        format!("{:.d$}", r.a),
+        format!("{:.d$}", r.b),
+        format!("{:+.d$}", r.change()),
         r.percent()
             .map_or_else(|| "n/a".to_string(), |p| format!("{p:+.2}%")),
         verdict(r, a, b),
@@ -403,6 +393,68 @@ pub struct Report {
     pub text: String,
 }
 
+/// The phases of `other` set against those of `base`, paired as [`compare_pairs`] says
+/// (and saying so when not by name): a table and a summary line for each pair.
+///
+/// [`compare_pairs`]: super::compare_pairs
+fn compare_pair(
+    base: &Loaded,
+    other: &Loaded,
+    markdown: bool,
+    force: bool,
+    warnings: &mut Vec<String>,
+) -> Result<String, CompareError> {
+    let (a, b) = (base.label.as_str(), other.label.as_str());
+    fn names(l: &Loaded) -> Vec<&str> {
+        l.phases.iter().map(|(n, _)| n.as_str()).collect()
+    }
+    let (na, nb) = (names(base), names(other));
+    let Some(pairing) = super::compare_pairs::pair(&na, &nb, force) else {
+        let hint = if na.len() == nb.len() && !force {
+            " (pass --force to pair them by position)"
+        } else {
+            ""
+        };
+        return Err(CompareError::NoCommonPhase(format!("{a} and {b}{hint}")));
+    };
+    for (i, name) in na.iter().enumerate() {
+        if !pairing.pairs.iter().any(|(pa, _)| *pa == i) {
+            warnings.push(format!("phase `{name}` of {a} is not in {b}"));
+        }
+    }
+    let mut text = String::new();
+    if let Some(how) = pairing.how.describe() {
+        let list: Vec<String> = pairing
+            .pairs
+            .iter()
+            .map(|&(i, j)| format!("`{}` of {b} with `{}` of {a}", nb[j], na[i]))
+            .collect();
+        let _ = writeln!(text, "{b} vs {a}: {how}: {}\n", list.join(", "));
+    }
+    let many = base.phases.len() > 1;
+    for &(i, j) in &pairing.pairs {
+        let ((name_a, pa), (name_b, pb)) = (&base.phases[i], &other.phases[j]);
+        let phase = if name_a != name_b {
+            format!(", phase {name_b} vs {name_a}")
+        } else if many {
+            format!(", phase {name_a}")
+        } else {
+            String::new()
+        };
+        let rows = rows(pa, pb);
+        if markdown {
+            let _ = writeln!(text, "### `{b}` vs `{a}`{phase}\n");
+            text += &render_markdown(a, b, &rows);
+            let _ = writeln!(text, "\n{}\n", summary_line(a, b, &rows));
+        } else {
+            let _ = writeln!(text, "== {b} vs {a}{phase} ==");
+            text += &render_text(a, b, &rows);
+            let _ = writeln!(text, "Summary: {}\n", summary_line(a, b, &rows));
+        }
+    }
+    Ok(text)
+}
+
 /// Compares `loaded[1..]` with `loaded[0]`; `force` turns workload refusals into warnings.
 pub fn compare(loaded: &[Loaded], markdown: bool, force: bool) -> Result<Report, CompareError> {
     let mut warnings = Vec::new();
@@ -431,45 +483,7 @@ pub fn compare(loaded: &[Loaded], markdown: bool, force: bool) -> Result<Report,
         text.push('\n');
     }
     for other in &loaded[1..] {
-        let (a, b) = (base.label.as_str(), other.label.as_str());
-        let mut common = 0;
-        for (name, pa) in &base.phases {
-            let Some((_, pb)) = other.phases.iter().find(|(n, _)| n == name) else {
-                warnings.push(format!("phase `{name}` of {a} is not in {b}"));
-                continue;
-            };
-            common += 1;
-            let rows = rows(pa, pb);
-            let many = base.phases.len() > 1;
-            if markdown {
-                let _ = writeln!(
-                    text,
-                    "### `{b}` vs `{a}`{}\n",
-                    if many {
-                        format!(", phase {name}")
-                    } else {
-                        String::new()
-                    }
-                );
-                text += &render_markdown(a, b, &rows);
-                let _ = writeln!(text, "\n{}\n", summary_line(a, b, &rows));
-            } else {
-                let _ = writeln!(
-                    text,
-                    "== {b} vs {a}{} ==",
-                    if many {
-                        format!(", phase {name}")
-                    } else {
-                        String::new()
-                    }
-                );
-                text += &render_text(a, b, &rows);
-                let _ = writeln!(text, "Summary: {}\n", summary_line(a, b, &rows));
-            }
-        }
-        if common == 0 {
-            return Err(CompareError::NoCommonPhase(format!("{a} and {b}")));
-        }
+        text += &compare_pair(base, other, markdown, force, &mut warnings)?;
     }
     Ok(Report { warnings, text })
 }
@@ -574,6 +588,88 @@ mod tests {
         assert!(w[0].contains("request digests differ"), "{w:?}");
         let w = check_workload(&a, &loaded("b", Value::Null)).unwrap();
         assert!(w[0].contains("no `runner` section"), "{w:?}");
+    }
+
+    #[test]
+    fn phases_named_by_a_parameter_pair_by_position_and_say_so() {
+        let with = |label: &str, names: &[&str]| {
+            let mut l = loaded(label, Value::Null);
+            l.phases = names
+                .iter()
+                .map(|n| (n.to_string(), obj(json!({"total_token_throughput": 100.0}))))
+                .collect();
+            l
+        };
+        let r = compare(
+            &[with("a", &["prefix 0.75"]), with("b", &["prefix 0.5"])],
+            false,
+            false,
+        )
+        .unwrap();
+        assert!(
+            r.text.contains("b vs a: phases paired by position: their names differ only in numbers (parameters): `prefix 0.5` of b with `prefix 0.75` of a\n"),
+            "{}", r.text
+        );
+        assert!(
+            r.text
+                .contains("== b vs a, phase prefix 0.5 vs prefix 0.75 =="),
+            "{}",
+            r.text
+        );
+        // Names with nothing in common: refused, with the way out; --force pairs them.
+        let (x, y) = (with("a", &["short"]), with("b", &["long"]));
+        let e = compare(&[x, y], false, false).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            "the results have no phase in common: a and b (pass --force to pair them by position)"
+        );
+        let (x, y) = (with("a", &["short"]), with("b", &["long"]));
+        let r = compare(&[x, y], true, true).unwrap();
+        assert!(
+            r.text.contains("phases paired by position (--force)"),
+            "{}",
+            r.text
+        );
+        assert!(
+            r.text.contains("### `b` vs `a`, phase long vs short"),
+            "{}",
+            r.text
+        );
+        // Same names: no pairing line.
+        let r = compare(&[with("a", &["main"]), with("b", &["main"])], false, false).unwrap();
+        assert!(!r.text.contains("paired"), "{}", r.text);
+    }
+
+    #[test]
+    fn small_values_show_their_change_and_coarse_rows_no_winner() {
+        let row = |key: &str, a: f64, b: f64, coarse: bool| Row {
+            key: key.into(),
+            label: key.into(),
+            a,
+            b,
+            better: Better::Lower,
+            coarse,
+        };
+        let text = render_text(
+            "A",
+            "B",
+            &[row("kv", 0.005, 0.01, false), row("p50", 40.0, 60.0, true)],
+        );
+        let cells = |k: &str| -> Vec<String> {
+            let line = text.lines().find(|l| l.starts_with(k)).unwrap();
+            line.split_whitespace()
+                .skip(1)
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(
+            cells("kv"),
+            ["0.00500", "0.01000", "+0.00500", "+100.00%", "↓", "A"]
+        );
+        assert_eq!(
+            cells("p50"),
+            ["40", "60", "+20", "+50.00%", "coarse:", "no", "winner"]
+        );
     }
 
     #[test]

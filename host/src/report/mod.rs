@@ -5,6 +5,7 @@
 
 pub mod charts;
 pub mod compare;
+pub mod compare_pairs;
 pub mod compare_row;
 pub mod distribution_result;
 pub mod embeddings;

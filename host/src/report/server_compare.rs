@@ -1,6 +1,10 @@
 //! `runner compare`'s rows of the server's metrics: each known gauge's mean and maximum,
 //! each counter's rate, the prefix-cache hit rate and each histogram's mean and
 //! percentiles, where both results scraped them (result.json's `runner.server_metrics`).
+//! A histogram's percentiles are interpolated inside Prometheus buckets (vLLM's TTFT
+//! buckets jump from 40 to 60 to 80 ms), so they are shown but never name a winner: the
+//! true values may lie anywhere in their buckets and can point the other way than the
+//! client's own. The mean (sum over count) is exact and does.
 
 use serde_json::{Map, Value};
 
@@ -17,6 +21,7 @@ pub fn rows(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<Row> {
     let mut row = |key: String, label: String, better: Better, x: Option<f64>, y: Option<f64>| {
         if let (Some(a), Some(b)) = (x, y) {
             out.push(Row {
+                coarse: key.ends_with(":p50_ms") || key.ends_with(":p99_ms"),
                 key,
                 label,
                 a,
@@ -38,6 +43,7 @@ pub fn rows(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<Row> {
             "histograms",
             &[
                 ("mean_ms", "mean (ms)", Better::Lower),
+                // From buckets: coarse, no winner (the module's comment).
                 ("p50_ms", "p50 (ms)", Better::Lower),
                 ("p99_ms", "p99 (ms)", Better::Lower),
             ][..],
@@ -51,6 +57,8 @@ pub fn rows(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<Row> {
                 .and_then(|all| all.iter().find(|o| o["name"] == name));
             let Some(other) = other else { continue };
             let meaning = item["meaning"].as_str().unwrap_or(name);
+            // "server TTFT" is already the server's: "Server TTFT", not "Server server TTFT".
+            let meaning = meaning.strip_prefix("server ").unwrap_or(meaning);
             for (field, words, better) in stats {
                 row(
                     format!("server:{name}:{field}"),
@@ -103,5 +111,35 @@ mod tests {
         assert_eq!((rows[1].a, rows[1].b), (4.0, 9.0));
         assert_eq!(rows[2].b_wins(), Some(true));
         assert!(super::rows(&phase(1.0, 0.1), &Map::new()).is_empty());
+    }
+
+    /// A phase whose server TTFT histogram has `mean` and `p50` (ms).
+    fn ttft(mean: f64, p50: f64) -> Map<String, Value> {
+        let v = json!({ "runner": { "server_metrics": {
+            "samples": 3, "gauges": [], "counters": [],
+            "histograms": [{ "name": "vllm:time_to_first_token_seconds",
+                             "meaning": "server TTFT", "count": 10.0,
+                             "mean_ms": mean, "p50_ms": p50, "p90_ms": p50, "p99_ms": p50 }],
+            "prefix_cache_hit_rate": null,
+        }}});
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn histogram_rows_say_server_once_and_percentiles_name_no_winner() {
+        // The means point one way, the bucket-interpolated medians the other.
+        let rows = rows(&ttft(50.0, 55.0), &ttft(45.0, 58.0));
+        let labels: Vec<&str> = rows.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "Server TTFT mean (ms)",
+                "Server TTFT p50 (ms)",
+                "Server TTFT p99 (ms)"
+            ]
+        );
+        assert_eq!(rows[0].b_wins(), Some(true), "the exact mean decides");
+        assert!(rows[1].coarse && rows[2].coarse && !rows[0].coarse);
+        assert_eq!(rows[1].b_wins(), None);
     }
 }
