@@ -65,11 +65,21 @@ pub fn render_phase_table_csv(phases: &[PhaseSummary]) -> String {
 }
 
 /// RFC 4180 quoting for fields with commas, quotes or line breaks.
+/// A CSV cell. Text from outside (a tag, a phase name, a request id) has its control and
+/// bidi characters written visibly (`display::escape_control`), and a cell a spreadsheet
+/// would run as a formula (`=`, `+`, `-` or `@` first, as `=HYPERLINK(…)`) gets a leading
+/// `'`, OWASP's advice against CSV injection; numbers are kept as they are. Then quoted
+/// where RFC 4180 needs it.
 pub(crate) fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
+    let mut cell = crate::display::escape_control(s).into_owned();
+    let formula = cell.starts_with(['=', '+', '-', '@']);
+    if formula && cell.parse::<f64>().is_err() {
+        cell.insert(0, '\'');
+    }
+    if cell.contains([',', '"']) {
+        format!("\"{}\"", cell.replace('"', "\"\""))
     } else {
-        s.to_string()
+        cell
     }
 }
 
@@ -191,6 +201,27 @@ pub(crate) fn markdown_table(rows: Vec<Vec<(&'static str, String)>>) -> String {
 mod tests {
     use super::*;
     use crate::metrics::{MetricsOptions, PhaseAccumulator, PhaseInfo};
+
+    #[test]
+    fn a_csv_cell_is_never_a_formula_nor_a_terminal_command() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(
+            csv_field("=HYPERLINK(\"http://x\",\"y\")"),
+            "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\""
+        );
+        for lead in ["+1+cmd", "-cmd", "@SUM(A1)"] {
+            assert_eq!(csv_field(lead), format!("'{lead}"));
+        }
+        // Numbers stay numbers.
+        assert_eq!(csv_field("-1.5"), "-1.5");
+        assert_eq!(csv_field("+3"), "+3");
+        // A line break cannot start a row; ESC, BEL and RLO are written visibly.
+        assert_eq!(csv_field("a\nb"), "a\\u{a}b");
+        assert_eq!(
+            csv_field("\u{1b}[2J\u{7}\u{202e}x"),
+            "\\u{1b}[2J\\u{7}\\u{202e}x"
+        );
+    }
 
     fn phase(name: &str) -> PhaseSummary {
         let acc = PhaseAccumulator::new(&MetricsOptions::default());
