@@ -83,3 +83,44 @@ fn a_later_run_leaves_nothing_of_an_earlier_one() {
         "a file the runner did not write is kept"
     );
 }
+
+/// A scenario's tag is text from outside: in requests.csv it must not be a formula a
+/// spreadsheet runs, and no output file may carry its ESC, BEL or RLO raw.
+const HOSTILE_TAG: &str = r#"
+fn describe() { #{ name: "hostile-tag", description: "a tag that is a formula" } }
+fn phases() { [#{ name: "only", arrival: #{ process: "closed", concurrency: 1 }, max_requests: 2 }] }
+fn next_request(phase, index) {
+    #{ prompt: "hello", max_tokens: 2, ignore_eos: true,
+       tag: "=HYPERLINK(\"http://127.0.0.1/x\",\"open\")\u001b[2J\u0007\u202e" }
+}
+"#;
+
+#[test]
+fn a_tag_is_never_a_formula_nor_raw_control_characters_in_the_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = write_scenario(tmp.path(), "tag.rhai", HOSTILE_TAG);
+    let out = tmp.path().join("out");
+    let out_arg = out.display().to_string();
+    let run = runner(&[
+        &scenario,
+        "--sim-profile",
+        "zero",
+        "-q",
+        "--output",
+        &out_arg,
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{csv}");
+    for row in rows {
+        let tag = row.split(',').nth(3).expect("the tag column");
+        assert!(tag.starts_with("\"'=HYPERLINK"), "{row}");
+    }
+    for name in ["requests.csv", "report.html", "report.txt", "report.md"] {
+        let text = std::fs::read_to_string(out.join(name)).unwrap();
+        for raw in ['\u{1b}', '\u{7}', '\u{202e}'] {
+            assert!(!text.contains(raw), "{name} holds {raw:?}");
+        }
+    }
+}
