@@ -4,8 +4,14 @@
 //! a report, the terminal or a result file. A server may echo them back (in an error body, in llama.cpp-style
 //! `timings`, in a model name), and reqwest quotes the request URL in its errors.
 //!
-//! Redaction runs on whole strings before anything cuts them: an excerpt of an already
-//! redacted body can hold no prefix of a secret.
+//! Redaction runs on values where they enter (a server's message, a scenario's note or log
+//! line, a metric name), never on serialised output: replacing a piece of `{"tokens": 1}`
+//! breaks its structure. It runs on whole strings before anything cuts them: an excerpt
+//! of an already redacted body can hold no prefix of a secret.
+//!
+//! A secret shorter than [`SAFE_LEN`] bytes (`OPENAI_API_KEY=1`, a password `p`) is hidden
+//! only where a whole value equals it: as a piece of longer text it would hide parts of
+//! ordinary words and numbers. The run says so in one warning line ([`Redactor::warning`]).
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
@@ -14,6 +20,10 @@ use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_AL
 
 /// What a secret is replaced with.
 pub const MARK: &str = "[redacted]";
+
+/// The shortest secret hidden wherever it appears inside a text; a shorter one is hidden
+/// only as a whole value.
+pub const SAFE_LEN: usize = 8;
 
 /// The secrets of one run, longest first so a secret that contains another is replaced
 /// whole.
@@ -28,6 +38,9 @@ impl Redactor {
         let mut r = Redactor::default();
         if let Some(key) = api_key {
             r.add(key);
+            // The header it is sent in, as a server may echo it: long enough to be hidden
+            // inside any text even when the key alone is not.
+            r.add(&format!("Bearer {key}"));
         }
         if let Some(target) = target {
             r.add_target(target);
@@ -75,6 +88,18 @@ impl Redactor {
         self.secrets.is_empty()
     }
 
+    /// The one warning line a run prints when a secret is too short to be hidden inside
+    /// longer text.
+    pub fn warning(&self) -> Option<String> {
+        self.secrets.iter().any(|s| s.len() < SAFE_LEN).then(|| {
+            format!(
+                "warning: a secret of this run (the API key, a password in the target URL or \
+                 a secret header) is shorter than {SAFE_LEN} bytes: it is hidden where a whole \
+                 value equals it, not inside longer text"
+            )
+        })
+    }
+
     /// Adds every secret of `other`.
     pub fn extend(&mut self, other: &Redactor) {
         for secret in &other.secrets {
@@ -96,11 +121,17 @@ impl Redactor {
         self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     }
 
-    /// `text` with every secret replaced; borrowed when there was none.
+    /// `text` (one value: a message, a name, a line) with every secret replaced, a short
+    /// one only when it is the whole value (surrounding whitespace aside); borrowed when
+    /// there was none.
     pub fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(text);
         for secret in &self.secrets {
-            if out.contains(secret.as_str()) {
+            if secret.len() < SAFE_LEN {
+                if out.trim() == secret {
+                    out = Cow::Owned(MARK.to_string());
+                }
+            } else if out.contains(secret.as_str()) {
                 out = Cow::Owned(out.replace(secret.as_str(), MARK));
             }
         }
@@ -127,7 +158,8 @@ impl Redactor {
                     let old = std::mem::take(map);
                     for (k, mut v) in old {
                         self.json(&mut v);
-                        map.insert(self.string(k), v);
+                        let key = unused_key(map, self.string(k));
+                        map.insert(key, v);
                     }
                 } else {
                     map.values_mut().for_each(|v| self.json(v));
@@ -136,6 +168,18 @@ impl Redactor {
             _ => {}
         }
     }
+}
+
+/// `key`, or `key #2`, `key #3`…, whichever `map` does not hold yet: two keys redacted
+/// to the same text keep both their values.
+fn unused_key(map: &serde_json::Map<String, serde_json::Value>, key: String) -> String {
+    if !map.contains_key(&key) {
+        return key;
+    }
+    (2..)
+        .map(|n| format!("{key} #{n}"))
+        .find(|k| !map.contains_key(k))
+        .unwrap_or(key)
 }
 
 /// Parts of header names that mark their values as secrets: credentials, tokens, cookies
@@ -268,17 +312,17 @@ mod tests {
 
     #[test]
     fn url_credentials_are_secrets_and_are_stripped_from_any_url() {
-        let r = Redactor::new(None, Some("http://ada:pa%24%24@127.0.0.1:8000/v1"));
+        let r = Redactor::new(None, Some("http://ada:pa%24%24word@127.0.0.1:8000/v1"));
         let shown = r.text(
-            "error sending request for url (http://ada:pa%24%24@127.0.0.1:8000/v1/completions)",
+            "error sending request for url (http://ada:pa%24%24word@127.0.0.1:8000/v1/completions)",
         );
         assert!(
-            !shown.contains("pa%24%24") && !shown.contains("ada"),
+            !shown.contains("pa%24%24word") && !shown.contains("ada"),
             "{shown}"
         );
         assert!(shown.contains("http://[redacted]@127.0.0.1:8000/v1/completions"));
         // The decoded password, as a server might echo it.
-        assert_eq!(r.text("you said pa$$"), "you said [redacted]");
+        assert_eq!(r.text("you said pa$$word"), "you said [redacted]");
         // Credentials of another URL are hidden as well.
         assert_eq!(
             Redactor::default().text("see https://u:p@example.invalid/x"),
@@ -293,8 +337,8 @@ mod tests {
 
     #[test]
     fn a_token_given_as_the_user_name_is_a_secret() {
-        let r = Redactor::new(None, Some("https://tok3n@127.0.0.1/"));
-        assert_eq!(r.text("echo tok3n"), "echo [redacted]");
+        let r = Redactor::new(None, Some("https://tok3n-abc@127.0.0.1/"));
+        assert_eq!(r.text("echo tok3n-abc"), "echo [redacted]");
     }
 
     #[test]
@@ -309,7 +353,8 @@ mod tests {
         let text = v.to_string();
         assert!(!text.contains("SECRET"), "{text}");
         assert_eq!(v["prompt_ms"], 1.5);
-        assert_eq!(v["auth"], "Bearer [redacted]");
+        // The header the key is sent in is hidden whole.
+        assert_eq!(v["auth"], "[redacted]");
     }
 
     #[test]
@@ -332,20 +377,195 @@ mod tests {
         let mut r = Redactor::default();
         r.add_headers(&[
             ("x-tenant".into(), "acme".into()),
-            ("Authorization".into(), "Bearer t0k3n".into()),
-            ("x-api-key".into(), " k-42 ".into()),
+            ("Authorization".into(), "Bearer t0k3n-abc".into()),
+            ("x-api-key".into(), " k-42-abcd ".into()),
         ]);
         assert_eq!(
-            r.text("acme: Bearer t0k3n, t0k3n, k-42"),
+            r.text("acme: Bearer t0k3n-abc, t0k3n-abc, k-42-abcd"),
             "acme: [redacted], [redacted], [redacted]"
         );
     }
 
     #[test]
+    fn a_short_secret_is_hidden_as_a_whole_value_only() {
+        let r = Redactor::new(Some("e"), Some("http://admin:p@127.0.0.1/"));
+        assert!(r.warning().is_some_and(|w| w.starts_with("warning: ")));
+        assert_eq!(r.text("Successful requests"), "Successful requests");
+        assert_eq!(r.text("e"), MARK);
+        assert_eq!(r.text(" p\n"), MARK);
+        assert_eq!(r.text("HTTP 401: e"), "HTTP 401: e");
+        let mut v = serde_json::json!({"tokens": 1, "e": ["e", "p", "ep", null]});
+        r.json(&mut v);
+        assert_eq!(
+            v,
+            serde_json::json!({"tokens": 1, "[redacted]": ["[redacted]", "[redacted]", "ep", null]})
+        );
+        assert!(Redactor::new(Some("sk-long-enough"), None)
+            .warning()
+            .is_none());
+    }
+
+    #[test]
+    fn keys_redacted_to_the_same_text_keep_both_values() {
+        let r = Redactor::new(Some("sk-SECRET123"), None);
+        let mut v = serde_json::json!({"sk-SECRET123": 1, "[redacted]": 2});
+        r.json(&mut v);
+        let map = v.as_object().unwrap();
+        assert_eq!(map.len(), 2, "{v}");
+        let mut values: Vec<i64> = map.values().map(|x| x.as_i64().unwrap()).collect();
+        values.sort();
+        assert_eq!(values, [1, 2]);
+    }
+
+    #[test]
     fn a_longer_secret_is_replaced_before_one_it_contains() {
         let mut r = Redactor::default();
-        r.add("abc");
-        r.add("abcdef");
-        assert_eq!(r.text("abcdef abc"), "[redacted] [redacted]");
+        r.add("abcdefgh");
+        r.add("abcdefghijk");
+        assert_eq!(r.text("abcdefghijk abcdefgh"), "[redacted] [redacted]");
+    }
+}
+
+/// Property tests: random secrets (1 to 64 bytes, any characters) against random outputs
+/// never change an output's structure. Cases: `PROPTEST_CASES` (default 2,000).
+#[cfg(test)]
+mod props {
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use super::*;
+
+    fn config() -> ProptestConfig {
+        let cases = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2000);
+        ProptestConfig {
+            cases,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// 1 to 64 bytes of any characters.
+    fn secret() -> impl Strategy<Value = String> {
+        proptest::collection::vec(any::<char>(), 1..=64).prop_map(|chars| {
+            let mut s = String::new();
+            for c in chars {
+                if s.len() + c.len_utf8() > 64 {
+                    break;
+                }
+                s.push(c);
+            }
+            s
+        })
+    }
+
+    /// Text made of the secret, pieces of JSON syntax and random characters, so that
+    /// secrets occur whole, inside longer text and beside what serialising escapes.
+    fn text(secret: String) -> impl Strategy<Value = String> {
+        let pieces = prop_oneof![
+            Just(secret.clone()),
+            Just(secret.chars().take(3).collect::<String>()),
+            prop::sample::select(vec![
+                "\"",
+                "\\",
+                "{",
+                "}",
+                ":",
+                ",",
+                "[redacted]",
+                "http://u:"
+            ])
+            .prop_map(str::to_string),
+            prop::sample::select(vec!["@h/", " ", "\n", "tokens", "null", "0.0", "1"])
+                .prop_map(str::to_string),
+            any::<String>(),
+        ];
+        proptest::collection::vec(pieces, 0..5).prop_map(|p| p.concat())
+    }
+
+    /// A JSON value whose strings and keys are such texts.
+    fn value(secret: String) -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            text(secret.clone()).prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 40, 6, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::vec((text(secret.clone()), inner), 0..6)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// The structure of a value: every string replaced by one mark, everything else kept.
+    fn shape(v: &Value) -> String {
+        match v {
+            Value::String(_) => "s".into(),
+            Value::Array(items) => format!(
+                "[{}]",
+                items.iter().map(shape).collect::<Vec<_>>().join(",")
+            ),
+            Value::Object(map) => {
+                let mut fields: Vec<String> = map.values().map(shape).collect();
+                fields.sort();
+                format!("{{{}}}", fields.join(","))
+            }
+            other => other.to_string(),
+        }
+    }
+
+    fn redactor(key: &str, password: &str) -> Redactor {
+        let target = format!("http://admin:{}@127.0.0.1:1/", percent_encode(password));
+        Redactor::new(Some(key), Some(&target))
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// A redacted value serialises to JSON that parses back to the same shape.
+        #[test]
+        fn a_redacted_value_keeps_its_structure(
+            (key, password, v) in (secret(), secret())
+                .prop_flat_map(|(k, p)| (Just(k.clone()), Just(p), value(k)))
+        ) {
+            let r = redactor(&key, &password);
+            let mut redacted = v.clone();
+            r.json(&mut redacted);
+            let line = serde_json::to_string(&redacted).unwrap();
+            let back: Value = serde_json::from_str(&line).unwrap();
+            prop_assert_eq!(shape(&back), shape(&v));
+        }
+
+        /// A short secret changes no text but one that is the secret itself (or a URL's
+        /// credentials): the words and numbers around it stay as they were.
+        #[test]
+        fn a_short_secret_changes_only_a_whole_value(
+            (key, t) in secret()
+                .prop_filter("short", |k| k.len() < SAFE_LEN)
+                .prop_flat_map(|k| (Just(k.clone()), text(k)))
+        ) {
+            let r = Redactor::new(Some(&key), None);
+            let shown = r.text(&t);
+            if t.trim() != key && !(t.contains("://") && t.contains('@')) {
+                prop_assert_eq!(shown.as_ref(), t.as_str());
+            }
+        }
+
+        /// A long secret is gone from every text it was in, unless the mark itself holds
+        /// it or the replacement builds it anew from its neighbours.
+        #[test]
+        fn a_long_secret_is_gone(
+            (key, t) in secret()
+                .prop_filter("long, no bracket", |k| k.len() >= SAFE_LEN && !k.contains(['[', ']']))
+                .prop_flat_map(|k| (Just(k.clone()), text(k)))
+        ) {
+            let r = Redactor::new(Some(&key), None);
+            prop_assert!(!r.text(&t).contains(key.as_str()), "{:?}", r.text(&t));
+        }
     }
 }

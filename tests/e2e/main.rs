@@ -30,6 +30,7 @@ mod outage;
 mod output_dir;
 mod packages;
 mod progress;
+mod redaction;
 mod report;
 mod requests;
 mod schema;

@@ -182,11 +182,11 @@ mod tests {
         assert!(secrets(&[("x-tenant".into(), "a".into())]).is_none());
         let r = secrets(&[
             ("x-tenant".into(), "acme".into()),
-            ("Authorization".into(), "Bearer t0k3n".into()),
+            ("Authorization".into(), "Bearer t0k3n-4b9d".into()),
         ])
         .unwrap();
         assert_eq!(
-            r.text("acme Bearer t0k3n and t0k3n"),
+            r.text("acme Bearer t0k3n-4b9d and t0k3n-4b9d"),
             "acme [redacted] and [redacted]"
         );
     }

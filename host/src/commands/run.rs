@@ -59,6 +59,9 @@ impl Session {
             secrets.add_target(target);
         }
         secrets.add_header_args(&a.headers);
+        if let Some(warning) = secrets.warning() {
+            crate::errln!("{warning}");
+        }
         crate::redact::install(secrets);
         let rt = runtime()?;
         let interrupts = Interrupts::listen(&rt);

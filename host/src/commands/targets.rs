@@ -101,7 +101,12 @@ impl Targets {
                 distinct.push(m);
             }
         }
-        let names: Vec<&str> = distinct.iter().map(|m| m.as_str()).collect();
-        crate::redact::string(names.join(", "))
+        // Each name redacted alone (it may come from a server's `/v1/models`): a short
+        // secret is hidden as a whole value only.
+        let names: Vec<String> = distinct
+            .iter()
+            .map(|m| crate::redact::string(m.to_string()))
+            .collect();
+        names.join(", ")
     }
 }

@@ -36,14 +36,13 @@ impl RecordFile {
         })
     }
 
-    /// Appends one record as one line (redacted whole: a record's server text is, and so
-    /// is anything else in it).
+    /// Appends one record as one line. Its strings were redacted where they entered (see
+    /// `redact`): the serialised line is not, so its structure is never touched.
     pub(super) fn write(&mut self, record: &RequestRecord) {
         let Some(w) = self.writer.as_mut() else {
             return;
         };
-        let json = serde_json::to_string(record).unwrap_or_default();
-        let mut line = crate::redact::string(json);
+        let mut line = serde_json::to_string(record).unwrap_or_default();
         line.push('\n');
         match w.write_all(line.as_bytes()) {
             Ok(()) => {

@@ -85,13 +85,12 @@ pub fn write_result_json(report: &RunReport, path: &Path) -> Result<(), OutputEr
     write_text(path, &text)
 }
 
-/// Every file a run writes passes the redaction of the run's secrets.
+/// Writes a file as rendered: what came from a server or a scenario was redacted where it
+/// entered (see `redact`), so the rendered text is never touched.
 fn write_text(path: &Path, text: &str) -> Result<(), OutputError> {
-    std::fs::write(path, crate::redact::text(text).as_bytes()).map_err(|source| {
-        OutputError::Write {
-            path: path.to_path_buf(),
-            source,
-        }
+    std::fs::write(path, text.as_bytes()).map_err(|source| OutputError::Write {
+        path: path.to_path_buf(),
+        source,
     })
 }
 

@@ -152,7 +152,8 @@ impl RunReport {
 
     /// The text report after the header: each phase, the scenario's notes, the
     /// thresholds, a merged run's shards and the request stream digest. Servers' messages
-    /// reach it: control characters are escaped and the run's secrets hidden.
+    /// reach it: control characters are escaped (their secrets were hidden where they
+    /// entered, see `redact`).
     pub fn render_body(&self) -> String {
         let phases: Vec<PhaseText> = self
             .phases
@@ -178,7 +179,7 @@ impl RunReport {
             self.request_digest()
         );
         body += &render_dependence(&self.header.stream_depends_on);
-        escape_control_multiline(&crate::redact::string(body)).into_owned()
+        escape_control_multiline(&body).into_owned()
     }
 
     /// `N of M thresholds failed: ...`, naming each failed one with its value (and its

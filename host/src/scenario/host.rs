@@ -132,11 +132,17 @@ impl HostContext {
     }
 
     /// Records a result for the report; a key reported again keeps its place and takes
-    /// the new value (a search refines its answer phase by phase).
+    /// the new value (a search refines its answer phase by phase). Key and text are
+    /// redacted here, where they enter: a scenario may note what a server echoed.
     pub fn note(&mut self, key: &str, value: NoteValue) -> Result<(), String> {
         if key.trim().is_empty() {
             return Err("note: the key is empty".into());
         }
+        let key = &*crate::redact::text(key);
+        let value = match value {
+            NoteValue::Text(t) => NoteValue::Text(crate::redact::string(t)),
+            other => other,
+        };
         match self.notes.iter_mut().find(|(k, _)| k == key) {
             Some((_, v)) => *v = value,
             None => self.notes.push((key.to_string(), value)),
@@ -148,12 +154,13 @@ impl HostContext {
         &self.notes
     }
 
-    /// A line on stderr, cut to the log budget (see [`LogBudget`]).
+    /// A line on stderr, cut to the log budget (see [`LogBudget`]) after it is redacted (a
+    /// scenario may log what a server echoed).
     pub fn log(&mut self, message: &str) {
         if self.quiet {
             return;
         }
-        if let Some(line) = self.log_budget.admit(message) {
+        if let Some(line) = self.log_budget.admit(&crate::redact::text(message)) {
             // Escaped, and never a panic on a closed stderr (see `console`).
             crate::errln!("[{}] {line}", self.scenario);
         }
