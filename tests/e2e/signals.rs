@@ -256,11 +256,51 @@ fn a_signal_during_a_long_scenario_call_stops_at_once() {
     let (text, err) = interrupted_within_6s(&args, libc::SIGINT, |lines| {
         lines.iter().any(|l| l.contains("long call"))
     });
-    // The call takes seconds (4 s here): the run ended without waiting for it to return.
+    // The call takes seconds (3 s here) and ends by itself, under both per-call limits
+    // (`the_long_scenario_call_ends_by_itself`): the run ended by the signal, without
+    // waiting for the call to return, not by the call failing at a limit.
     assert!(!err.contains("call done"), "{err}");
+    assert!(
+        !err.contains("operations") && !err.contains("time limit") && !err.contains("error"),
+        "{err}"
+    );
     assert!(text.contains("Phase ended: interrupted."), "{text}");
+    // Request 300 was never generated: nothing after the call was sent.
     let ok = report_row(&text, "Successful requests:").unwrap();
-    assert!(ok > 0 && ok < 1000, "{text}");
+    let failed = report_row(&text, "Failed requests:").unwrap();
+    assert!(ok > 0 && ok + failed <= 300, "{text}");
+}
+
+/// The long call of the test above, left alone, returns within the per-call limits and
+/// the run completes: so there, only the signal can have ended the run.
+#[test]
+fn the_long_scenario_call_ends_by_itself() {
+    let _guard = exclusive();
+    let server = FaultServer::start(|_| Fault::None);
+    let args = [
+        &fixture("slow_call.rhai"),
+        "--target",
+        &server.url,
+        "--model",
+        "fault-model",
+        "-p",
+        "requests=301",
+    ];
+    let mut child = spawn_runner(&args);
+    let pipes = Pipes::take(&mut child);
+    let code = wait_exit(&mut child, Duration::from_secs(60));
+    let (text, err) = pipes.join();
+    assert_eq!(code, Some(0), "{err}\n{text}");
+    assert!(
+        err.contains("long call") && err.contains("call done"),
+        "{err}"
+    );
+    assert!(!err.contains("operations"), "{err}");
+    assert_eq!(
+        report_row(&text, "Successful requests:"),
+        Some(301),
+        "{text}"
+    );
 }
 
 /// A signal during the pre-run checks (the target accepts the connection and never
