@@ -97,8 +97,18 @@ fn closed_too_narrow(i: usize, got: impl Display) -> String {
     format!("phase {i}: a closed loop needs at least 1 request in flight, got {got}")
 }
 
-/// A phase's `max_duration` in seconds, as the engine's Duration.
+/// The longest `max_duration` accepted: about 31.7 years, beyond any run, and far inside
+/// what the engine's clocks can add to now.
+pub const MAX_PHASE_SECS: f64 = 1e9;
+
+/// A phase's `max_duration` in seconds, as the engine's Duration: a negative or NaN value
+/// and one too large for any run are refused, each saying which.
 pub fn max_duration(i: usize, secs: f64) -> Result<Duration, String> {
+    if secs > MAX_PHASE_SECS {
+        return Err(format!(
+            "phase {i}: `max_duration` of {secs} s is too large: at most {MAX_PHASE_SECS:.0} s (about 31 years)"
+        ));
+    }
     super::params::duration_of(secs)
         .ok_or_else(|| format!("phase {i}: `max_duration` must be seconds >= 0, got {secs}"))
 }
@@ -308,7 +318,16 @@ mod tests {
         };
         assert!(phase(0, capped).unwrap_err().contains("`max_concurrency`"));
         assert!(max_duration(0, -1.0).is_err());
-        assert!(max_duration(0, 1e300).is_err());
+        let huge = max_duration(0, 1e300).unwrap_err();
+        assert!(
+            huge.contains("too large") && huge.contains("at most 1000000000 s"),
+            "{huge}"
+        );
+        assert!(max_duration(0, f64::INFINITY)
+            .unwrap_err()
+            .contains("too large"));
+        assert!(max_duration(0, f64::NAN).unwrap_err().contains(">= 0"));
+        assert_eq!(max_duration(0, 1e9), Ok(Duration::from_secs(1_000_000_000)));
         assert_eq!(max_duration(0, 1.5), Ok(Duration::from_millis(1500)));
     }
 
