@@ -17,6 +17,20 @@ pub fn escape_control_multiline(text: &str) -> Cow<'_, str> {
     escape(text, true)
 }
 
+/// The most characters of outside text one error line quotes.
+pub const EXCERPT_CHARS: usize = 200;
+
+/// Outside text quoted in one line: escaped as [`escape_control`] does and cut after
+/// [`EXCERPT_CHARS`] characters, saying how long it was, so a megabyte of it never becomes
+/// a megabyte of error line.
+pub fn excerpt(text: &str) -> Cow<'_, str> {
+    let shown = escape_control(text);
+    match shown.char_indices().nth(EXCERPT_CHARS) {
+        None => shown,
+        Some((cut, _)) => Cow::Owned(format!("{}… ({} bytes)", &shown[..cut], text.len())),
+    }
+}
+
 fn escape(text: &str, keep_newlines: bool) -> Cow<'_, str> {
     let unsafe_char = |c: char| needs_escape(c) && !(keep_newlines && c == '\n');
     if !text.chars().any(unsafe_char) {
@@ -43,6 +57,19 @@ fn needs_escape(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_excerpt_is_cut_after_its_limit_and_says_the_length() {
+        assert!(matches!(excerpt("short"), Cow::Borrowed("short")));
+        let long = "é".repeat(1 << 20);
+        let shown = excerpt(&long);
+        assert!(shown.chars().count() < EXCERPT_CHARS + 20, "{shown}");
+        assert!(
+            shown.ends_with(&format!("… ({} bytes)", 2 << 20)),
+            "{shown}"
+        );
+        assert_eq!(excerpt("\u{1b}[2J"), "\\u{1b}[2J");
+    }
 
     #[test]
     fn plain_text_is_borrowed_unchanged() {

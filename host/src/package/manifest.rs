@@ -23,13 +23,20 @@ use std::path::{Component, Path};
 
 use serde::Deserialize;
 
-use crate::display::escape_control;
+use crate::display::{escape_control, excerpt};
 use crate::scenario::params::ParamValue;
 use crate::scenario::wasm::version;
 
 pub const MANIFEST: &str = "scenario.toml";
 /// A manifest is a few lines; anything larger is not one (and is not read into memory).
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+/// Longest `name`: an OCI repository component or an npm name fits well within it, and it
+/// rides in every report of a run.
+pub const MAX_NAME_BYTES: usize = 128;
+/// Longest `version`: semver with a pre-release and build part.
+pub const MAX_VERSION_BYTES: usize = 64;
+/// Longest `description`: a few lines, shown by `runner info`.
+pub const MAX_DESCRIPTION_BYTES: usize = 4096;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -81,7 +88,7 @@ impl Manifest {
                     format!(":{line}")
                 })
                 .unwrap_or_default();
-            format!("{file}{at}: {}", escape_control(e.message()))
+            format!("{file}{at}: {}", excerpt(e.message()))
         })?;
         // The messages quote the manifest's own text.
         m.check()
@@ -90,6 +97,7 @@ impl Manifest {
     }
 
     fn check(&self) -> Result<(), String> {
+        self.check_lengths()?;
         let valid_part = |p: &str| {
             !p.is_empty()
                 && p.chars()
@@ -100,13 +108,13 @@ impl Manifest {
         if parts.len() > 2 || !parts.iter().all(|p| valid_part(p)) {
             return Err(format!(
                 "`name` must be `name` or `team/name` of letters, digits, `-`, `_` and `.`, got `{}`",
-                self.name
+                excerpt(&self.name)
             ));
         }
         semver::Version::parse(&self.version).map_err(|e| {
             format!(
                 "`version` must be a semantic version like 1.2.0, got `{}` ({e})",
-                self.version
+                excerpt(&self.version)
             )
         })?;
         for (field, path) in
@@ -114,25 +122,45 @@ impl Manifest {
         {
             if !is_inside(path) {
                 return Err(format!(
-                    "`{field}` must be a relative path inside the package, got `{path}`"
+                    "`{field}` must be a relative path inside the package, got `{}`",
+                    excerpt(path)
                 ));
             }
             if path.chars().any(|c| c.is_control() || c == '\\') {
                 return Err(format!(
-                    "`{field}` must not hold control characters or backslashes, got `{path}`"
+                    "`{field}` must not hold control characters or backslashes, got `{}`",
+                    excerpt(path)
                 ));
             }
         }
         if !(self.entry.ends_with(".rhai") || self.entry.ends_with(".wasm")) {
             return Err(format!(
                 "`entry` must be a .rhai script or a .wasm component, got `{}`",
-                self.entry
+                excerpt(&self.entry)
             ));
         }
         check_interface(&self.interface)?;
         for (name, p) in &self.params {
             p.value()
-                .map_err(|e| format!("`params.{name}.default`: {e}"))?;
+                .map_err(|e| format!("`params.{}.default`: {}", excerpt(name), excerpt(&e)))?;
+        }
+        Ok(())
+    }
+
+    /// Fields shown in reports and listings are a line at most: a longer one is refused
+    /// by its length, never quoted whole.
+    fn check_lengths(&self) -> Result<(), String> {
+        for (field, text, max) in [
+            ("name", &self.name, MAX_NAME_BYTES),
+            ("version", &self.version, MAX_VERSION_BYTES),
+            ("description", &self.description, MAX_DESCRIPTION_BYTES),
+        ] {
+            if text.len() > max {
+                return Err(format!(
+                    "`{field}` is {} bytes long, at most {max} are accepted",
+                    text.len()
+                ));
+            }
         }
         Ok(())
     }
@@ -189,15 +217,17 @@ pub fn check_interface(interface: &str) -> Result<(), String> {
     let wanted = format!("{}@", version::PACKAGE);
     let Some(v) = interface.strip_prefix(&wanted) else {
         return Err(format!(
-            "`interface` must name the WIT package, like `{}@{}`, got `{interface}`",
+            "`interface` must name the WIT package, like `{}@{}`, got `{}`",
             version::PACKAGE,
-            version::VERSION
+            version::VERSION,
+            excerpt(interface)
         ));
     };
     let as_export = format!("{}/workload@{v}", version::PACKAGE);
     version::check(std::iter::empty(), std::iter::once(as_export.as_str()))
         .map(|_| ())
         .map_err(|_| {
+            let interface = excerpt(interface);
             format!(
                 "the package needs {interface}, but this runner supports {}; use a runner that supports {interface}, or a version of the package built for {}@{}",
                 version::supported(),
@@ -293,6 +323,45 @@ server-flags = "--max-num-seqs 256"
             let text = GOOD.replace(from, to);
             let e = Manifest::parse(&text, "scenario.toml").unwrap_err();
             assert!(e.contains(expect), "{to}: {e}");
+        }
+    }
+
+    /// A megabyte of name (valid characters) or of any quoted field gives one short line.
+    #[test]
+    fn overlong_fields_are_refused_in_a_short_line() {
+        let long = "a".repeat(1 << 20);
+        for (from, field) in [
+            ("name = \"team-a/chat-mix\"", "name"),
+            ("version = \"1.2.0\"", "version"),
+            ("description = \"Chat mix.\"", "description"),
+        ] {
+            let text = GOOD.replace(from, &format!("{field} = \"{long}\""));
+            let e = Manifest::parse(&text, "scenario.toml").unwrap_err();
+            assert!(
+                e.contains(&format!("`{field}` is 1048576 bytes long")),
+                "{e}"
+            );
+            assert!(e.len() < 300, "{e}");
+        }
+        let at_limit = GOOD.replace("team-a/chat-mix", &"a".repeat(MAX_NAME_BYTES));
+        assert!(Manifest::parse(&at_limit, "scenario.toml").is_ok());
+        for (from, to) in [
+            (
+                "entry = \"chat_mix.rhai\"",
+                format!("entry = \"{long}.py\""),
+            ),
+            ("help = \"number of conversations\"", format!("{long} = 1")),
+            (
+                "data = [\"data/convs.json\"]",
+                format!("data = [\"/{long}\"]"),
+            ),
+        ] {
+            let e = Manifest::parse(&GOOD.replace(from, &to), "scenario.toml").unwrap_err();
+            assert!(
+                e.len() < 400 && e.contains("bytes)"),
+                "{}",
+                &e[..e.len().min(400)]
+            );
         }
     }
 
