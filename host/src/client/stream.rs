@@ -93,6 +93,9 @@ fn on_event(
     }
     match (event, api) {
         (Ok(b"[DONE]"), _) => *done = true,
+        // A `data:` line with nothing after it: the event carries no message (a keep-alive,
+        // as some proxies send), not a malformed one.
+        (Ok(b""), _) => {}
         (Ok(data), Api::Responses) => responses::event(ex, data, at),
         (Ok(data), Api::Messages) => messages::event(ex, data, at),
         // Embeddings are never streamed: a stream of them is read as OpenAI's.
@@ -201,6 +204,23 @@ mod tests {
         assert_eq!(
             kind(false, br#"{"error":{"message":"no"}}"#),
             Some(ErrorKind::ErrorObject)
+        );
+    }
+
+    /// `data:` with nothing after it (with or without its space, or a CR line end) is
+    /// skipped in every API's stream; a payload of a newline is still no JSON.
+    #[test]
+    fn an_event_with_empty_data_is_skipped_not_malformed() {
+        let body = b"data:\n\ndata: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: \r\rdata:\n\n";
+        let ex = decode(true, body);
+        assert_eq!((ex.text.as_str(), ex.error), ("a", None));
+        for api in [Api::Responses, Api::Messages] {
+            let ex = decode_whole(api, true, b"data:\n\n");
+            assert_eq!(ex.error, None, "{api:?}");
+        }
+        assert_eq!(
+            kind(true, b"data:\ndata:\n\n"),
+            Some(ErrorKind::MalformedJson)
         );
     }
 
