@@ -17,6 +17,7 @@ pub mod display;
 pub mod engine;
 pub mod interrupt;
 pub mod kernel_clock;
+pub mod memory_budget;
 pub mod merge;
 pub mod metrics;
 pub mod output_dir;

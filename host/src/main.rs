@@ -1,3 +1,7 @@
+// Every heap byte is counted against the run's memory budget (see `runner::memory_budget`).
+#[global_allocator]
+static ALLOCATOR: runner::memory_budget::Budgeted = runner::memory_budget::Budgeted;
+
 fn main() {
     // A peer that closes a socket while a request body is being written must be an error
     // of that request (EPIPE), not the end of the process: SIGPIPE is ignored. Output to a
@@ -8,5 +12,6 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
+    runner::memory_budget::install();
     std::process::exit(runner::run(std::env::args_os().collect()));
 }

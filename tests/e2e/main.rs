@@ -24,6 +24,7 @@ mod languages;
 mod large;
 mod leaks;
 mod llamacpp;
+mod memory_cap;
 mod mistakes;
 mod oci;
 mod outage;

@@ -646,28 +646,58 @@ impl Client {
             reason: chain(&e),
         })?;
         let status = resp.status();
-        let body = resp.bytes().await.unwrap_or_default();
         if !status.is_success() {
             let reason = format!("HTTP {}", status.as_u16());
             return Err(ClientError::NoModels { url, reason });
         }
-        let value: serde_json::Value =
-            serde_json::from_slice(&body).map_err(|_| ClientError::NoModels {
-                url: url.clone(),
-                reason: "the body is not JSON".into(),
-            })?;
-        value
-            .get("data")
-            .and_then(|d| d.as_array())
-            .and_then(|d| d.first())
-            .and_then(|m| m.get("id"))
-            .and_then(|id| id.as_str())
-            .map(str::to_string)
-            .ok_or(ClientError::NoModels {
-                url,
-                reason: "no `data[0].id` in the answer".into(),
-            })
+        let no_models = |reason: String| ClientError::NoModels {
+            url: url.clone(),
+            reason,
+        };
+        let body = bounded_body(resp, MAX_MODELS_BODY)
+            .await
+            .map_err(no_models)?;
+        // Only the first id is read: a list of a million models costs its bytes, not a
+        // tree of values.
+        let list: ModelList = serde_json::from_slice(&body)
+            .map_err(|_| no_models("the body is not a JSON model list".into()))?;
+        list.data
+            .into_iter()
+            .next()
+            .and_then(|m| m.id)
+            .ok_or_else(|| no_models("no `data[0].id` in the answer".into()))
     }
+}
+
+/// Most bytes of a `/v1/models` answer the runner reads (a list of 100,000 models is
+/// about 10 MiB).
+const MAX_MODELS_BODY: usize = 16 << 20;
+
+#[derive(serde::Deserialize)]
+struct ModelList {
+    #[serde(default)]
+    data: Vec<ModelEntry>,
+}
+
+#[derive(serde::Deserialize)]
+struct ModelEntry {
+    id: Option<String>,
+}
+
+/// A whole body of at most `limit` bytes, refused before more is held.
+async fn bounded_body(mut resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
+    let over = || format!("the answer is over the limit of {} MiB", limit >> 20);
+    if resp.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(over());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| chain(&e))? {
+        if body.len() + chunk.len() > limit {
+            return Err(over());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 #[cfg(test)]

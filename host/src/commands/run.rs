@@ -38,7 +38,14 @@ pub fn run(a: RunArgs) -> Result<i32> {
         crate::report::endpoints::endpoints_used(failure.result.phases.iter().map(|p| &p.summary));
     header.api = crate::report::endpoints::api_used(&used, &header.api);
     let report = build_report(&config, header, &failure.result);
-    write_and_print(&config, &report)?;
+    if let Err(e) = write_and_print(&config, &report) {
+        // The run's own failure (requests.jsonl cut by the same full disk) comes first:
+        // the error that ends the command would hide it.
+        if let Some(cut) = &failure.failure {
+            crate::errln!("error: {cut}");
+        }
+        return Err(e);
+    }
     exit_code(&report, failure)
 }
 
@@ -322,6 +329,9 @@ fn exit_code(report: &RunReport, outcome: Outcome) -> Result<i32> {
             p.stop.describe()
         );
     }
+    if let Some(cancelled) = all_cancelled(&result) {
+        bail!("all {cancelled} requests were cancelled before they finished (by the scenario's cancel_after_tokens or cancel_after_ms, or by an interrupt): nothing was measured but their time to first token");
+    }
     if nothing_sent(&result) {
         bail!("nothing was sent: the scenario's phases ended before their first request (an empty dataset, or max_requests of 0?)");
     }
@@ -331,10 +341,19 @@ fn exit_code(report: &RunReport, outcome: Outcome) -> Result<i32> {
     Ok(0)
 }
 
-/// No request of any phase finished, well or badly.
+/// No request of any phase was sent: none finished, well or badly, and none was cancelled.
 fn nothing_sent(result: &RunResult) -> bool {
     result
         .phases
         .iter()
-        .all(|p| p.summary.completed + p.summary.failed == 0)
+        .all(|p| p.summary.completed + p.summary.failed + p.summary.cancelled == 0)
+}
+
+/// How many requests were sent when every one of them was cancelled (none finished).
+fn all_cancelled(result: &RunResult) -> Option<u64> {
+    let sum = |f: fn(&crate::metrics::PhaseSummary) -> u64| -> u64 {
+        result.phases.iter().map(|p| f(&p.summary)).sum()
+    };
+    let cancelled = sum(|s| s.cancelled);
+    (cancelled > 0 && sum(|s| s.completed + s.failed) == 0).then_some(cancelled)
 }

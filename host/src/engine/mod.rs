@@ -91,6 +91,16 @@ pub enum EngineError {
         path: String,
         source: std::io::Error,
     },
+    /// Writing requests.jsonl failed part-way (a full disk): the file holds the first
+    /// `written` whole records of `total`.
+    #[error("requests.jsonl was cut: {written} of {total} request records written to {path}, {lost} lost ({source})")]
+    RecordsCut {
+        path: String,
+        written: u64,
+        total: u64,
+        lost: u64,
+        source: std::io::Error,
+    },
     #[error("the scenario thread stopped unexpectedly")]
     ScenarioThread,
     #[error("the statistics collector stopped unexpectedly")]

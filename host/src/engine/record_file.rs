@@ -3,6 +3,7 @@
 //! to its last whole record and recording stops; the run goes on and reports, and the
 //! error is the run's last line.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -18,6 +19,12 @@ pub(super) struct RecordFile {
     handed: u64,
     /// Bytes known to be in the file, all whole records.
     whole: u64,
+    /// Where each record handed but not yet known to be in the file ends.
+    ends: VecDeque<u64>,
+    /// Records known to be whole in the file.
+    on_disk: u64,
+    /// Records the run finished, written or not.
+    offered: u64,
     error: Option<std::io::Error>,
 }
 
@@ -32,6 +39,9 @@ impl RecordFile {
             writer: Some(BufWriter::new(file)),
             handed: 0,
             whole: 0,
+            ends: VecDeque::new(),
+            on_disk: 0,
+            offered: 0,
             error: None,
         })
     }
@@ -39,6 +49,7 @@ impl RecordFile {
     /// Appends one record as one line. Its strings were redacted where they entered (see
     /// `redact`): the serialised line is not, so its structure is never touched.
     pub(super) fn write(&mut self, record: &RequestRecord) {
+        self.offered += 1;
         let Some(w) = self.writer.as_mut() else {
             return;
         };
@@ -47,9 +58,11 @@ impl RecordFile {
         match w.write_all(line.as_bytes()) {
             Ok(()) => {
                 self.handed += line.len() as u64;
+                self.ends.push_back(self.handed);
                 // The writer passes the file whole records only (its buffer, or a line
                 // larger than it): what it does not hold is on disk.
-                self.whole = self.handed - w.buffer().len() as u64;
+                let whole = self.handed - w.buffer().len() as u64;
+                self.reached(whole);
             }
             Err(e) => self.fail(e),
         }
@@ -59,9 +72,18 @@ impl RecordFile {
     pub(super) fn flush(&mut self) {
         if let Some(w) = self.writer.as_mut() {
             match w.flush() {
-                Ok(()) => self.whole = self.handed,
+                Ok(()) => self.reached(self.handed),
                 Err(e) => self.fail(e),
             }
+        }
+    }
+
+    /// The file holds `whole` bytes: the records ending there or before are on disk.
+    fn reached(&mut self, whole: u64) {
+        self.whole = whole;
+        while self.ends.front().is_some_and(|&end| end <= whole) {
+            self.ends.pop_front();
+            self.on_disk += 1;
         }
     }
 
@@ -78,8 +100,11 @@ impl RecordFile {
     pub(super) fn finish(mut self) -> Result<(), EngineError> {
         self.flush();
         match self.error {
-            Some(source) => Err(EngineError::Records {
+            Some(source) => Err(EngineError::RecordsCut {
                 path: self.path.display().to_string(),
+                written: self.on_disk,
+                total: self.offered,
+                lost: self.offered - self.on_disk,
                 source,
             }),
             None => Ok(()),
@@ -104,6 +129,11 @@ mod tests {
         assert!(f.writer.is_none(), "recording stopped");
         let err = f.finish().unwrap_err().to_string();
         assert!(err.contains("/dev/full"), "{err}");
+        assert!(
+            err.starts_with("requests.jsonl was cut: 0 of 100000 request records written")
+                && err.contains("100000 lost"),
+            "{err}"
+        );
     }
 
     #[test]

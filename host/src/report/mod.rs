@@ -17,6 +17,7 @@ pub mod html_escape;
 pub mod json;
 pub mod latency_clock;
 pub mod output;
+pub mod replace_file;
 pub mod result_file;
 pub mod run_report;
 pub mod series;

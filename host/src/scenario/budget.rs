@@ -25,6 +25,57 @@ pub const MAX_LOG_MESSAGE_BYTES: usize = 4 << 10;
 /// line saying so.
 pub const MAX_LOG_BYTES_PER_RUN: usize = 1 << 20;
 
+/// Most distinct keys a scenario may `note` in one run.
+pub const MAX_NOTES_PER_RUN: usize = 1_000;
+
+/// Most bytes of keys and values a scenario's notes may hold together (a number counts 8).
+pub const MAX_NOTE_BYTES_PER_RUN: usize = 16 << 20;
+
+/// What a run's notes hold, checked before a note is kept: past either limit the note is
+/// refused (the call fails with the reason) and the notes already kept stay.
+#[derive(Debug, Default)]
+pub struct NoteBudget {
+    bytes: usize,
+}
+
+impl NoteBudget {
+    /// Takes a note of `bytes` in place of one of `replaced` bytes (0 when the key is
+    /// new), `count` notes being kept so far; refused past the run's limits.
+    pub fn admit(
+        &mut self,
+        key: &str,
+        bytes: usize,
+        replaced: Option<usize>,
+        count: usize,
+    ) -> Result<(), String> {
+        let count = count + usize::from(replaced.is_none());
+        let total = self.bytes - replaced.unwrap_or(0) + bytes;
+        if count > MAX_NOTES_PER_RUN {
+            return Err(format!(
+                "note({}): over the limit of {MAX_NOTES_PER_RUN} notes per run",
+                summary(key)
+            ));
+        }
+        if total > MAX_NOTE_BYTES_PER_RUN {
+            return Err(format!(
+                "note({}): {total} bytes of notes would be over the limit of {} MiB per run",
+                summary(key),
+                MAX_NOTE_BYTES_PER_RUN >> 20
+            ));
+        }
+        self.bytes = total;
+        Ok(())
+    }
+}
+
+/// A key as an error quotes it: its first 40 characters.
+fn summary(key: &str) -> String {
+    match key.char_indices().nth(40) {
+        Some((cut, _)) => format!("{:?}…", &key[..cut]),
+        None => format!("{key:?}"),
+    }
+}
+
 /// A host-function call that asked for more than its budget.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{function}({argument}): {amount} {unit} is over the limit of {limit} {unit} per call")]
@@ -146,6 +197,24 @@ fn truncate_message(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notes_are_refused_past_their_count_or_bytes_and_a_replacement_counts_its_difference() {
+        let mut b = NoteBudget::default();
+        for i in 0..MAX_NOTES_PER_RUN {
+            b.admit("k", 10, None, i).unwrap();
+        }
+        let e = b.admit("k", 10, None, MAX_NOTES_PER_RUN).unwrap_err();
+        assert!(e.contains("1000 notes"), "{e}");
+        b.admit("k", 20, Some(10), MAX_NOTES_PER_RUN).unwrap();
+        let mut b = NoteBudget::default();
+        b.admit("big", MAX_NOTE_BYTES_PER_RUN - 1, None, 0).unwrap();
+        let e = b.admit("more", 2, None, 1).unwrap_err();
+        assert!(e.contains("16 MiB"), "{e}");
+        b.admit("big", 1, Some(MAX_NOTE_BYTES_PER_RUN - 1), 1)
+            .unwrap();
+        b.admit("more", 2, None, 1).unwrap();
+    }
 
     #[test]
     fn token_counts_over_the_limit_are_refused_naming_function_and_limit() {

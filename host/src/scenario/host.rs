@@ -9,7 +9,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, Gamma, Normal};
 
-use super::budget::{self, LogBudget, OverBudget};
+use super::budget::{self, LogBudget, NoteBudget, OverBudget};
 use super::files::FileAccess;
 use super::spec::NoteValue;
 use crate::tokenizer::Tokenizer;
@@ -24,6 +24,7 @@ pub struct HostContext {
     /// Results reported with `note`, in the order first reported.
     notes: Vec<(String, NoteValue)>,
     log_budget: LogBudget,
+    note_budget: NoteBudget,
 }
 
 impl HostContext {
@@ -36,6 +37,7 @@ impl HostContext {
             quiet,
             notes: Vec::new(),
             log_budget: LogBudget::default(),
+            note_budget: NoteBudget::default(),
         }
     }
 
@@ -143,8 +145,17 @@ impl HostContext {
             NoteValue::Text(t) => NoteValue::Text(crate::redact::string(t)),
             other => other,
         };
-        match self.notes.iter_mut().find(|(k, _)| k == key) {
-            Some((_, v)) => *v = value,
+        let size = |key: &str, value: &NoteValue| match value {
+            NoteValue::Text(t) => key.len() + t.len(),
+            _ => key.len() + 8,
+        };
+        let kept = self.notes.iter().position(|(k, _)| k == key);
+        let replaced = kept.map(|i| size(key, &self.notes[i].1));
+        let count = self.notes.len();
+        self.note_budget
+            .admit(key, size(key, &value), replaced, count)?;
+        match kept {
+            Some(i) => self.notes[i].1 = value,
             None => self.notes.push((key.to_string(), value)),
         }
         Ok(())

@@ -5,6 +5,7 @@
 //! buckets over the phase.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -133,6 +134,13 @@ pub struct PhaseAccumulator {
 /// is dropped and the rest kept at half the density.
 const MAX_POINTS: usize = 20_000;
 
+/// Most series (metric names) a phase keeps: a `/metrics` that invents new names at every
+/// scrape would otherwise grow the run without bound. vLLM exposes about 60.
+pub const MAX_SERIES: usize = 10_000;
+
+/// Whether the run has said that [`MAX_SERIES`] was reached.
+static SERIES_WARNED: AtomicBool = AtomicBool::new(false);
+
 impl PhaseAccumulator {
     /// A phase whose counters count from `baseline` (the run's latest scrape, if any).
     pub fn new(baseline: Option<Timed>) -> PhaseAccumulator {
@@ -146,6 +154,9 @@ impl PhaseAccumulator {
         let dt = self.latest.as_ref().map(|l| (sample.t_s - l.t_s).max(0.0));
         for (name, family) in &sample.exposition.families {
             if family.kind == Kind::Histogram {
+                continue;
+            }
+            if !self.scalars.contains_key(name) && !self.room_for_another() {
                 continue;
             }
             let r = self.scalars.entry(name.clone()).or_insert(Running {
@@ -173,6 +184,20 @@ impl PhaseAccumulator {
         }
         self.samples += 1;
         self.latest = Some(sample);
+    }
+
+    /// Whether a new series may be kept: past [`MAX_SERIES`] it is dropped, and the run
+    /// says so once.
+    fn room_for_another(&self) -> bool {
+        if self.scalars.len() < MAX_SERIES {
+            return true;
+        }
+        if !SERIES_WARNED.swap(true, Ordering::Relaxed) {
+            crate::errln!(
+                "warning: the server's /metrics has more than {MAX_SERIES} series; further new ones are not kept"
+            );
+        }
+        false
     }
 
     /// Every scalar's last, mean and maximum over the phase, for `next_phase`.
