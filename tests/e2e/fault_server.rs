@@ -48,6 +48,9 @@ pub enum Fault {
     GzipBody,
     /// A normal stream whose lines end with a lone CR (allowed by the SSE format).
     CrLines,
+    /// A normal stream with events of empty data (`data:` and `data: `) among its own:
+    /// keep-alives that carry no message.
+    EmptyData,
     /// A normal stream that starts with a UTF-8 byte-order mark (allowed too).
     Bom,
     /// The request is read, then the connection is reset (RST) before any response.
@@ -455,6 +458,13 @@ fn stream_answer(req: &Request, fault: Fault) -> Option<String> {
                 // The mark goes out with the first event (an empty chunk would end the body).
                 s += &chunk(&format!("{start}data: {data}{nl}{nl}"));
                 start = "";
+            }
+            s + "0\r\n\r\n"
+        }
+        Fault::EmptyData => {
+            let mut s = STREAM_HEAD.to_string() + &*chunk("data:\n\n");
+            for data in [TOKEN, TOKEN, TOKEN, USAGE, "[DONE]"] {
+                s += &chunk(&format!("data: \n\ndata: {data}\n\n"));
             }
             s + "0\r\n\r\n"
         }

@@ -25,6 +25,7 @@ mod large;
 mod leaks;
 mod llamacpp;
 mod memory_cap;
+mod messages;
 mod mistakes;
 mod oci;
 mod outage;
