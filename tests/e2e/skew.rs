@@ -10,9 +10,10 @@ use crate::support::{exclusive, fixture, run_records};
 
 const REQUESTS: u64 = 400;
 
-/// How far the client's TTFT of one request sits above the server's send time of its
-/// first token, for every normal request (index not a multiple of 10) of one run.
-fn ttft_over_server(long_words: bool) -> (f64, f64) {
+/// The normal requests' (index not a multiple of 10) TTFT in one run: the client's mean,
+/// and how far the client's sits above the server's send time of the first token, mean
+/// and 99th percentile.
+fn ttft_over_server(long_words: bool) -> (f64, f64, f64) {
     let server = FaultServer::start(move |i| {
         if long_words && i % 10 == 0 {
             Fault::LongWord
@@ -37,7 +38,7 @@ fn ttft_over_server(long_words: bool) -> (f64, f64) {
         .filter(|r| r["index"].as_u64().unwrap() % 10 != 0)
         .collect();
     let mut client_sum = 0.0;
-    let mut excess_sum = 0.0;
+    let mut excess = Vec::with_capacity(normal.len());
     for rec in &normal {
         assert!(rec["error"].is_null(), "{}", rec["error"]);
         let at = |key: &Value| key.as_u64().expect("ns") as f64 / 1e6;
@@ -50,21 +51,28 @@ fn ttft_over_server(long_words: bool) -> (f64, f64) {
             "{rec}: client {ttft} ms, server {server_ms} ms"
         );
         client_sum += ttft;
-        excess_sum += ttft - server_ms;
+        excess.push(ttft - server_ms);
     }
     let n = normal.len() as f64;
-    (client_sum / n, excess_sum / n)
+    excess.sort_by(f64::total_cmp);
+    let p99 = excess[(excess.len() * 99).div_ceil(100) - 1];
+    (client_sum / n, excess.iter().sum::<f64>() / n, p99)
 }
 
 #[test]
 fn one_long_word_in_ten_does_not_move_the_other_requests_ttft() {
     let _quiet = exclusive();
-    let (plain_ttft, plain_excess) = ttft_over_server(false);
-    let (mixed_ttft, mixed_excess) = ttft_over_server(true);
+    let (plain_ttft, plain_excess, plain_p99) = ttft_over_server(false);
+    let (mixed_ttft, mixed_excess, mixed_p99) = ttft_over_server(true);
     eprintln!(
         "normal requests' mean TTFT: {plain_ttft:.3} ms alone, {mixed_ttft:.3} ms beside long words; \
-         over the server's send: {plain_excess:.3} ms and {mixed_excess:.3} ms"
+         over the server's send: {plain_excess:.3} ms and {mixed_excess:.3} ms (p99 \
+         {plain_p99:.3} ms and {mixed_p99:.3} ms)"
     );
+    // The p99 is shown, not gated: on a machine busy with other work it moves by
+    // milliseconds between two runs alike. The tail the long words once added (builders
+    // at nice 19 finishing their slice before an I/O thread ran) is gated where it
+    // arose, in record_builder's test of the idle policy.
     assert!(
         mixed_excess - plain_excess <= 1.0,
         "long words moved the other requests' TTFT by {:.3} ms (over the server's send: \
