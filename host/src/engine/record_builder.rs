@@ -71,19 +71,34 @@ impl Builders {
     }
 }
 
-/// Nice 19 for this thread only (Linux gives each thread its own nice value).
+/// Nice 19 and the idle policy for this thread only (Linux gives each thread its own).
+/// Under SCHED_IDLE an ordinary thread that wakes preempts it at once, where the kernel
+/// lets a nice-19 thread finish its slice (milliseconds) before an I/O thread that woke
+/// for a chunk may run.
 fn lower_priority() {
     // SAFETY: plain system calls on this thread's own id; a failure leaves the priority
     // as it was.
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+        let idle = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(0, libc::SCHED_IDLE, &idle);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_builder_thread_runs_under_the_idle_policy() {
+        let policy = std::thread::spawn(|| {
+            lower_priority();
+            // SAFETY: reads this thread's own policy.
+            unsafe { libc::sched_getscheduler(0) }
+        });
+        assert_eq!(policy.join().unwrap(), libc::SCHED_IDLE);
+    }
 
     #[tokio::test]
     async fn jobs_run_on_builder_threads_and_are_awaited() {
