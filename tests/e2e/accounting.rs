@@ -87,3 +87,61 @@ fn the_runners_counts_equal_the_servers_and_every_second_copy_is_counted() {
         retried.len()
     );
 }
+
+/// Closed-loop requests against a server that ends its connection after every answer,
+/// with `fault`: every failure must be one the server saw.
+fn closing_server_run(fault: Fault) {
+    let _quiet = exclusive();
+    let server = FaultServer::start(move |_| fault);
+    let dir = tempfile::tempdir().unwrap();
+    let out = runner(&[
+        &fixture("faults.rhai"),
+        "--target",
+        &server.url,
+        "-p",
+        "requests=3000",
+        "-p",
+        "concurrency=64",
+        "--output",
+        &dir.path().display().to_string(),
+    ]);
+    let records = records_in(dir.path());
+    assert_eq!(records.len(), 3000, "{}", stderr(&out));
+    let mut bodies: HashMap<u64, u64> = HashMap::new();
+    for i in server.seen.lock().unwrap().indices.iter() {
+        *bodies.entry(*i).or_default() += 1;
+    }
+    let unseen: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| !r["error"].is_null())
+        .filter(|r| !bodies.contains_key(&r["index"].as_u64().unwrap()))
+        .collect();
+    let retried = records.iter().filter(|r| r["retried"] == true).count();
+    for r in &records {
+        let copies = bodies.get(&r["index"].as_u64().unwrap()).copied();
+        let limit = if r["retried"] == true { 2 } else { 1 };
+        assert!(copies.unwrap_or(0) <= limit, "{r}");
+    }
+    let failed = records.iter().filter(|r| !r["error"].is_null()).count();
+    eprintln!(
+        "{fault:?}: 3000 requests at concurrency 64, {failed} failed, {} the server never saw, {retried} retried",
+        unseen.len()
+    );
+    assert!(
+        unseen.is_empty(),
+        "{} failures the server never saw, e.g. {}",
+        unseen.len(),
+        unseen[0]
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn a_server_closing_after_every_answer_causes_no_failure_it_never_saw() {
+    closing_server_run(Fault::CloseAfterAnswer);
+}
+
+#[test]
+fn a_server_resetting_after_every_answer_causes_no_failure_it_never_saw() {
+    closing_server_run(Fault::ResetAfterAnswer);
+}

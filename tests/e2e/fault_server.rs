@@ -61,8 +61,14 @@ pub enum Fault {
     /// A normal answer, then the connection is closed without `Connection: close`, as
     /// llama.cpp's server does after every stream.
     CloseAfterAnswer,
+    /// A normal answer, then the connection is reset (SO_LINGER 0): a next request that
+    /// already reached the server's kernel is dropped unread.
+    ResetAfterAnswer,
     /// One content event holding a 100,000-character word (no whitespace).
     LongWord,
+    /// [`HUGE_WORD_EVENTS`] content events of 48 KiB of random letters, one word of about
+    /// 3 MB: its tokens take seconds to count.
+    HugeWord,
     /// A normal answer of three tokens whose first leaves 10 ms after the request was read;
     /// the server logs that moment ([`Seen::first_token_ms`]) so a client's TTFT can be
     /// checked against what the server really did.
@@ -315,6 +321,29 @@ const TOKEN: &str = r#"{"choices":[{"index":0,"text":" tok"}]}"#;
 const USAGE: &str = r#"{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3}}"#;
 
 /// A normal streamed answer of three tokens.
+/// Content events in a [`Fault::HugeWord`] answer.
+pub const HUGE_WORD_EVENTS: usize = 64;
+
+/// A stream of one word without whitespace, of random lowercase letters (a repeated
+/// letter would count fast).
+fn huge_word_stream() -> String {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut s = STREAM_HEAD.to_string();
+    for _ in 0..HUGE_WORD_EVENTS {
+        let text: String = (0..48 << 10)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                char::from(b'a' + (state % 26) as u8)
+            })
+            .collect();
+        let piece = serde_json::json!({"choices": [{"index": 0, "text": text}]});
+        s += &event(&piece.to_string());
+    }
+    s + &*event("[DONE]") + "0\r\n\r\n"
+}
+
 fn normal_stream() -> String {
     let mut s = STREAM_HEAD.to_string();
     for _ in 0..3 {
@@ -472,6 +501,7 @@ fn stream_answer(req: &Request, fault: Fault) -> Option<String> {
             let word = serde_json::json!({"choices": [{"index": 0, "text": "a".repeat(100_000)}]});
             STREAM_HEAD.to_string() + &*event(&word.to_string()) + &*event("[DONE]") + "0\r\n\r\n"
         }
+        Fault::HugeWord => huge_word_stream(),
         Fault::NotSse => {
             STREAM_HEAD.to_string() + &*chunk(&format!("{TOKEN}\n{TOKEN}\n")) + "0\r\n\r\n"
         }
@@ -535,9 +565,16 @@ async fn misbehave(stream: &mut TcpStream, fault: Fault) -> bool {
             }
             false
         }
-        Fault::CloseAfterAnswer => {
+        Fault::CloseAfterAnswer | Fault::ResetAfterAnswer => {
             let _ = stream.write_all(normal_stream().as_bytes()).await;
             let _ = stream.flush().await;
+            // The close comes a moment after the answer (llama.cpp first releases its
+            // slot), while a client's next request is on its way: that request is never
+            // read, and the close resets the connection over it.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            if fault == Fault::ResetAfterAnswer {
+                let _ = stream.set_zero_linger();
+            }
             false
         }
         Fault::Reset => {

@@ -184,13 +184,30 @@ fn every_injected_fault_is_counted_under_its_own_kind() {
     check_result(dir.path(), REQUESTS - injected, injected, &expected);
     check_records(dir.path(), &faults);
 
-    // The server saw every request once: failed requests are not retried.
+    // The server saw every request once: failed requests are not retried, except one
+    // reset before any answer on a connection reused from the pool (the server may have
+    // closed it under the request), sent once more and counted as retried.
     let seen = server.seen.lock().unwrap();
     let mut indices = seen.indices.clone();
     indices.sort_unstable();
+    let twice: Vec<u64> = indices
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| w[0])
+        .collect();
     indices.dedup();
-    assert_eq!(indices.len(), seen.indices.len(), "a request was retried");
     assert_eq!(indices.len(), REQUESTS);
+    let retried: std::collections::HashSet<u64> = records_in(dir.path())
+        .iter()
+        .filter(|r| r["retried"] == true)
+        .map(|r| r["index"].as_u64().unwrap())
+        .collect();
+    assert!(
+        twice
+            .iter()
+            .all(|i| retried.contains(i) && faults[*i as usize] == Fault::Reset),
+        "a request sent twice without being counted, or not a reset: {twice:?}"
+    );
     eprintln!("fault run: {REQUESTS} requests, {injected} faults injected, {elapsed:?}\n{text}");
 }
 

@@ -427,12 +427,14 @@ impl Client {
         };
         // llama.cpp's server closes the connection after every streamed response without
         // saying `Connection: close`, so a request may go out on a pooled connection that
-        // is already closing and fail before the server read it. Such a request is sent
-        // once more, on a new connection; the time lost stays in its latency.
+        // is already closing and fail before the server read it: a clean close, or a reset
+        // when the request reached the server's kernel before its close. Such a request is
+        // sent once more, on a new connection, and counted as retried; the time lost stays
+        // in its latency.
         if sent
             .as_ref()
             .err()
-            .is_some_and(transport::closed_before_response)
+            .is_some_and(|e| transport::never_reached(e, handed))
         {
             ex.retried = true;
             handed = Instant::now();

@@ -18,7 +18,7 @@ use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 pub use connector::{ConnectError, MAX_PREOPENED};
-pub use response::{closed_before_response, TimedResponse};
+pub use response::{never_reached, TimedResponse};
 pub use wire_log::{Arrival, WireLog, WriteStamp};
 
 use connector::TimedConnector;

@@ -71,6 +71,58 @@ impl TimedResponse {
     }
 }
 
+/// Whether a request handed to the transport at `handed` and failed with `e` provably
+/// never reached the server, so that sending it again cannot count it twice: the
+/// connection closed cleanly before any response ([`closed_before_response`]), or it was
+/// reset (or the write failed) before the request was written whole or, on a connection
+/// reused from the pool, before any byte of an answer ([`WireLog::never_reached`]). A server
+/// that closes its connection after every answer resets the pooled connections that a
+/// next request already reached; a reset on a new connection is the server's own doing.
+pub fn never_reached(e: &hyper_util::client::legacy::Error, handed: Instant) -> bool {
+    if e.is_connect() {
+        return false;
+    }
+    if closed_before_response(e) {
+        return true;
+    }
+    let Some(log) = e.connect_info().and_then(|info| {
+        let mut extras = http::Extensions::new();
+        info.get_extras(&mut extras);
+        extras.get::<WireLog>().cloned()
+    }) else {
+        return false;
+    };
+    broken_connection(e) && (log.never_reached(handed) || (body_unwritten(e) && log.answered()))
+}
+
+/// The connection broke while hyper wrote the request's body: the server cannot have read
+/// the request whole. hyper names this kind of error only in its text.
+fn body_unwritten(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(e);
+    while let Some(inner) = source {
+        if let Some(h) = inner.downcast_ref::<hyper::Error>() {
+            return h.to_string() == "error writing a body to connection";
+        }
+        source = inner.source();
+    }
+    false
+}
+
+/// A reset, an aborted connection or a broken pipe somewhere in `e`'s causes.
+fn broken_connection(e: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    let mut source = Some(e);
+    while let Some(inner) = source {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            if matches!(io.kind(), ConnectionReset | ConnectionAborted | BrokenPipe) {
+                return true;
+            }
+        }
+        source = inner.source();
+    }
+    false
+}
+
 /// The connection closed cleanly before any byte of a response: hyper's "incomplete
 /// message" (a reset or a refused connection is another error). llama.cpp's server
 /// closes its connection after every streamed response without saying so.

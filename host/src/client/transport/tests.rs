@@ -206,6 +206,41 @@ fn a_request_went_out_in_the_first_write_after_its_hand_off() {
     assert_eq!(log.first_write_since(at(10)), None);
 }
 
+#[test]
+fn only_a_request_unwritten_or_unanswered_on_a_used_connection_never_reached() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let write = |log: &WireLog, ms| {
+        log.wrote(WriteStamp {
+            start: at(ms),
+            took: Duration::from_micros(20),
+        })
+    };
+    let read = |log: &WireLog, ms| {
+        log.read(ReadStamp {
+            read: at(ms),
+            arrival: None,
+        })
+    };
+    // A new connection: nothing written yet, then the request written.
+    let fresh = WireLog::default();
+    assert!(fresh.never_reached(at(1)));
+    write(&fresh, 2);
+    assert!(
+        !fresh.never_reached(at(1)),
+        "a reset on a new connection is the server's"
+    );
+    // A pooled connection: an earlier request and its answer, then this request.
+    let pooled = WireLog::default();
+    write(&pooled, 1);
+    read(&pooled, 2);
+    assert!(pooled.never_reached(at(3)), "not written");
+    write(&pooled, 4);
+    assert!(pooled.never_reached(at(3)), "written, no byte back");
+    read(&pooled, 5);
+    assert!(!pooled.never_reached(at(3)), "answered in part");
+}
+
 #[tokio::test]
 async fn connections_opened_ahead_are_used_first_and_closed_ones_dropped() {
     use tower_service::Service;

@@ -119,4 +119,27 @@ impl WireLog {
         let entries = self.entries();
         entries.writes.iter().find(|w| w.start >= handed).copied()
     }
+
+    /// Whether a request handed over at `handed`, on a connection that then broke,
+    /// provably never reached the server: none of its bytes were written, or the
+    /// connection had brought an earlier answer (it came from the pool) and not one byte
+    /// came back after the request's write. The second is the keep-alive race: the server
+    /// closed the connection after its last answer while this request was on its way,
+    /// and its kernel reset the connection over the unread request. (A request that
+    /// waited in the pool may find the connection's last write is the request before it:
+    /// then it is taken as written, the cautious side.)
+    pub fn never_reached(&self, handed: Instant) -> bool {
+        let entries = self.entries();
+        let Some(last) = entries.writes.back().filter(|w| w.start >= handed) else {
+            return true;
+        };
+        // Reads before the write: an earlier answer; none after it: no answer to this one.
+        entries.reads.back().is_some_and(|r| r.read < last.start)
+    }
+
+    /// Whether any byte ever came back on this connection: it carried an earlier request
+    /// (a server sends nothing before a request).
+    pub fn answered(&self) -> bool {
+        !self.entries().reads.is_empty()
+    }
 }
