@@ -7,6 +7,7 @@ mod support;
 
 mod accounting;
 mod apis;
+mod backlog;
 mod bad_input;
 mod budgets;
 mod build_steps;

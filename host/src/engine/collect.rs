@@ -50,6 +50,7 @@ impl Collector {
                 Collect::EndPhase { info, reply } => {
                     let _ = reply.send(self.end_phase(&mut acc, &info));
                 }
+                Collect::Close => break,
             }
         }
         self.records.map_or(Ok(()), RecordFile::finish)

@@ -9,7 +9,7 @@ use tokio::task::JoinSet;
 
 use super::live::Live;
 use super::record::SentRequest;
-use super::record_builder::builders;
+use super::record_builder::Backlog;
 use super::signals::Signals;
 use super::{Collect, EngineConfig, EngineError, FromScenario, Planned, StopReason};
 use crate::client::Client;
@@ -62,6 +62,8 @@ pub(super) struct RunContext<'a> {
     pub(super) live: &'a Arc<Mutex<Live>>,
     /// The scenario hears of each response (`on_response`): records carry an outcome.
     pub(super) wants_outcomes: bool,
+    /// Records still being built.
+    pub(super) backlog: &'a Backlog,
 }
 
 /// How a phase ended.
@@ -286,6 +288,7 @@ impl<'a> PhaseDispatch<'a> {
         let wants_outcome = self.run.wants_outcomes;
         let target = (self.run.clients.len() > 1).then_some(planned.target);
         let mut cancel = self.cancel.subscribe();
+        let backlog = self.run.backlog.clone();
         self.tasks.spawn(async move {
             let request_id = client.request_id(format_args!("{phase}-{}", planned.index));
             let sent = Instant::now();
@@ -304,14 +307,14 @@ impl<'a> PhaseDispatch<'a> {
             };
             // Counting tokens is CPU work on text of any size a server sends: done on the
             // record builders, never on the I/O threads that timestamp other streams'
-            // chunks. The record is sent from there, so a drain that gives up waiting
-            // loses none.
-            builders()
-                .run(move || {
-                    let (record, outcome) = request.record(exchange, &tokenizer, wants_outcome);
+            // chunks. The task ends with its exchange, so the drain, and the phase's
+            // duration, never wait for the counting; the phase's summary does.
+            backlog.build(
+                move || request.record(exchange, &tokenizer, wants_outcome),
+                move |(record, outcome)| {
                     let _ = records.send(Collect::Record(Box::new(record), outcome.map(Box::new)));
-                })
-                .await;
+                },
+            );
         });
     }
 

@@ -39,6 +39,7 @@ use dispatch::RunContext;
 use generator::ThreadContext;
 pub use live::LiveView;
 use phases::{Finished, PhaseLoop, SCENARIO_GRACE};
+use record_builder::Backlog;
 use record_file::RecordFile;
 use signals::Signals;
 
@@ -227,6 +228,8 @@ enum Collect {
         info: PhaseInfo,
         reply: oneshot::Sender<(PhaseSummary, DecisionLatencies)>,
     },
+    /// No more records are awaited.
+    Close,
 }
 
 /// Runs every phase of a configured scenario: `phases` (what its `phases` returned), then
@@ -272,6 +275,7 @@ pub async fn run(
         outcomes: wants_outcomes.then(|| link.commands.clone()),
     };
     let collector = tokio::spawn(collector.run(rec_rx));
+    let backlog = Backlog::new();
     let mut phases = PhaseLoop {
         run: RunContext {
             clients: &clients,
@@ -280,6 +284,7 @@ pub async fn run(
             records: &rec_tx,
             live: &live,
             wants_outcomes,
+            backlog: &backlog,
         },
         scenario: link,
         signals,
@@ -293,6 +298,11 @@ pub async fn run(
     // collector.
     let scenario_thread = phases.scenario.close();
     let done = phases.done;
+    // Records a signal left unbuilt may still be counting on the builders: the collector
+    // stops here rather than wait for them.
+    if backlog.abandoned() {
+        let _ = rec_tx.send(Collect::Close);
+    }
     drop(rec_tx);
     let written = collector.await.unwrap_or(Ok(()));
     let notes = if done.interrupted {

@@ -21,6 +21,10 @@ use crate::scenario::{LatencySummary, PhaseReport, PhaseSpec, ScenarioError};
 /// signal, within the 5 s drain's budget).
 pub(super) const SCENARIO_GRACE: Duration = Duration::from_millis(500);
 
+/// How long a signal lets the records still being built finish before the run reports
+/// without them (after the 5 s drain at most, so the run still ends in about 5 s).
+const RECORD_GRACE: Duration = Duration::from_millis(1000);
+
 /// Longest wait for a phase's connections to open before its clock starts.
 const PREOPEN_LIMIT: Duration = Duration::from_secs(2);
 
@@ -139,13 +143,14 @@ impl PhaseLoop<'_> {
         if let Err(e) = self.close_phase(&end.stop).await {
             self.done.failure = Some(e);
         }
+        let signalled = !self.await_records().await;
         let (summary, latencies) = self.summarize(spec, &end).await?;
         let mut report = phase_report(p, spec, &summary, &latencies);
         report.server = server.stats;
         self.done.history.push(report);
-        let goes_on = self.done.failure.is_none() && !end.stop.ends_run();
+        let goes_on = self.done.failure.is_none() && !end.stop.ends_run() && !signalled;
         if self.done.failure.is_none() {
-            self.done.interrupted |= end.stop == StopReason::Interrupted;
+            self.done.interrupted |= end.stop == StopReason::Interrupted || signalled;
         }
         self.done.results.push(PhaseResult {
             spec: spec.clone(),
@@ -155,6 +160,33 @@ impl PhaseLoop<'_> {
             server: server.report,
         });
         Ok(goes_on)
+    }
+
+    /// Waits for the phase's records still being built, so that its summary counts every
+    /// request; the phase's duration has already ended with its last response. After a
+    /// signal (before or during the wait) they get [`RECORD_GRACE`]; those still unbuilt
+    /// then are left out of requests.jsonl and the results, and the run says how many.
+    /// Whether no signal came.
+    async fn await_records(&mut self) -> bool {
+        let backlog = self.run.backlog;
+        let mut interrupt = self.signals.interrupt.clone();
+        if !*interrupt.borrow() {
+            tokio::select! {
+                biased;
+                _ = backlog.empty() => return true,
+                _ = interrupt.wait_for(|i| *i) => {}
+            }
+        }
+        if tokio::time::timeout(RECORD_GRACE, backlog.empty())
+            .await
+            .is_err()
+        {
+            let left = backlog.abandon();
+            crate::errln!(
+                "warning: {left} finished requests were still having their tokens counted at the interrupt; they are left out of requests.jsonl and the results"
+            );
+        }
+        false
     }
 
     /// Opens the phase's connections before its clock starts, so no request's send

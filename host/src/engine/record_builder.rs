@@ -4,8 +4,11 @@
 //! the machine. Not tokio's blocking pool: its threads also resolve host names, which a
 //! lowered priority would slow.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
+
+use tokio::sync::watch;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -55,19 +58,66 @@ impl Builders {
         Builders { jobs: tx }
     }
 
-    /// Runs `job` on a builder thread and waits for it without blocking the runtime.
-    pub(super) async fn run(&self, job: impl FnOnce() + Send + 'static) {
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
-        let job: Job = Box::new(move || {
+    /// Runs `job` on a builder thread; the caller does not wait for it.
+    pub(super) fn submit(&self, job: impl FnOnce() + Send + 'static) {
+        if let Err(mpsc::SendError(job)) = self.jobs.send(Box::new(job)) {
             job();
-            let _ = done_tx.send(());
-        });
-        match self.jobs.send(job) {
-            Ok(()) => {
-                let _ = done_rx.await;
-            }
-            Err(mpsc::SendError(job)) => job(),
         }
+    }
+}
+
+/// The records handed to the builders and not yet sent to the collector. A phase's
+/// duration ends with its last response, never with the building of its records (a long
+/// answer without whitespace takes seconds to count); the phase's summary waits for them,
+/// unless a signal came: then the run goes on without those still unbuilt.
+#[derive(Clone)]
+pub(super) struct Backlog {
+    pending: Arc<watch::Sender<u64>>,
+    abandoned: Arc<AtomicBool>,
+}
+
+impl Backlog {
+    pub(super) fn new() -> Backlog {
+        Backlog {
+            pending: Arc::new(watch::channel(0).0),
+            abandoned: Arc::default(),
+        }
+    }
+
+    /// Builds a record on the builders, then `send`s it; not at all once the run gave
+    /// up waiting.
+    pub(super) fn build<R: Send + 'static>(
+        &self,
+        build: impl FnOnce() -> R + Send + 'static,
+        send: impl FnOnce(R) + Send + 'static,
+    ) {
+        self.pending.send_modify(|n| *n += 1);
+        let backlog = self.clone();
+        builders().submit(move || {
+            if !backlog.abandoned.load(Ordering::Acquire) {
+                let record = build();
+                if !backlog.abandoned.load(Ordering::Acquire) {
+                    send(record);
+                }
+            }
+            backlog.pending.send_modify(|n| *n = n.saturating_sub(1));
+        });
+    }
+
+    /// Returns once no record is being built.
+    pub(super) async fn empty(&self) {
+        let mut pending = self.pending.subscribe();
+        let _ = pending.wait_for(|n| *n == 0).await;
+    }
+
+    /// Stops waiting: records not yet built are never sent. How many there were.
+    pub(super) fn abandon(&self) -> u64 {
+        self.abandoned.store(true, Ordering::Release);
+        *self.pending.borrow()
+    }
+
+    pub(super) fn abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Acquire)
     }
 }
 
@@ -100,23 +150,38 @@ mod tests {
         assert_eq!(policy.join().unwrap(), libc::SCHED_IDLE);
     }
 
-    #[tokio::test]
-    async fn jobs_run_on_builder_threads_and_are_awaited() {
+    #[test]
+    fn jobs_run_on_builder_threads() {
         let (tx, rx) = std::sync::mpsc::channel();
-        builders()
-            .run(move || {
-                let name = std::thread::current().name().map(str::to_string);
-                tx.send(name).unwrap();
-            })
-            .await;
-        let name = rx.try_recv().expect("done when awaited");
+        builders().submit(move || {
+            let name = std::thread::current().name().map(str::to_string);
+            tx.send(name).unwrap();
+        });
+        let name = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
         assert!(name.unwrap_or_default().starts_with("records-"));
     }
 
-    #[tokio::test]
-    async fn without_threads_a_job_runs_inline() {
+    #[test]
+    fn without_threads_a_job_runs_inline() {
         let (tx, rx) = std::sync::mpsc::channel();
-        Builders::inline().run(move || tx.send(1).unwrap()).await;
+        Builders::inline().submit(move || tx.send(1).unwrap());
         assert_eq!(rx.try_recv(), Ok(1));
+    }
+
+    #[tokio::test]
+    async fn the_backlog_empties_and_an_abandoned_one_sends_nothing() {
+        let backlog = Backlog::new();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sent = tx.clone();
+        backlog.build(|| 1, move |r| sent.send(r).unwrap());
+        backlog.empty().await;
+        assert_eq!(rx.try_recv(), Ok(1));
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        backlog.build(move || wait.recv().unwrap(), move |()| tx.send(2).unwrap());
+        assert_eq!(backlog.abandon(), 1);
+        go.send(()).unwrap();
+        backlog.empty().await;
+        assert!(backlog.abandoned());
+        assert!(rx.try_recv().is_err());
     }
 }
