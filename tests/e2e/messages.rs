@@ -52,7 +52,7 @@ fn a_phase_longer_than_any_run_is_too_large_not_negative() {
     let lines = error_lines(&err);
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
-        lines[0].contains("too large") && lines[0].contains("at most 1000000000 s"),
+        lines[0].contains("of 1e300 s is too large") && lines[0].contains("at most 1000000000 s"),
         "{err}"
     );
     assert!(!err.contains(">= 0"), "{err}");

@@ -106,7 +106,7 @@ pub const MAX_PHASE_SECS: f64 = 1e9;
 pub fn max_duration(i: usize, secs: f64) -> Result<Duration, String> {
     if secs > MAX_PHASE_SECS {
         return Err(format!(
-            "phase {i}: `max_duration` of {secs} s is too large: at most {MAX_PHASE_SECS:.0} s (about 31 years)"
+            "phase {i}: `max_duration` of {secs:e} s is too large: at most {MAX_PHASE_SECS:.0} s (about 31 years)"
         ));
     }
     super::params::duration_of(secs)
@@ -320,7 +320,7 @@ mod tests {
         assert!(max_duration(0, -1.0).is_err());
         let huge = max_duration(0, 1e300).unwrap_err();
         assert!(
-            huge.contains("too large") && huge.contains("at most 1000000000 s"),
+            huge.contains("of 1e300 s is too large") && huge.contains("at most 1000000000 s"),
             "{huge}"
         );
         assert!(max_duration(0, f64::INFINITY)
