@@ -66,9 +66,9 @@ pub enum Fault {
     ResetAfterAnswer,
     /// One content event holding a 100,000-character word (no whitespace).
     LongWord,
-    /// [`HUGE_WORD_EVENTS`] content events of 48 KiB of random letters, one word of about
-    /// 3 MB: its tokens take seconds to count.
-    HugeWord,
+    /// The given number of content events of 48 KiB of random letters, one word: 64 of
+    /// them (3 MB) take seconds to count.
+    HugeWord(usize),
     /// A normal answer of three tokens whose first leaves 10 ms after the request was read;
     /// the server logs that moment ([`Seen::first_token_ms`]) so a client's TTFT can be
     /// checked against what the server really did.
@@ -321,15 +321,12 @@ const TOKEN: &str = r#"{"choices":[{"index":0,"text":" tok"}]}"#;
 const USAGE: &str = r#"{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3}}"#;
 
 /// A normal streamed answer of three tokens.
-/// Content events in a [`Fault::HugeWord`] answer.
-pub const HUGE_WORD_EVENTS: usize = 64;
-
 /// A stream of one word without whitespace, of random lowercase letters (a repeated
 /// letter would count fast).
-fn huge_word_stream() -> String {
+fn huge_word_stream(events: usize) -> String {
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
     let mut s = STREAM_HEAD.to_string();
-    for _ in 0..HUGE_WORD_EVENTS {
+    for _ in 0..events {
         let text: String = (0..48 << 10)
             .map(|_| {
                 state ^= state << 13;
@@ -501,7 +498,7 @@ fn stream_answer(req: &Request, fault: Fault) -> Option<String> {
             let word = serde_json::json!({"choices": [{"index": 0, "text": "a".repeat(100_000)}]});
             STREAM_HEAD.to_string() + &*event(&word.to_string()) + &*event("[DONE]") + "0\r\n\r\n"
         }
-        Fault::HugeWord => huge_word_stream(),
+        Fault::HugeWord(events) => huge_word_stream(events),
         Fault::NotSse => {
             STREAM_HEAD.to_string() + &*chunk(&format!("{TOKEN}\n{TOKEN}\n")) + "0\r\n\r\n"
         }

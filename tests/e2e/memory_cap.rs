@@ -2,7 +2,8 @@
 //! endless `/v1/models`, a registry's endless manifest, token or error body, a `/metrics`
 //! inventing new names at every scrape, a Rhai script holding 80 strings of 52 MB and
 //! notes of 52 MB or by the thousand each end with one `error:` line (exit 1) or one
-//! warning, within 5 s, and the kernel kills nothing. The cap is a cgroup (v2's
+//! warning, in about a second (each run prints its time; the bound is 30 s, for a busy
+//! machine), and the kernel kills nothing. The cap is a cgroup (v2's
 //! memory.max, else v1's memory.limit_in_bytes): an address-space limit would break
 //! Wasmtime's reservations. Without either the tests say so and pass.
 
@@ -67,8 +68,8 @@ impl MemoryCap {
         Some(MemoryCap { dir, events })
     }
 
-    /// Runs `runner ARGS…` inside the cgroup, with `env` set; checks it ended within 5 s
-    /// and that nothing in the cgroup was killed for memory.
+    /// Runs `runner ARGS…` inside the cgroup, with `env` set; checks it ended (within 30 s:
+    /// a hang, not a slow machine) and that nothing in the cgroup was killed for memory.
     fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let cache = tempfile::tempdir().unwrap();
         let start = Instant::now();
@@ -89,7 +90,11 @@ impl MemoryCap {
         let err = stderr(&out);
         assert_eq!(self.oom_kills(), 0, "killed for memory: {err}");
         assert!(out.status.code().is_some(), "{:?}: {err}", out.status);
-        assert!(took < Duration::from_secs(5), "took {took:?}: {err}");
+        // Each ends in about a second on a quiet machine (figures in the note of issue 40:
+        // 0.5-1.0 s); the bound catches a run that hangs or thrashes on what came in, with
+        // room for a machine doing other work (timed figures come from benchmarks).
+        eprintln!("ended in {took:?}");
+        assert!(took < Duration::from_secs(30), "took {took:?}: {err}");
         out
     }
 
