@@ -5,6 +5,7 @@
 //! [`cli`] parses, [`commands`] holds one file per subcommand, [`config`] turns the
 //! arguments of `run` into one [`config::RunConfig`].
 
+pub mod bounded_file;
 pub mod cache_dir;
 pub mod cli;
 pub mod client;

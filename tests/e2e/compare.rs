@@ -340,3 +340,90 @@ fn force_pairs_phases_whose_names_carry_a_parameter() {
     );
     assert_eq!(text.matches("Summary: ").count(), 1, "{text}");
 }
+
+/// A `vllm bench serve --save-result` file (tests/fixtures/vllm: vLLM's keys, figures of
+/// the reference run in ../shared/reference/vllm-poisson-20min.txt) is one phase: it
+/// pairs with a result's only measured phase, either way round, on the metrics both have.
+#[test]
+fn a_vllm_result_pairs_with_the_only_measured_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ours, json) = save(dir.path(), "ours", &["--sim-profile", "zero"]);
+    let vllm = repo().join("tests/fixtures/vllm/bench_serve_poisson.json");
+    let (o, v) = (ours.display().to_string(), vllm.display().to_string());
+    let out = runner(&["compare", &o, &v]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let phase = json["phase"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("bench_serve_poisson vs result: bench_serve_poisson is a `vllm bench serve` result, one phase: paired with the only measured phase `{phase}` of result, on the metrics both have")),
+        "{text}"
+    );
+    let rows = table_rows(&text);
+    let row = |label: &str| {
+        rows.iter()
+            .find(|(l, _)| l == label)
+            .map(|(_, r)| r.clone())
+            .unwrap_or_else(|| panic!("no row `{label}`:\n{text}"))
+    };
+    assert_eq!(row("Mean TTFT (ms)")[1], "98.30", "{text}");
+    assert_eq!(row("P99 E2EL (ms)")[1], "41893.83", "{text}");
+    assert_eq!(
+        row("Output token throughput (tok/s)")[0],
+        format!("{:.2}", num(&json, "output_throughput"))
+    );
+    assert_eq!(text.matches("Summary: ").count(), 1, "{text}");
+    // One warning: the workloads cannot be checked.
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no `runner` section"), "{err}");
+    // The vLLM file as the baseline: the same pairing, the other way round.
+    let back = runner(&["compare", &v, &o]);
+    assert!(back.status.success(), "{}", stderr(&back));
+    assert!(
+        stdout(&back).contains(&format!("result vs bench_serve_poisson: bench_serve_poisson is a `vllm bench serve` result, one phase: paired with the only measured phase `{phase}` of result")),
+        "{}",
+        stdout(&back)
+    );
+}
+
+/// Results written by other runner or WIT versions: one warning line naming both; a
+/// result file past the size bound: one error line naming it, its size and the bound,
+/// without reading it.
+#[test]
+fn other_versions_warn_and_huge_files_are_refused_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, json) = save(dir.path(), "a", &["--sim-profile", "zero"]);
+    let mut older = json.clone();
+    older["runner"]["runner_version"] = "0.0.9".into();
+    older["runner"]["wit_version"] = "0.2.0".into();
+    let b = dir.path().join("older.json");
+    std::fs::write(&b, serde_json::to_string(&older).unwrap()).unwrap();
+    let (ap, bp) = (a.display().to_string(), b.display().to_string());
+    let out = runner(&["compare", &ap, &bp]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (version, wit) = (
+        &json["runner"]["runner_version"],
+        &json["runner"]["wit_version"],
+    );
+    let (version, wit) = (version.as_str().unwrap(), wit.as_str().unwrap());
+    assert_eq!(
+        stderr(&out),
+        format!("warning: result and older were written by different versions (runner {version} and 0.0.9, WIT {wit} and 0.2.0): their figures may not be measured alike\n")
+    );
+
+    // 65 MiB on the file system's word, nothing written: refused before a byte is read.
+    let huge = dir.path().join("huge.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(65 << 20)
+        .unwrap();
+    let out = runner(&["compare", &ap, &huge.display().to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: {} is 68157440 bytes (65 MiB): a result file may be at most 67108864 bytes (64 MiB)\n",
+            huge.display()
+        )
+    );
+}

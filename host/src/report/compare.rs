@@ -24,6 +24,42 @@ pub enum CompareError {
     Workload(String),
     #[error("the results have no phase in common: {0}")]
     NoCommonPhase(String),
+    #[error(transparent)]
+    Bounded(#[from] crate::bounded_file::BoundedReadError),
+}
+
+/// The largest result file `compare` reads. A result.json holds a few hundred numbers per
+/// phase and the server's metrics (a handful of series per phase, never a point per
+/// request): a few MiB for a long many-phase run; vLLM's `--save-detailed` adds a few
+/// numbers and the generated text per request. 64 MiB is far beyond either.
+pub const RESULT_FILE_LIMIT: u64 = 64 << 20;
+
+/// The name of the one phase of a `vllm bench serve --save-result` file.
+pub const VLLM_PHASE: &str = "vllm bench serve";
+
+/// The versions that wrote a result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versions {
+    pub runner: String,
+    pub wit: String,
+}
+
+/// The warning line when `a` and `b` were written by different runner or WIT versions,
+/// naming both of each that differ.
+pub fn versions_differ(a: &str, va: &Versions, b: &str, vb: &Versions) -> Option<String> {
+    let mut differ = Vec::new();
+    if va.runner != vb.runner {
+        differ.push(format!("runner {} and {}", va.runner, vb.runner));
+    }
+    if va.wit != vb.wit {
+        differ.push(format!("WIT {} and {}", va.wit, vb.wit));
+    }
+    (!differ.is_empty()).then(|| {
+        format!(
+            "{a} and {b} were written by different versions ({}): their figures may not be measured alike",
+            differ.join(", ")
+        )
+    })
 }
 
 /// One loaded result file.
@@ -34,13 +70,12 @@ pub struct Loaded {
     pub phases: Vec<(String, Map<String, Value>)>,
     /// `runner` section of the first phase, if the file has one.
     pub runner: Option<Map<String, Value>>,
+    /// A `vllm bench serve --save-result` file: one flat phase, no `runner` section.
+    pub vllm: bool,
 }
 
 pub fn load(path: &Path) -> Result<Loaded, CompareError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CompareError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = crate::bounded_file::read_to_string(path, RESULT_FILE_LIMIT, "a result file")?;
     let format = |message: String| CompareError::Format {
         path: path.to_path_buf(),
         message,
@@ -49,6 +84,7 @@ pub fn load(path: &Path) -> Result<Loaded, CompareError> {
     let Value::Object(top) = value else {
         return Err(format("not a JSON object".into()));
     };
+    let vllm = !top.contains_key("phases") && !top.contains_key("runner");
     let objects: Vec<Map<String, Value>> = match top.get("phases") {
         Some(Value::Array(list)) => list.iter().filter_map(|v| v.as_object().cloned()).collect(),
         _ => vec![top.clone()],
@@ -60,10 +96,11 @@ pub fn load(path: &Path) -> Result<Loaded, CompareError> {
                 "no `output_throughput` or `total_token_throughput`".into(),
             ));
         }
-        let name = o
-            .get("phase")
-            .and_then(Value::as_str)
-            .map_or_else(|| format!("phase {}", i + 1), str::to_string);
+        let name = match o.get("phase").and_then(Value::as_str) {
+            Some(name) => name.to_string(),
+            None if vllm => VLLM_PHASE.to_string(),
+            None => format!("phase {}", i + 1),
+        };
         phases.push((name, o));
     }
     if phases.is_empty() {
@@ -79,6 +116,17 @@ pub fn load(path: &Path) -> Result<Loaded, CompareError> {
         path: path.to_path_buf(),
         phases,
         runner,
+        vllm,
+    })
+}
+
+/// The runner and WIT versions a result's `runner` section names.
+fn versions(l: &Loaded) -> Option<Versions> {
+    let r = l.runner.as_ref()?;
+    let get = |k: &str| r.get(k).map(text);
+    Some(Versions {
+        runner: get("runner_version")?,
+        wit: get("wit_version")?,
     })
 }
 
@@ -147,6 +195,9 @@ pub fn check_workload(a: &Loaded, b: &Loaded) -> Result<Vec<String>, CompareErro
         )));
     }
     let mut warnings = Vec::new();
+    if let (Some(va), Some(vb)) = (versions(a), versions(b)) {
+        warnings.extend(versions_differ(&a.label, &va, &b.label, &vb));
+    }
     if get(ra, "seed") != get(rb, "seed") {
         warnings.push(format!(
             "{} and {} used different seeds ({} and {}): the requests differ",
@@ -409,30 +460,39 @@ fn compare_pair(
         l.phases.iter().map(|(n, _)| n.as_str()).collect()
     }
     let (na, nb) = (names(base), names(other));
-    let Some(pairing) = super::compare_pairs::pair(&na, &nb, force) else {
-        let hint = if na.len() == nb.len() && !force {
-            " (pass --force to pair them by position)"
-        } else {
-            ""
-        };
-        return Err(CompareError::NoCommonPhase(format!("{a} and {b}{hint}")));
+    let (pairs, how) = match pair_with_vllm(base, other, force)? {
+        Some(paired) => paired,
+        None => {
+            let Some(pairing) = super::compare_pairs::pair(&na, &nb, force) else {
+                let hint = if na.len() == nb.len() && !force {
+                    " (pass --force to pair them by position)"
+                } else {
+                    ""
+                };
+                return Err(CompareError::NoCommonPhase(format!("{a} and {b}{hint}")));
+            };
+            let how = pairing.how.describe().map(|how| {
+                let list: Vec<String> = pairing
+                    .pairs
+                    .iter()
+                    .map(|&(i, j)| format!("`{}` of {b} with `{}` of {a}", nb[j], na[i]))
+                    .collect();
+                format!("{how}: {}", list.join(", "))
+            });
+            (pairing.pairs, how)
+        }
     };
     for (i, name) in na.iter().enumerate() {
-        if !pairing.pairs.iter().any(|(pa, _)| *pa == i) {
+        if !pairs.iter().any(|(pa, _)| *pa == i) {
             warnings.push(format!("phase `{name}` of {a} is not in {b}"));
         }
     }
     let mut text = String::new();
-    if let Some(how) = pairing.how.describe() {
-        let list: Vec<String> = pairing
-            .pairs
-            .iter()
-            .map(|&(i, j)| format!("`{}` of {b} with `{}` of {a}", nb[j], na[i]))
-            .collect();
-        let _ = writeln!(text, "{b} vs {a}: {how}: {}\n", list.join(", "));
+    if let Some(how) = how {
+        let _ = writeln!(text, "{b} vs {a}: {how}\n");
     }
     let many = base.phases.len() > 1;
-    for &(i, j) in &pairing.pairs {
+    for &(i, j) in &pairs {
         let ((name_a, pa), (name_b, pb)) = (&base.phases[i], &other.phases[j]);
         let phase = if name_a != name_b {
             format!(", phase {name_b} vs {name_a}")
@@ -453,6 +513,48 @@ fn compare_pair(
         }
     }
     Ok(text)
+}
+
+/// Phases paired (index in the base, in the other) and the line saying how, if not by name.
+type Paired = (Vec<(usize, usize)>, Option<String>);
+
+/// A `vllm bench serve` file against one of ours: its one phase pairs with our only
+/// measured phase, or with `--force` with our first of several. `None` unless exactly one
+/// of the two is a vLLM file; otherwise the pairs (base index, other index) and the line
+/// that says how they were paired.
+fn pair_with_vllm(
+    base: &Loaded,
+    other: &Loaded,
+    force: bool,
+) -> Result<Option<Paired>, CompareError> {
+    let (vllm, ours) = match (base.vllm, other.vllm) {
+        (true, false) => (base, other),
+        (false, true) => (other, base),
+        _ => return Ok(None),
+    };
+    let measured: Vec<&str> = ours.phases.iter().map(|(n, _)| n.as_str()).collect();
+    let which = match measured.len() {
+        1 => format!("the only measured phase `{}` of {}", measured[0], ours.label),
+        _ if force => format!(
+            "the first of the {} measured phases of {}, `{}` (--force)",
+            measured.len(),
+            ours.label,
+            measured[0]
+        ),
+        n => {
+            return Err(CompareError::NoCommonPhase(format!(
+                "{} is a `vllm bench serve` result (one phase) and {} has {n} measured phases ({}) (pass --force to pair it with the first)",
+                vllm.label,
+                ours.label,
+                measured.join(", ")
+            )))
+        }
+    };
+    let how = format!(
+        "{} is a `vllm bench serve` result, one phase: paired with {which}, on the metrics both have",
+        vllm.label
+    );
+    Ok(Some((vec![(0, 0)], Some(how))))
 }
 
 /// Compares `loaded[1..]` with `loaded[0]`; `force` turns workload refusals into warnings.
@@ -566,6 +668,7 @@ mod tests {
             path: PathBuf::from(format!("{label}.json")),
             phases: vec![("main".into(), Map::new())],
             runner: runner.as_object().cloned(),
+            vllm: false,
         }
     }
 
@@ -638,6 +741,62 @@ mod tests {
         // Same names: no pairing line.
         let r = compare(&[with("a", &["main"]), with("b", &["main"])], false, false).unwrap();
         assert!(!r.text.contains("paired"), "{}", r.text);
+    }
+
+    #[test]
+    fn a_vllm_result_pairs_with_the_only_measured_phase() {
+        let phase = |n: &str| (n.to_string(), obj(json!({"output_throughput": 10.0})));
+        let mut ours = loaded("ours", json!({"scenario": "s"}));
+        ours.phases = vec![phase("main")];
+        let mut vllm = loaded("vllm", Value::Null);
+        (vllm.vllm, vllm.phases) = (true, vec![phase(VLLM_PHASE)]);
+        let r = compare(&[ours, vllm], false, false).unwrap();
+        assert!(
+            r.text.contains("vllm vs ours: vllm is a `vllm bench serve` result, one phase: paired with the only measured phase `main` of ours, on the metrics both have\n"),
+            "{}",
+            r.text
+        );
+        assert_eq!(r.text.matches("Summary: ").count(), 1, "{}", r.text);
+        // Several measured phases: refused, unless --force pairs the first.
+        let several = || {
+            let mut ours = loaded("ours", json!({"scenario": "s"}));
+            ours.phases = vec![phase("warm"), phase("main")];
+            let mut vllm = loaded("vllm", Value::Null);
+            (vllm.vllm, vllm.phases) = (true, vec![phase(VLLM_PHASE)]);
+            [vllm, ours]
+        };
+        let e = compare(&several(), false, false).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            "the results have no phase in common: vllm is a `vllm bench serve` result (one phase) and ours has 2 measured phases (warm, main) (pass --force to pair it with the first)"
+        );
+        let r = compare(&several(), false, true).unwrap();
+        assert!(
+            r.text.contains(
+                "paired with the first of the 2 measured phases of ours, `warm` (--force)"
+            ),
+            "{}",
+            r.text
+        );
+    }
+
+    #[test]
+    fn different_versions_are_one_warning_naming_both() {
+        let r = |version: &str, wit: &str| {
+            json!({"scenario": "s", "params": {}, "seed": 1,
+            "request_digest": "x", "runner_version": version, "wit_version": wit})
+        };
+        let a = loaded("a", r("0.1.0", "0.3.0"));
+        assert!(check_workload(&a, &loaded("b", r("0.1.0", "0.3.0")))
+            .unwrap()
+            .is_empty());
+        let w = check_workload(&a, &loaded("b", r("0.2.0", "0.2.1"))).unwrap();
+        assert_eq!(
+            w,
+            ["a and b were written by different versions (runner 0.1.0 and 0.2.0, WIT 0.3.0 and 0.2.1): their figures may not be measured alike"]
+        );
+        let w = check_workload(&a, &loaded("b", r("0.1.0", "0.2.1"))).unwrap();
+        assert!(w[0].contains("(WIT 0.3.0 and 0.2.1)"), "{w:?}");
     }
 
     #[test]
