@@ -801,3 +801,90 @@ fn kubernetes_manifests_pass_the_api_schema() {
     let out = validate("bad.yaml", &bad);
     assert!(!out.status.success(), "{}", stdout(&out));
 }
+
+/// Writes `edit` of `dir`'s shard.json back in its place.
+fn edit_shard(dir: &Path, edit: impl Fn(&mut serde_json::Value)) {
+    let path = dir.join("shard.json");
+    let mut v = json(&path);
+    edit(&mut v);
+    std::fs::write(&path, serde_json::to_string(&v).expect("JSON")).expect("write shard.json");
+}
+
+/// `runner merge` trusts no count of a shard: a tampered count (u64::MAX, which wrapped
+/// the merged total to "Successful requests: 9") is refused naming the shard, the phase
+/// and the count; shards of other runner versions merge with one warning naming both; a
+/// shard.json past its size bound is refused unread, naming its size and the bound.
+#[test]
+fn tampered_other_version_or_huge_shards_are_one_line() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let scenario = write_scenario(tmp.path(), "open.rhai", OPEN_LOOP);
+    let sim = SimProcess::start(&["--sim-profile", "zero"]);
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("s{i}"))).collect();
+    run_shards(&scenario, &sim.url, &dirs, |i| {
+        (
+            vec![
+                "--shard".into(),
+                format!("{i}/2"),
+                "-p".into(),
+                "requests=20".into(),
+            ],
+            vec![],
+        )
+    });
+    let mut args = vec!["merge".to_string()];
+    args.extend(dir_args(&dirs));
+    let merge = || runner(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let original = std::fs::read(dirs[1].join("shard.json")).expect("shard.json");
+
+    edit_shard(&dirs[1], |v| {
+        v["phases"][0]["state"]["completed"] = u64::MAX.into()
+    });
+    let out = merge();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "error: {} (shard 1/2), phase poisson: `completed` + `failed` + `cancelled` is 18446744073709551615, but the `lateness` histogram holds 10 requests\n",
+            dirs[1].display()
+        )
+    );
+    // Counts whose own sum overflows.
+    edit_shard(&dirs[1], |v| v["phases"][0]["state"]["failed"] = 1.into());
+    let err = stderr(&merge());
+    assert!(
+        err.contains("(shard 1/2), phase poisson: `completed` (18446744073709551615) + `failed` (1) + `cancelled` (0) overflow a 64-bit count"),
+        "{err}"
+    );
+
+    std::fs::write(dirs[1].join("shard.json"), &original).expect("restore");
+    let version = json(&dirs[0].join("shard.json"))["header"]["runner_version"].clone();
+    edit_shard(&dirs[1], |v| v["header"]["runner_version"] = "0.0.9".into());
+    let out = merge();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "warning: shard 0/2 ({}) and shard 1/2 ({}) were written by different versions (runner {} and 0.0.9): their figures may not be measured alike\n",
+            dirs[0].display(),
+            dirs[1].display(),
+            version.as_str().expect("a version")
+        )
+    );
+
+    // 300 MiB on the file system's word, nothing written: refused before it is read.
+    let huge = dirs[1].join("shard.json");
+    std::fs::File::create(&huge)
+        .and_then(|f| f.set_len(300 << 20))
+        .expect("a sparse file");
+    let out = merge();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: {} is 314572800 bytes (300 MiB): a shard.json may be at most 268435456 bytes (256 MiB)\n",
+            huge.display()
+        )
+    );
+}

@@ -9,7 +9,10 @@ use crate::report::{output, render_header};
 use crate::thresholds::EXIT_THRESHOLDS_FAILED;
 
 pub fn merge(a: MergeArgs) -> Result<i32> {
-    let report = merge::merge(&a.dirs, &a.thresholds)?;
+    let merge::Merged { report, warnings } = merge::merge(&a.dirs, &a.thresholds)?;
+    for w in &warnings {
+        crate::errln!("warning: {w}");
+    }
     let body = report.render_body();
     if !a.quiet {
         crate::out!("{}", render_header(&report.header));

@@ -44,8 +44,13 @@ pub enum MergeError {
     },
     #[error("{dir}: {message}")]
     Stream { dir: String, message: String },
-    #[error("{dir}: {source}")]
-    Stats { dir: String, source: StatStateError },
+    #[error("{dir} (shard {shard}), phase {phase}: {source}")]
+    Stats {
+        dir: String,
+        shard: String,
+        phase: String,
+        source: StatStateError,
+    },
     #[error("cannot write {path}: {source}")]
     Write {
         path: PathBuf,
@@ -191,19 +196,17 @@ pub fn merge_phases(
         let mut cut = 0;
         for s in shards {
             let sp = &s.file.phases[p];
-            let part = PhaseAccumulator::from_state(&options, &sp.state).map_err(|source| {
-                MergeError::Stats {
-                    dir: shown(&s.dir),
-                    source,
-                }
-            })?;
-            acc.merge(&part).map_err(|source| MergeError::Stats {
+            let refused = |source| MergeError::Stats {
                 dir: shown(&s.dir),
+                shard: s.file.shard.to_string(),
+                phase: sp.info.name.clone(),
                 source,
-            })?;
+            };
+            let part = PhaseAccumulator::from_state(&options, &sp.state).map_err(refused)?;
+            acc.merge(&part).map_err(refused)?;
+            crate::metrics::add_count("cut", &mut cut, sp.cut).map_err(refused)?;
             // The shards ran side by side: the phase lasted as long as its longest shard.
             duration_ns = duration_ns.max(sp.info.duration_ns);
-            cut += sp.cut;
             if stop.is_none() {
                 stop.clone_from(&sp.stop);
             }
@@ -340,10 +343,34 @@ pub fn stream_digest(shards: &[Loaded]) -> Result<String, MergeError> {
     Ok(hex::encode(all.finalize()))
 }
 
+/// The line that warns of shards written by another runner or WIT version than shard
+/// 0's: the first such shard, both versions named.
+pub fn version_warning(shards: &[Loaded]) -> Option<String> {
+    let first = &shards[0];
+    let versions = |l: &Loaded| {
+        let h = &l.file.header;
+        report::compare::Versions {
+            runner: h.runner_version.clone(),
+            wit: h.wit_version.clone(),
+        }
+    };
+    let name = |l: &Loaded| format!("shard {} ({})", l.file.shard, shown(&l.dir));
+    shards[1..].iter().find_map(|s| {
+        report::compare::versions_differ(&name(first), &versions(first), &name(s), &versions(s))
+    })
+}
+
+/// A merged run: its report, and the warnings to print.
+pub struct Merged {
+    pub report: RunReport,
+    pub warnings: Vec<String>,
+}
+
 /// Loads, checks and merges shard directories into one report, with `checks` checked on
 /// the merged phases (the shards' own checks saw one stripe each).
-pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<RunReport, MergeError> {
+pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<Merged, MergeError> {
     let shards = load(dirs)?;
+    let warnings = version_warning(&shards).into_iter().collect();
     // A threshold on a percentile the shards did not report gets it computed: the merged
     // histograms hold every percentile.
     let mut percentiles = shards[0].file.percentiles.clone();
@@ -388,7 +415,10 @@ pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<RunReport, MergeE
             start_at: first.start_at.clone(),
         }),
     };
-    Ok(RunReport::new(parts, checks))
+    Ok(Merged {
+        report: RunReport::new(parts, checks),
+        warnings,
+    })
 }
 
 /// The merged requests.jsonl in `out`: every shard's records, shard after shard.

@@ -2,7 +2,6 @@
 //! shard.json (identity, clock offset, each phase's mergeable statistics with histograms in
 //! HdrHistogram V2) and stream.jsonl (the digest entry of every request it generated).
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -19,6 +18,11 @@ pub const STREAM_FILE: &str = "stream.jsonl";
 pub const RECORDS_FILE: &str = "requests.jsonl";
 /// Version of shard.json; `runner merge` refuses any other.
 pub const FORMAT: u32 = 1;
+/// The largest shard.json `runner merge` reads. Its histograms are compact (a few KiB
+/// each, whatever the number of requests); what grows is 2 times per request sent
+/// (`starts_ns`, `ends_ns`: at most 2 × 21 bytes of JSON, about 28 for an hour's phase)
+/// and a number per second of phase: 256 MiB holds a shard of over 6 million requests.
+pub const SHARD_FILE_LIMIT: u64 = 256 << 20;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ShardFile {
@@ -109,6 +113,15 @@ pub enum ShardFileError {
     },
     #[error("{path}: not a shard result of this runner (format {found}, expected {FORMAT})")]
     Format { path: PathBuf, found: u32 },
+    #[error(transparent)]
+    Bounded(#[from] crate::bounded_file::BoundedReadError),
+}
+
+/// Only the `format` of a shard.json (the other keys skipped unparsed).
+#[derive(Deserialize)]
+struct FormatOnly {
+    #[serde(default)]
+    format: Option<serde_json::Value>,
 }
 
 /// Each line of a JSONL file as `T`, with its path and line number in errors.
@@ -170,15 +183,12 @@ impl ShardFile {
 
     pub fn read(dir: &Path) -> Result<ShardFile, ShardFileError> {
         let path = dir.join(SHARD_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|source| ShardFileError::Read {
-            path: path.clone(),
-            source,
-        })?;
+        let text = crate::bounded_file::read_to_string(&path, SHARD_FILE_LIMIT, "a shard.json")?;
         // The format first, so an old or foreign file says so rather than a missing field.
-        let format = serde_json::from_str::<HashMap<String, serde_json::Value>>(&text)
+        let format = serde_json::from_str::<FormatOnly>(&text)
             .ok()
-            .and_then(|m| m.get("format").and_then(|f| f.as_u64()))
-            .unwrap_or(0) as u32;
+            .and_then(|m| m.format.and_then(|f| f.as_u64()))
+            .map_or(0, |f| u32::try_from(f).unwrap_or(u32::MAX));
         if format != FORMAT {
             return Err(ShardFileError::Format {
                 path,

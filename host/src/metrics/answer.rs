@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 pub use super::record::AnswerRecord;
 use super::record::RequestRecord;
-use super::stat::{Distribution, StatState, StatStateError, StreamingStat};
+use super::stat::{add_count, in_field, Distribution, StatState, StatStateError, StreamingStat};
 
 /// The path embeddings go to, as `client::api` posts them: named here so the statistics
 /// need nothing from the client, which records into them.
@@ -139,7 +139,7 @@ impl AnswerStats {
     pub fn from_state(s: &AnswerState) -> Result<AnswerStats, StatStateError> {
         Ok(AnswerStats {
             ttfa: match &s.ttfa {
-                Some(t) => StreamingStat::from_state(t)?,
+                Some(t) => StreamingStat::from_state(t).map_err(in_field("ttfa"))?,
                 None => StreamingStat::new(),
             },
             reasoning_tokens: s.reasoning_tokens,
@@ -154,12 +154,17 @@ impl AnswerStats {
     }
 
     pub fn merge(&mut self, o: &AnswerStats) -> Result<(), StatStateError> {
-        self.ttfa.merge(&o.ttfa)?;
+        self.ttfa.merge(&o.ttfa).map_err(in_field("ttfa"))?;
         self.reasoning_tokens = self.reasoning_tokens.saturating_add(o.reasoning_tokens);
         self.answer_tokens = self.answer_tokens.saturating_add(o.answer_tokens);
-        self.reasoning_requests += o.reasoning_requests;
-        for (endpoint, n) in &o.endpoints {
-            *self.endpoints.entry(endpoint.clone()).or_default() += n;
+        add_count(
+            "reasoning_requests",
+            &mut self.reasoning_requests,
+            o.reasoning_requests,
+        )?;
+        for (endpoint, &n) in &o.endpoints {
+            let count = self.endpoints.entry(endpoint.clone()).or_default();
+            add_count(&format!("endpoints.{endpoint}"), count, n)?;
         }
         Ok(())
     }

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::record::{Reach, RequestRecord};
-use super::stat::{Distribution, StatState, StatStateError, StreamingStat};
+use super::stat::{add_count, in_field, Distribution, StatState, StatStateError, StreamingStat};
 
 /// The percentiles of the client delay whatever `--percentiles` asked for: its rows in
 /// the text report are the median and P99.
@@ -137,19 +137,31 @@ impl ClockStats {
             read_chunks: s.read_chunks,
             socket_write_sends: s.socket_write_sends,
             handoff_sends: s.handoff_sends,
-            client_delay: stat_from(s.client_delay.as_ref())?,
-            send_write: stat_from(s.send_write.as_ref())?,
+            client_delay: stat_from(s.client_delay.as_ref()).map_err(in_field("client_delay"))?,
+            send_write: stat_from(s.send_write.as_ref()).map_err(in_field("send_write"))?,
         })
     }
 
     /// Adds another shard's account of the same phase.
     pub fn merge(&mut self, o: &ClockStats) -> Result<(), StatStateError> {
-        self.kernel_chunks += o.kernel_chunks;
-        self.read_chunks += o.read_chunks;
-        self.socket_write_sends += o.socket_write_sends;
-        self.handoff_sends += o.handoff_sends;
-        self.client_delay.merge(&o.client_delay)?;
-        self.send_write.merge(&o.send_write)
+        for (field, a, b) in [
+            ("kernel_chunks", &mut self.kernel_chunks, o.kernel_chunks),
+            ("read_chunks", &mut self.read_chunks, o.read_chunks),
+            (
+                "socket_write_sends",
+                &mut self.socket_write_sends,
+                o.socket_write_sends,
+            ),
+            ("handoff_sends", &mut self.handoff_sends, o.handoff_sends),
+        ] {
+            add_count(field, a, b)?;
+        }
+        self.client_delay
+            .merge(&o.client_delay)
+            .map_err(in_field("client_delay"))?;
+        self.send_write
+            .merge(&o.send_write)
+            .map_err(in_field("send_write"))
     }
 }
 

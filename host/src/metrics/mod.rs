@@ -12,6 +12,7 @@ pub mod tags;
 pub use clock::LatencyClock;
 pub use options::{parse_percentiles, MetricsOptions, ParseError, Slo};
 pub use record::{Chunk, ErrorKind, RequestError, RequestRecord};
+pub(crate) use stat::add_count;
 pub use stat::{Distribution, StatStateError};
 pub use summary::PhaseState;
 pub use summary::{

@@ -14,6 +14,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 mod mergeable;
+pub(crate) use mergeable::{add_count, in_field};
 pub use mergeable::{StatState, StatStateError};
 
 /// Summary of one distribution, in milliseconds. Empty ⇒ every field 0 (like vLLM, never NaN).

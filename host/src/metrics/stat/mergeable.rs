@@ -34,6 +34,37 @@ pub enum StatStateError {
     Histogram(hdrhistogram::serialization::DeserializeError),
     #[error("histograms cannot be added: {0:?}")]
     Add(hdrhistogram::AdditionError),
+    #[error("its histogram holds {held} samples, its `weight` says {weight}")]
+    Weight { held: u64, weight: u64 },
+    #[error("`{field}`: {source}")]
+    In {
+        field: String,
+        source: Box<StatStateError>,
+    },
+    /// Counts that no run could have written together.
+    #[error("{0}")]
+    Inconsistent(String),
+    #[error("`{field}` overflows a 64-bit count when the shards are added ({a} + {b})")]
+    Overflow { field: String, a: u64, b: u64 },
+}
+
+/// Wraps an error of the distribution or count `field`, naming it.
+pub(crate) fn in_field(field: &str) -> impl FnOnce(StatStateError) -> StatStateError + '_ {
+    move |e| StatStateError::In {
+        field: field.to_string(),
+        source: Box::new(e),
+    }
+}
+
+/// Adds `b` to the count `field`, refusing a sum past `u64::MAX`: a merged count is exact
+/// or refused, never wrapped.
+pub(crate) fn add_count(field: &str, a: &mut u64, b: u64) -> Result<(), StatStateError> {
+    *a = a.checked_add(b).ok_or_else(|| StatStateError::Overflow {
+        field: field.to_string(),
+        a: *a,
+        b,
+    })?;
+    Ok(())
 }
 
 impl StreamingStat {
@@ -61,6 +92,13 @@ impl StreamingStat {
         let mut hist: Histogram<u64> = Deserializer::new()
             .deserialize(&mut bytes.as_slice())
             .map_err(StatStateError::Histogram)?;
+        // A weight the histogram does not hold is a tampered or corrupt state.
+        if hist.len() != state.weight {
+            return Err(StatStateError::Weight {
+                held: hist.len(),
+                weight: state.weight,
+            });
+        }
         // Later merges may bring larger values.
         hist.auto(true);
         Ok(StreamingStat {
@@ -80,6 +118,8 @@ impl StreamingStat {
         if other.weight == 0 {
             return Ok(());
         }
+        let mut weight = self.weight;
+        add_count("weight", &mut weight, other.weight)?;
         self.hist.add(&other.hist).map_err(StatStateError::Add)?;
         for x in [other.sum, other.comp] {
             self.add_to_sum(x);
@@ -89,7 +129,7 @@ impl StreamingStat {
         let delta = other.w_mean - self.w_mean;
         self.w_mean += delta * nb / n;
         self.m2 += other.m2 + delta * delta * na * nb / n;
-        self.weight += other.weight;
+        self.weight = weight;
         self.min_ns = self.min_ns.min(other.min_ns);
         self.max_ns = self.max_ns.max(other.max_ns);
         Ok(())
@@ -146,6 +186,25 @@ mod tests {
         assert_eq!(a.median, b.median);
         assert!((a.mean - b.mean).abs() <= 1e-9 * b.mean);
         assert!((a.std - b.std).abs() <= 1e-9 * b.std);
+    }
+
+    #[test]
+    fn a_weight_the_histogram_does_not_hold_is_refused() {
+        let mut s = StreamingStat::new();
+        s.record(1e6);
+        let mut state = s.state();
+        state.weight = u64::MAX;
+        let e = StreamingStat::from_state(&state).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "its histogram holds 1 samples, its `weight` says 18446744073709551615"
+        );
+        // Weights that overflow when added are refused, not wrapped.
+        let mut big = StreamingStat::new();
+        big.record_weighted(1e6, u64::MAX);
+        let e = big.merge(&s).unwrap_err();
+        assert!(matches!(e, StatStateError::Overflow { .. }), "{e}");
+        assert_eq!(big.count(), u64::MAX);
     }
 
     #[test]

@@ -5,10 +5,12 @@
 
 use serde::{Deserialize, Serialize};
 
+mod consistent;
+
 use super::super::answer::{AnswerState, AnswerStats};
 use super::super::clock::{ClockState, ClockStats};
 use super::super::options::MetricsOptions;
-use super::super::stat::{StatState, StatStateError, StreamingStat};
+use super::super::stat::{add_count, in_field, StatState, StatStateError, StreamingStat};
 use super::super::tags::{TagState, TagStats};
 use super::{kind_index, FailureCount, PhaseAccumulator, ERROR_KINDS};
 
@@ -109,12 +111,29 @@ impl PhaseAccumulator {
         }
     }
 
-    /// The accumulator a state was taken from, summarised with `opts`.
+    /// The accumulator a state was taken from, summarised with `opts`. A state whose
+    /// counts no run could have written (more requests than its histograms hold, a count
+    /// past `u64::MAX`) is refused, naming the count.
     pub fn from_state(
         opts: &MetricsOptions,
         s: &PhaseState,
     ) -> Result<PhaseAccumulator, StatStateError> {
+        let stat = |field: &'static str, st: &StatState| {
+            StreamingStat::from_state(st).map_err(in_field(field))
+        };
         let mut acc = PhaseAccumulator::new(opts);
+        acc.ttft = stat("ttft", &s.ttft)?;
+        acc.tpot = stat("tpot", &s.tpot)?;
+        acc.itl = stat("itl", &s.itl)?;
+        acc.e2el = stat("e2el", &s.e2el)?;
+        acc.token_latency = stat("token_latency", &s.token_latency)?;
+        acc.itl_per_token = stat("itl_per_token", &s.itl_per_token)?;
+        acc.lateness = stat("lateness", &s.lateness)?;
+        acc.tags = TagStats::from_state(&s.tags).map_err(in_field("tags"))?;
+        acc.targets = TagStats::from_state(&s.targets).map_err(in_field("targets"))?;
+        acc.answer = AnswerStats::from_state(&s.answer).map_err(in_field("answer"))?;
+        acc.clock = ClockStats::from_state(&s.clock).map_err(in_field("clock"))?;
+        consistent::check(s)?;
         acc.completed = s.completed;
         acc.failed = s.failed;
         acc.retried = s.retried;
@@ -132,63 +151,79 @@ impl PhaseAccumulator {
         acc.usage_requests = s.usage_requests;
         acc.text_tokens = s.text_tokens;
         acc.good = s.good;
-        acc.ttft = StreamingStat::from_state(&s.ttft)?;
-        acc.tpot = StreamingStat::from_state(&s.tpot)?;
-        acc.itl = StreamingStat::from_state(&s.itl)?;
-        acc.e2el = StreamingStat::from_state(&s.e2el)?;
-        acc.token_latency = StreamingStat::from_state(&s.token_latency)?;
-        acc.itl_per_token = StreamingStat::from_state(&s.itl_per_token)?;
-        acc.lateness = StreamingStat::from_state(&s.lateness)?;
         acc.starts = s.starts_ns.clone();
         acc.ends = s.ends_ns.clone();
         acc.tokens_per_second = s.tokens_per_second.clone();
-        acc.tags = TagStats::from_state(&s.tags)?;
-        acc.targets = TagStats::from_state(&s.targets)?;
-        acc.answer = AnswerStats::from_state(&s.answer)?;
-        acc.clock = ClockStats::from_state(&s.clock)?;
         Ok(acc)
     }
 
     /// Adds another shard's requests of the same phase. Times are taken as measured from a
-    /// common phase start (shards started together with `--start-at`).
+    /// common phase start (shards started together with `--start-at`). Request counts
+    /// are added checked (a sum past `u64::MAX` is refused, naming the count); token
+    /// totals saturate, as one process's do.
     pub fn merge(&mut self, o: &PhaseAccumulator) -> Result<(), StatStateError> {
-        self.completed += o.completed;
-        self.failed += o.failed;
-        self.retried += o.retried;
-        self.cancelled += o.cancelled;
+        for (field, a, b) in [
+            ("completed", &mut self.completed, o.completed),
+            ("failed", &mut self.failed, o.failed),
+            ("retried", &mut self.retried, o.retried),
+            ("cancelled", &mut self.cancelled, o.cancelled),
+            ("chunks", &mut self.chunks, o.chunks),
+            ("chunk_tokens", &mut self.chunk_tokens, o.chunk_tokens),
+            ("usage_requests", &mut self.usage_requests, o.usage_requests),
+            ("good", &mut self.good, o.good),
+        ] {
+            add_count(field, a, b)?;
+        }
+        for (k, kind) in ERROR_KINDS.iter().enumerate() {
+            let field = format!("failures.{}", kind.key());
+            add_count(&field, &mut self.failures[k], o.failures[k])?;
+        }
+        self.ttft.merge(&o.ttft).map_err(in_field("ttft"))?;
+        self.tpot.merge(&o.tpot).map_err(in_field("tpot"))?;
+        self.itl.merge(&o.itl).map_err(in_field("itl"))?;
+        self.e2el.merge(&o.e2el).map_err(in_field("e2el"))?;
+        self.token_latency
+            .merge(&o.token_latency)
+            .map_err(in_field("token_latency"))?;
+        self.itl_per_token
+            .merge(&o.itl_per_token)
+            .map_err(in_field("itl_per_token"))?;
+        self.lateness
+            .merge(&o.lateness)
+            .map_err(in_field("lateness"))?;
+        self.tags.merge(&o.tags).map_err(in_field("tags"))?;
+        self.targets
+            .merge(&o.targets)
+            .map_err(in_field("targets"))?;
+        self.answer.merge(&o.answer).map_err(in_field("answer"))?;
+        self.clock.merge(&o.clock).map_err(in_field("clock"))?;
+        self.merge_totals(o);
+        Ok(())
+    }
+
+    /// The token totals, the per-second buckets and the send/end times of another shard.
+    fn merge_totals(&mut self, o: &PhaseAccumulator) {
+        for (a, b) in [
+            (&mut self.input_tokens, o.input_tokens),
+            (&mut self.output_tokens, o.output_tokens),
+            (&mut self.usage_tokens, o.usage_tokens),
+            (&mut self.text_tokens, o.text_tokens),
+        ] {
+            *a = a.saturating_add(b);
+        }
         for k in 0..ERROR_KINDS.len() {
-            self.failures[k] += o.failures[k];
             if self.first_messages[k].is_none() {
                 self.first_messages[k] = o.first_messages[k].clone();
             }
         }
-        self.input_tokens += o.input_tokens;
-        self.output_tokens += o.output_tokens;
-        self.chunks += o.chunks;
-        self.chunk_tokens += o.chunk_tokens;
-        self.usage_tokens += o.usage_tokens;
-        self.usage_requests += o.usage_requests;
-        self.text_tokens += o.text_tokens;
-        self.good += o.good;
-        self.ttft.merge(&o.ttft)?;
-        self.tpot.merge(&o.tpot)?;
-        self.itl.merge(&o.itl)?;
-        self.e2el.merge(&o.e2el)?;
-        self.token_latency.merge(&o.token_latency)?;
-        self.itl_per_token.merge(&o.itl_per_token)?;
-        self.lateness.merge(&o.lateness)?;
         self.starts = merge_sorted(&self.starts, &o.starts);
         self.ends = merge_sorted(&self.ends, &o.ends);
         if self.tokens_per_second.len() < o.tokens_per_second.len() {
             self.tokens_per_second.resize(o.tokens_per_second.len(), 0);
         }
         for (a, b) in self.tokens_per_second.iter_mut().zip(&o.tokens_per_second) {
-            *a += b;
+            *a = a.saturating_add(*b);
         }
-        self.tags.merge(&o.tags)?;
-        self.targets.merge(&o.targets)?;
-        self.answer.merge(&o.answer)?;
-        self.clock.merge(&o.clock)
     }
 }
 
@@ -327,5 +362,93 @@ mod tests {
             assert!((x.mean - y.mean).abs() <= 1e-9 * y.mean.abs().max(1.0));
             assert!((x.std - y.std).abs() <= 1e-6 * y.std.abs().max(1.0));
         }
+    }
+
+    fn refusal(opts: &MetricsOptions, s: &PhaseState) -> String {
+        PhaseAccumulator::from_state(opts, s)
+            .expect_err("a refusal")
+            .to_string()
+    }
+
+    #[test]
+    fn counts_no_run_could_write_are_refused_naming_them() {
+        let opts = MetricsOptions {
+            percentiles: vec![50.0],
+            goodput: None,
+        };
+        let mut acc = PhaseAccumulator::new(&opts);
+        // Ten requests, one failed (index 3).
+        for i in 0..10 {
+            acc.record(&record(i));
+        }
+        let good = acc.state();
+        assert!(PhaseAccumulator::from_state(&opts, &good).is_ok());
+        let tampered = |edit: &dyn Fn(&mut PhaseState)| {
+            let mut s = good.clone();
+            edit(&mut s);
+            refusal(&opts, &s)
+        };
+        // The u64::MAX that wrapped a merged total to 9.
+        assert_eq!(
+            tampered(&|s| s.completed = u64::MAX),
+            "`completed` (18446744073709551615) + `failed` (1) + `cancelled` (0) overflow a 64-bit count"
+        );
+        assert_eq!(
+            tampered(&|s| s.completed = 100),
+            "`completed` + `failed` + `cancelled` is 101, but the `lateness` histogram holds 10 requests"
+        );
+        assert_eq!(
+            tampered(&|s| s.failures[0].count = 5),
+            "`failures` add up to 5, but `failed` is 1"
+        );
+        assert_eq!(
+            tampered(&|s| s.good = 50),
+            "`good` is 50, more than `completed` (9)"
+        );
+        assert_eq!(
+            tampered(&|s| s.ttft.weight = 3),
+            "`ttft`: its histogram holds 9 samples, its `weight` says 3"
+        );
+        assert_eq!(
+            tampered(&|s| s.ends_ns[0] = s.starts_ns[0]),
+            "`ends_ns`[0] (0) is not after `starts_ns`[0] (0)"
+        );
+        assert_eq!(
+            tampered(&|s| s.clock.handoff_sends = 1000),
+            "`clock.socket_write_sends + handoff_sends` is 1008, more than the requests sent (10)"
+        );
+    }
+
+    #[test]
+    fn merged_counts_past_u64_max_are_refused_and_token_totals_saturate() {
+        let opts = MetricsOptions {
+            percentiles: vec![50.0],
+            goodput: None,
+        };
+        // Half of u64's range of requests (the most a V2 histogram holds) in each of
+        // three shards: each consistent alone, the three past u64::MAX.
+        let mut lateness = StreamingStat::new();
+        lateness.record_weighted(1e3, i64::MAX as u64);
+        let mut half = PhaseAccumulator::new(&opts).state();
+        half.completed = i64::MAX as u64;
+        half.lateness = lateness.state();
+        let mut merged = PhaseAccumulator::from_state(&opts, &half).unwrap();
+        let other = PhaseAccumulator::from_state(&opts, &half).unwrap();
+        merged.merge(&other).unwrap();
+        assert_eq!(
+            merged.merge(&other).unwrap_err().to_string(),
+            "`completed` overflows a 64-bit count when the shards are added (18446744073709551614 + 9223372036854775807)"
+        );
+        // Token totals saturate, as one process's do.
+        let mut one = PhaseAccumulator::new(&opts);
+        one.record(&record(1));
+        let mut full = one.state();
+        full.input_tokens = u64::MAX;
+        let mut merged = PhaseAccumulator::from_state(&opts, &full).unwrap();
+        merged
+            .merge(&PhaseAccumulator::from_state(&opts, &full).unwrap())
+            .unwrap();
+        assert_eq!(merged.input_tokens, u64::MAX);
+        assert_eq!(merged.completed, 2);
     }
 }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::super::stat::{StatState, StatStateError, StreamingStat};
+use super::super::stat::{add_count, in_field, StatState, StatStateError, StreamingStat};
 use super::{TagAccumulator, TagStats};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -22,14 +22,18 @@ pub struct TagState {
 
 impl TagAccumulator {
     fn merge(&mut self, o: &TagAccumulator) -> Result<(), StatStateError> {
-        self.completed += o.completed;
-        self.failed += o.failed;
-        self.cancelled += o.cancelled;
-        self.input_tokens += o.input_tokens;
-        self.output_tokens += o.output_tokens;
-        self.ttft.merge(&o.ttft)?;
-        self.tpot.merge(&o.tpot)?;
-        self.e2el.merge(&o.e2el)
+        for (field, a, b) in [
+            ("completed", &mut self.completed, o.completed),
+            ("failed", &mut self.failed, o.failed),
+            ("cancelled", &mut self.cancelled, o.cancelled),
+        ] {
+            add_count(field, a, b)?;
+        }
+        self.input_tokens = self.input_tokens.saturating_add(o.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(o.output_tokens);
+        self.ttft.merge(&o.ttft).map_err(in_field("ttft"))?;
+        self.tpot.merge(&o.tpot).map_err(in_field("tpot"))?;
+        self.e2el.merge(&o.e2el).map_err(in_field("e2el"))
     }
 }
 
@@ -58,26 +62,32 @@ impl TagStats {
     pub(crate) fn from_state(states: &[TagState]) -> Result<TagStats, StatStateError> {
         let mut stats = TagStats::default();
         for s in states {
-            let acc = TagAccumulator {
-                completed: s.completed,
-                failed: s.failed,
-                cancelled: s.cancelled,
-                input_tokens: s.input_tokens,
-                output_tokens: s.output_tokens,
-                ttft: StreamingStat::from_state(&s.ttft)?,
-                tpot: StreamingStat::from_state(&s.tpot)?,
-                e2el: StreamingStat::from_state(&s.e2el)?,
-            };
+            let acc = Self::tag_from_state(s).map_err(in_field(&s.tag))?;
             stats.by_tag.insert(s.tag.clone(), acc);
         }
         Ok(stats)
+    }
+
+    fn tag_from_state(s: &TagState) -> Result<TagAccumulator, StatStateError> {
+        Ok(TagAccumulator {
+            completed: s.completed,
+            failed: s.failed,
+            cancelled: s.cancelled,
+            input_tokens: s.input_tokens,
+            output_tokens: s.output_tokens,
+            ttft: StreamingStat::from_state(&s.ttft).map_err(in_field("ttft"))?,
+            tpot: StreamingStat::from_state(&s.tpot).map_err(in_field("tpot"))?,
+            e2el: StreamingStat::from_state(&s.e2el).map_err(in_field("e2el"))?,
+        })
     }
 
     pub(crate) fn merge(&mut self, other: &TagStats) -> Result<(), StatStateError> {
         let mut tags: Vec<&String> = other.by_tag.keys().collect();
         tags.sort();
         for tag in tags {
-            self.slot(tag).merge(&other.by_tag[tag])?;
+            self.slot(tag)
+                .merge(&other.by_tag[tag])
+                .map_err(in_field(tag))?;
         }
         Ok(())
     }
