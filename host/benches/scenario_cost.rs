@@ -13,9 +13,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use runner::scenario::files::FileAccess;
-use runner::scenario::{self, HostContext, Next, Params, Scenario};
-use runner::tokenizer::Tokenizer;
+use runner::workloads::scenario::files::FileAccess;
+use runner::workloads::scenario::{self, HostContext, Next, Params, Scenario};
+use runner::workloads::tokenizer::Tokenizer;
 
 const BATCH: u64 = 2_000;
 const BATCHES: usize = 25;

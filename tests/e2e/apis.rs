@@ -179,7 +179,7 @@ fn embeddings_report_latency_and_input_throughput() {
     assert!(records
         .iter()
         .all(|rec| rec["endpoint"] == "/v1/embeddings"));
-    // vLLM's pooling block, row for row (the golden test in host/src/report/embeddings.rs
+    // vLLM's pooling block, row for row (the golden test in host/src/outputs/report/embeddings.rs
     // pins it to vLLM's serve.py); the runner's lines come after it.
     let blocks = crate::report::vllm_blocks(&stdout);
     let labels: Vec<&str> = blocks[0]

@@ -26,7 +26,7 @@ use crate::support::{exclusive, repo, scenario, stderr, wait_exit};
 /// Set (CI sets it) to fail rather than skip when a toolchain or a registry is missing.
 const REQUIRE: &str = "RUNNER_REQUIRE_GUEST_LANGUAGES";
 
-/// Where the runner keeps compiled components (host/src/scenario/wasm/compile_cache.rs).
+/// Where the runner keeps compiled components (host/src/workloads/scenario/wasm/compile_cache.rs).
 const CACHE_ENV: &str = "RUNNER_CACHE_DIR";
 
 /// The arguments of the twin runs: small enough for a debug runner, the same as the Rust

@@ -377,7 +377,7 @@ fn malicious_archives_are_refused_and_nothing_is_written() {
             for (p, _, b, _) in &members {
                 files.insert(p.to_string(), b.to_vec());
             }
-            let d = runner::package::archive::digest(&files);
+            let d = runner::workloads::package::archive::digest(&files);
             let line: &'static str = Box::leak(format!("{d}\n").into_boxed_str());
             members.push(("package.sha256", file, line.as_bytes(), None));
         }
@@ -674,7 +674,7 @@ fn names_with_newlines_cannot_share_a_digest() {
     };
     assert_eq!(v1(two), v1(one), "the collision the old listing allowed");
     let files = |names: &[&str]| {
-        let mut f = runner::package::archive::Files::new();
+        let mut f = runner::workloads::package::archive::Files::new();
         f.insert("scenario.toml".into(), manifest.clone());
         f.insert("long_context.rhai".into(), script.clone());
         for n in names {
@@ -683,8 +683,8 @@ fn names_with_newlines_cannot_share_a_digest() {
         f
     };
     let (d_two, d_one) = (
-        runner::package::archive::digest(&files(two)),
-        runner::package::archive::digest(&files(one)),
+        runner::workloads::package::archive::digest(&files(two)),
+        runner::workloads::package::archive::digest(&files(one)),
     );
     assert_ne!(d_two, d_one);
 
@@ -719,7 +719,7 @@ fn names_with_newlines_cannot_share_a_digest() {
 /// An archive of the package's manifest and entry and `n` empty data files, its digest
 /// right, written by the tar crate as a hostile tool would.
 fn archive_of_empty_files(path: &Path, n: usize) {
-    let mut files = runner::package::archive::Files::new();
+    let mut files = runner::workloads::package::archive::Files::new();
     files.insert(
         "scenario.toml".into(),
         MANIFEST
@@ -734,14 +734,14 @@ fn archive_of_empty_files(path: &Path, n: usize) {
     for i in 0..n {
         files.insert(format!("data/f{i:06}"), vec![]);
     }
-    let digest = runner::package::archive::digest(&files);
-    runner::package::archive::write(path, &files, &digest).unwrap();
+    let digest = runner::workloads::package::archive::digest(&files);
+    runner::workloads::package::archive::write(path, &files, &digest).unwrap();
 }
 
 #[test]
 fn many_small_files_verify_in_linear_time_and_too_many_are_refused_at_once() {
     let tmp = tempfile::tempdir().unwrap();
-    let cap = runner::package::archive::MAX_ENTRIES;
+    let cap = runner::workloads::package::archive::MAX_ENTRIES;
     // Under the cap: verified (the 300,000-file case took minutes when this was quadratic;
     // the bound here is generous, for a busy machine).
     let fine = tmp.path().join("fine.scenario.tar.gz");
@@ -782,7 +782,10 @@ fn a_signal_while_unpacking_leaves_no_directory_behind() {
     let tmp = tempfile::tempdir().unwrap();
     // Enough files that unpacking takes a while, so the signal lands in the middle of it.
     let archive = tmp.path().join("big.scenario.tar.gz");
-    archive_of_empty_files(&archive, runner::package::archive::MAX_ENTRIES - 10);
+    archive_of_empty_files(
+        &archive,
+        runner::workloads::package::archive::MAX_ENTRIES - 10,
+    );
     let a = archive.display().to_string();
     for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
         let unpack_dir = tmp.path().join(format!("unpack-{name}"));

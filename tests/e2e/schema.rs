@@ -1,5 +1,5 @@
 //! result.json of real runs against the JSON Schema committed in schema/result.schema.json
-//! (derived from the Rust types of host/src/report/result_file.rs): a single-phase run, a
+//! (derived from the Rust types of host/src/outputs/report/result_file.rs): a single-phase run, a
 //! multi-phase run with a warm-up, notes and thresholds, and a merged sharded run.
 
 use std::path::Path;

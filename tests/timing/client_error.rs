@@ -1,6 +1,6 @@
 //! The client's own error, request by request: each record of requests.jsonl paired, by
 //! its `x-request-id`, with the simulator's own log of when it sent each content chunk
-//! (`--sim-send-log`, host/src/sim/send_log.rs). A busy machine makes the server's timers
+//! (`--sim-send-log`, host/src/servers/sim/send_log.rs). A busy machine makes the server's timers
 //! late too, but that lateness is in both figures and cancels out: what is left is what
 //! the client added (the loopback trips, and its own delays wherever its clock lets them
 //! in), so the gates below hold beside other work and still catch a client that is off.
@@ -24,7 +24,7 @@ pub struct Bounds {
 
 /// The error of TTFT and E2EL: the loopback trips and the client's own send write, and
 /// the server's own time between stamping a chunk and writing it. The server's log counts
-/// from the kernel's receipt of the request (host/src/sim/arrival.rs), so the time its
+/// from the kernel's receipt of the request (host/src/servers/sim/arrival.rs), so the time its
 /// busy thread took to take the request up is on neither side. Release build, 2 cores,
 /// two busy loops beside: median 0.007-0.07 ms, p90 up to 0.09 ms (tests/timing/main.rs
 /// has the figures; with `--receive-clock user` the medians reach 0.8 ms). The bounds
@@ -52,11 +52,11 @@ pub const GAP: Bounds = Bounds {
 
 /// How far below the server's figure the client may read: no more than the two clock
 /// conversions can be off. The client's clock starts at the first write of the request
-/// (before the kernel received it, where the server's log starts: host/src/sim/arrival.rs)
+/// (before the kernel received it, where the server's log starts: host/src/servers/sim/arrival.rs)
 /// and stops at the kernel's receipt of the chunk (after the server stamped and wrote it),
 /// and the log keeps whole µs rounded down; a few µs apart at the least (measured: 6 µs).
 /// Each side turns the kernel's wall-clock time into its monotonic clock with a pair of
-/// readings within 20 µs of each other (host/src/kernel_clock.rs), so each conversion is
+/// readings within 20 µs of each other (host/src/both_sides/receive_stamp.rs), so each conversion is
 /// within 10 µs (unless four pairs in a row were split by a preemption). A client that reads the wrong clock, or starts TTFT at a role-only delta,
 /// reads milliseconds less than the server sent.
 pub const FLOOR_MS: f64 = -0.02;

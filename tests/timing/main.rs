@@ -10,7 +10,7 @@
 //!
 //! Figures behind the gates (release build, 2 cores, kernel receive times), the client's
 //! TTFT and E2EL over the server's send of the chunk, request by request. The server's log
-//! counts from the kernel's receipt of each request (host/src/sim/arrival.rs):
+//! counts from the kernel's receipt of each request (host/src/servers/sim/arrival.rs):
 //!
 //! | run | every TTFT and E2EL check of the binary |
 //! |---|---|

@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 
-use crate::cli::CompareArgs;
-use crate::report;
+use crate::commands::cli::CompareArgs;
+use crate::outputs::report;
 
 pub fn compare(a: CompareArgs) -> Result<i32> {
     let mut loaded = a

@@ -4,8 +4,8 @@ use anyhow::Result;
 
 use super::load_tokenizer;
 use super::source::load_scenario;
-use crate::cli::InfoArgs;
-use crate::display::{escape_control, escape_control_multiline};
+use crate::commands::cli::InfoArgs;
+use crate::safeguards::display::{escape_control, escape_control_multiline};
 
 pub fn info(a: InfoArgs) -> Result<()> {
     let tokenizer = load_tokenizer("o200k_base")?;

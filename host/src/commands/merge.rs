@@ -3,10 +3,10 @@
 
 use anyhow::Result;
 
-use crate::cli::MergeArgs;
-use crate::merge;
-use crate::report::{output, render_header};
-use crate::thresholds::EXIT_THRESHOLDS_FAILED;
+use crate::commands::cli::MergeArgs;
+use crate::measuring::thresholds::EXIT_THRESHOLDS_FAILED;
+use crate::outputs::report::{output, render_header};
+use crate::sharding::merge;
 
 pub fn merge(a: MergeArgs) -> Result<i32> {
     let merge::Merged { report, warnings } = merge::merge(&a.dirs, &a.thresholds)?;
@@ -30,7 +30,7 @@ pub fn merge(a: MergeArgs) -> Result<i32> {
                 out.display()
             );
         }
-        let _claim = crate::output_dir::claim(out)?;
+        let _claim = crate::outputs::output_dir::claim(out)?;
         merge::gather_records(&a.dirs, out)?;
         merge::copy_server_samples(&a.dirs, out)?;
         output::write_outputs(&report, out)?;

@@ -2,6 +2,9 @@
 //! scenario named on the command line is loaded, and how an error becomes one line on
 //! stderr and an exit code, never a panic.
 
+pub mod cli;
+pub mod config;
+
 mod compare;
 mod info;
 mod merge;
@@ -19,10 +22,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use crate::cli::{self, Command};
-use crate::tokenizer::Tokenizer;
+use crate::workloads::tokenizer::Tokenizer;
+use cli::Command;
 
-pub use crate::interrupt::EXIT_INTERRUPTED;
+pub use crate::safeguards::interrupt::EXIT_INTERRUPTED;
 
 /// Runs the command `args` names (the process arguments, program name first); returns the
 /// process exit code.
@@ -53,8 +56,11 @@ pub fn main(args: Vec<OsString>) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            crate::package::unpacked::wait_if_exiting();
-            crate::errln!("error: {}", crate::redact::text(&error_line(&e)));
+            crate::workloads::package::unpacked::wait_if_exiting();
+            crate::errln!(
+                "error: {}",
+                crate::safeguards::redact::text(&error_line(&e))
+            );
             1
         }
     }

@@ -2,8 +2,8 @@
 
 use anyhow::{anyhow, bail, Result};
 
-use crate::cli::PackArgs;
-use crate::package;
+use crate::commands::cli::PackArgs;
+use crate::workloads::package;
 
 pub fn pack(a: PackArgs) -> Result<()> {
     if !a.out.is_dir() {

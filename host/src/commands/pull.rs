@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 
-use crate::cli::PullArgs;
-use crate::package;
-use crate::package::oci::{Access, OciRef};
+use crate::commands::cli::PullArgs;
+use crate::workloads::package;
+use crate::workloads::package::oci::{Access, OciRef};
 
 pub fn pull(a: PullArgs) -> Result<()> {
     let reference = OciRef::parse(&a.reference).map_err(|e| anyhow!(e))?;

@@ -4,9 +4,9 @@
 
 use anyhow::{anyhow, Result};
 
-use crate::cli::PushArgs;
-use crate::package;
-use crate::package::oci::{self, Access, OciRef};
+use crate::commands::cli::PushArgs;
+use crate::workloads::package;
+use crate::workloads::package::oci::{self, Access, OciRef};
 
 pub fn push(a: PushArgs) -> Result<()> {
     let reference = OciRef::parse(&a.reference).map_err(|e| anyhow!(e))?;

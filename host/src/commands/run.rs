@@ -8,18 +8,20 @@ use anyhow::{bail, Result};
 use super::source::{load_scenario, Loaded};
 use super::targets::Targets;
 use super::{load_tokenizer, runtime, EXIT_INTERRUPTED};
-use crate::cli::RunArgs;
-use crate::config::{RunConfig, TargetSpec};
-use crate::engine::{self, EngineConfig, RunResult, StopReason};
-use crate::interrupt::Interrupts;
-use crate::merge::shard_file::{ShardFile, ShardRun, STREAM_FILE};
-use crate::package::{self, Package};
-use crate::progress::{self, Progress};
-use crate::report::{output, render_header, ReportParts, ReportPhase, RunHeader, RunReport};
-use crate::scenario::{self, Scenario};
-use crate::server_metrics::{ScrapeConfig, Scraper};
-use crate::thresholds::EXIT_THRESHOLDS_FAILED;
-use crate::tokenizer::Tokenizer;
+use crate::commands::cli::RunArgs;
+use crate::commands::config::{RunConfig, TargetSpec};
+use crate::measuring::engine::{self, EngineConfig, RunResult, StopReason};
+use crate::measuring::thresholds::EXIT_THRESHOLDS_FAILED;
+use crate::outputs::progress::{self, Progress};
+use crate::outputs::report::{
+    output, render_header, ReportParts, ReportPhase, RunHeader, RunReport,
+};
+use crate::safeguards::interrupt::Interrupts;
+use crate::servers::server_metrics::{ScrapeConfig, Scraper};
+use crate::sharding::merge::shard_file::{ShardFile, ShardRun, STREAM_FILE};
+use crate::workloads::package::{self, Package};
+use crate::workloads::scenario::{self, Scenario};
+use crate::workloads::tokenizer::Tokenizer;
 
 pub fn run(a: RunArgs) -> Result<i32> {
     let session = Session::open(&a)?;
@@ -34,9 +36,10 @@ pub fn run(a: RunArgs) -> Result<i32> {
     // What was sent, not what --api asked for (chat messages go to chat whatever it says).
     // After the shard file: its header keeps `--api`, the same in every shard, which
     // `runner merge` checks.
-    let used =
-        crate::report::endpoints::endpoints_used(failure.result.phases.iter().map(|p| &p.summary));
-    header.api = crate::report::endpoints::api_used(&used, &header.api);
+    let used = crate::outputs::report::endpoints::endpoints_used(
+        failure.result.phases.iter().map(|p| &p.summary),
+    );
+    header.api = crate::outputs::report::endpoints::api_used(&used, &header.api);
     let report = build_report(&config, header, &failure.result);
     if let Err(e) = write_and_print(&config, &report) {
         // The run's own failure (requests.jsonl cut by the same full disk) comes first:
@@ -61,7 +64,7 @@ struct Session {
 
 impl Session {
     fn open(a: &RunArgs) -> Result<Session> {
-        let mut secrets = crate::redact::Redactor::new(a.api_key.as_deref(), None);
+        let mut secrets = crate::safeguards::redact::Redactor::new(a.api_key.as_deref(), None);
         for target in &a.target {
             secrets.add_target(target);
         }
@@ -69,7 +72,7 @@ impl Session {
         if let Some(warning) = secrets.warning() {
             crate::errln!("{warning}");
         }
-        crate::redact::install(secrets);
+        crate::safeguards::redact::install(secrets);
         let rt = runtime()?;
         let interrupts = Interrupts::listen(&rt);
         let _signals = package::signals_handled_elsewhere();
@@ -207,7 +210,10 @@ fn engine_config(config: &RunConfig, model: String) -> EngineConfig {
         seed: config.seed,
         max_error_rate: config.max_error_rate,
         live: engine::LiveView::new(),
-        shard: config.shard.clone(),
+        shard: config
+            .shard
+            .clone()
+            .map(|plan| std::sync::Arc::new(plan) as std::sync::Arc<dyn engine::RequestStripe>),
         targets: match &config.target {
             TargetSpec::Servers(urls) => urls.len(),
             TargetSpec::Simulator { .. } => 1,
@@ -351,7 +357,7 @@ fn nothing_sent(result: &RunResult) -> bool {
 
 /// How many requests were sent when every one of them was cancelled (none finished).
 fn all_cancelled(result: &RunResult) -> Option<u64> {
-    let sum = |f: fn(&crate::metrics::PhaseSummary) -> u64| -> u64 {
+    let sum = |f: fn(&crate::measuring::metrics::PhaseSummary) -> u64| -> u64 {
         result.phases.iter().map(|p| f(&p.summary)).sum()
     };
     let cancelled = sum(|s| s.cancelled);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use super::{load_tokenizer, runtime};
-use crate::cli::SimCommand;
+use crate::commands::cli::SimCommand;
 
 pub fn sim(a: SimCommand) -> Result<()> {
     // 10,000 open streams need as many sockets: lift the soft limit to the hard one.
@@ -16,7 +16,7 @@ pub fn sim(a: SimCommand) -> Result<()> {
     config.prompt_token_counter = Some(Arc::new(move |text: &str| counter.count(text)));
     let rt = runtime()?;
     rt.block_on(async move {
-        let listener = crate::sim::bind(a.port)
+        let listener = crate::servers::sim::bind(a.port)
             .with_context(|| format!("cannot listen on 127.0.0.1:{}", a.port))?;
         crate::errln!(
             "simulated OpenAI-compatible server ({} profile) on http://127.0.0.1:{}",
@@ -24,7 +24,7 @@ pub fn sim(a: SimCommand) -> Result<()> {
             a.port
         );
         tokio::select! {
-            r = crate::sim::serve(listener, config) => r.context("the simulated server stopped"),
+            r = crate::servers::sim::serve(listener, config) => r.context("the simulated server stopped"),
             _ = tokio::signal::ctrl_c() => Ok(()),
         }
     })

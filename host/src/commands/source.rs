@@ -7,11 +7,11 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context, Result};
 use sha2::Digest;
 
-use crate::cli::ScenarioArg;
-use crate::package::{self, Package, Resolved};
-use crate::scenario::files::FileAccess;
-use crate::scenario::{self, Description, HostContext, Scenario};
-use crate::tokenizer::Tokenizer;
+use crate::commands::cli::ScenarioArg;
+use crate::workloads::package::{self, Package, Resolved};
+use crate::workloads::scenario::files::FileAccess;
+use crate::workloads::scenario::{self, Description, HostContext, Scenario};
+use crate::workloads::tokenizer::Tokenizer;
 
 fn scenario_dir(path: &Path) -> PathBuf {
     match path.parent() {

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
-use crate::client::Client;
-use crate::config::{RunConfig, TargetSpec};
-use crate::sim::SimServer;
-use crate::tokenizer::Tokenizer;
+use crate::commands::config::{RunConfig, TargetSpec};
+use crate::measuring::client::Client;
+use crate::servers::sim::SimServer;
+use crate::workloads::tokenizer::Tokenizer;
 
 /// The targets of a run, checked, each one's model known.
 pub(super) struct Targets {
@@ -21,7 +21,7 @@ pub(super) struct Targets {
     /// The model each target serves (`--model`, else the first it lists).
     pub(super) models: Vec<String>,
     /// `--output`, claimed for this run until it ends.
-    pub(super) _output: Option<crate::output_dir::OutputDir>,
+    pub(super) _output: Option<crate::outputs::output_dir::OutputDir>,
 }
 
 impl Targets {
@@ -34,7 +34,9 @@ impl Targets {
     ) -> Result<Targets> {
         let (sim, urls, labels) = match &config.target {
             TargetSpec::Servers(urls) => {
-                let labels = urls.iter().map(|u| crate::redact::string(u.clone()));
+                let labels = urls
+                    .iter()
+                    .map(|u| crate::safeguards::redact::string(u.clone()));
                 (None, urls.clone(), labels.collect())
             }
             TargetSpec::Simulator { config, profile } => {
@@ -64,7 +66,7 @@ impl Targets {
         let output = config
             .output
             .as_deref()
-            .map(crate::output_dir::claim)
+            .map(crate::outputs::output_dir::claim)
             .transpose()?;
         // Each error names its server's URL.
         let models = clients
@@ -105,7 +107,7 @@ impl Targets {
         // secret is hidden as a whole value only.
         let names: Vec<String> = distinct
             .iter()
-            .map(|m| crate::redact::string(m.to_string()))
+            .map(|m| crate::safeguards::redact::string(m.to_string()))
             .collect();
         names.join(", ")
     }

@@ -4,14 +4,16 @@ use anyhow::{anyhow, bail, Result};
 
 use super::load_tokenizer;
 use super::source::Source;
-use crate::cli::VerifyArgs;
-use crate::scenario::Params;
+use crate::commands::cli::VerifyArgs;
+use crate::workloads::scenario::Params;
 
 pub fn verify(a: VerifyArgs) -> Result<()> {
     let expected = match &a.expect {
-        Some(e) => Some(crate::package::oci::digest_hex(e).ok_or_else(|| {
-            anyhow!("--expect {e}: a digest is sha256: and 64 lowercase hex digits")
-        })?),
+        Some(e) => Some(
+            crate::workloads::package::oci::digest_hex(e).ok_or_else(|| {
+                anyhow!("--expect {e}: a digest is sha256: and 64 lowercase hex digits")
+            })?,
+        ),
         None => None,
     };
     // Before any of its code is loaded: a package that is not the expected one goes no

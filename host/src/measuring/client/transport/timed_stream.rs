@@ -1,0 +1,157 @@
+//! A TCP connection that logs the time of every read and write (`wire_log.rs`): reads
+//! with the kernel's receive time where the socket gives one (`both_sides/receive_stamp.rs`), writes
+//! from just before the call to its end. hyper drives it from its connection task; the
+//! log reaches the request through the response's extensions.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Instant;
+
+use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+
+use super::wire_log::{ReadStamp, WireLog, WriteStamp};
+use crate::both_sides::receive_stamp;
+
+/// The most one read takes: a streamed chunk is far smaller, and hyper asks again.
+const READ_BYTES: usize = 16 * 1024;
+
+pub struct TimedStream {
+    tcp: TcpStream,
+    log: WireLog,
+    /// The kernel stamps what this socket receives.
+    kernel_times: bool,
+    /// Bytes are read here, then copied into hyper's buffer (which may be uninitialised).
+    buf: Box<[u8]>,
+    control: Vec<u8>,
+}
+
+impl TimedStream {
+    /// `tcp`, with the kernel's receive times when `kernel_times` and the socket takes the
+    /// option.
+    pub fn new(tcp: TcpStream, kernel_times: bool) -> TimedStream {
+        let kernel_times = kernel_times && receive_stamp::enable(tcp.as_fd()).is_ok();
+        TimedStream {
+            tcp,
+            log: WireLog::default(),
+            kernel_times,
+            buf: vec![0; READ_BYTES].into_boxed_slice(),
+            control: receive_stamp::control_buffer(),
+        }
+    }
+
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+}
+
+/// One non-blocking read into `buf`, and when it returned (and when its bytes arrived,
+/// with `kernel_times`).
+fn read_once(
+    tcp: &TcpStream,
+    buf: &mut [u8],
+    control: &mut [u8],
+    kernel_times: bool,
+) -> io::Result<(usize, ReadStamp)> {
+    if kernel_times {
+        let got = receive_stamp::recv(tcp.as_raw_fd(), buf, control)?;
+        let stamp = ReadStamp {
+            read: got.read,
+            arrival: got.arrival,
+        };
+        return Ok((got.bytes, stamp));
+    }
+    let bytes = tcp.try_read(buf)?;
+    let stamp = ReadStamp {
+        read: Instant::now(),
+        arrival: None,
+    };
+    Ok((bytes, stamp))
+}
+
+impl Read for TimedStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let TimedStream {
+            tcp,
+            log,
+            kernel_times,
+            buf: own,
+            control,
+        } = self.get_mut();
+        let want = buf.remaining().min(READ_BYTES);
+        let (n, stamp) = ready!(receive_stamp::poll_read_with(tcp, cx, || {
+            read_once(tcp, &mut own[..want], control, *kernel_times)
+        }))?;
+        if n > 0 {
+            log.read(stamp);
+        }
+        buf.put_slice(&own[..n]);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl TimedStream {
+    /// Runs one write call on the socket, logging when it started and how long it took
+    /// when it wrote anything.
+    fn timed_write(
+        self: Pin<&mut Self>,
+        write: impl FnOnce(Pin<&mut TcpStream>) -> Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let start = Instant::now();
+        let done = write(Pin::new(&mut this.tcp));
+        if let Poll::Ready(Ok(n)) = done {
+            if n > 0 {
+                this.log.wrote(WriteStamp {
+                    start,
+                    took: start.elapsed(),
+                });
+            }
+        }
+        done
+    }
+}
+
+impl Write for TimedStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.timed_write(|tcp| tcp.poll_write(cx, data))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.timed_write(|tcp| tcp.poll_write_vectored(cx, data))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
+    }
+}
+
+impl Connection for TimedStream {
+    fn connected(&self) -> Connected {
+        Connected::new().extra(self.log.clone())
+    }
+}

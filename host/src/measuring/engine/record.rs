@@ -1,0 +1,182 @@
+//! One finished request to its [`RequestRecord`] (and, for a scenario that hears of
+//! responses, its [`Outcome`]). Runs on the record builders (`record_builder.rs`), never
+//! on the I/O threads: counting the tokens of a response is CPU work on text of any size.
+
+use std::time::Instant;
+
+use super::Planned;
+use crate::measuring::client::Api;
+use crate::measuring::client::Exchange;
+use crate::measuring::metrics::answer::AnswerRecord;
+use crate::measuring::metrics::record::{Chunk, ErrorKind, Reach, RequestRecord};
+use crate::workloads::scenario::Outcome;
+use crate::workloads::tokenizer::Tokenizer;
+
+/// A request as it was sent: what the record needs besides the exchange itself.
+pub(super) struct SentRequest {
+    pub(super) phase: usize,
+    pub(super) planned: Box<Planned>,
+    pub(super) request_id: String,
+    pub(super) phase_start: Instant,
+    /// When it was due: its send time, or the moment a concurrency slot let it go.
+    pub(super) scheduled: Instant,
+    pub(super) sent: Instant,
+    /// The index of its target, when the run has several.
+    pub(super) target: Option<usize>,
+}
+
+impl SentRequest {
+    /// The record of the exchange, and the outcome when `wants_outcome`.
+    pub(super) fn record(
+        self,
+        ex: Exchange,
+        tokenizer: &Tokenizer,
+        wants_outcome: bool,
+    ) -> (RequestRecord, Option<Outcome>) {
+        let ns = |t: Instant| t.saturating_duration_since(self.phase_start).as_nanos() as u64;
+        let usage_output = ex.completion_tokens.filter(|&n| n > 0);
+        let text_tokens = tokenizer.count(&ex.text) as u64;
+        let chunks = chunk_tokens(&ex, usage_output, text_tokens, tokenizer)
+            .zip(&ex.chunks)
+            .map(|(tokens, c)| Chunk {
+                t_ns: ns(c.at),
+                tokens,
+                client_delay_ns: c.read_delay.map(|d| d.as_nanos() as u64),
+            })
+            .collect();
+        let planned = self.planned;
+        let answer = answer_record(&ex, planned.prepared.api, tokenizer, ns);
+        // What a scenario hears as the answer: the text without the reasoning.
+        let text = if wants_outcome {
+            ex.answer_text()
+        } else {
+            String::new()
+        };
+        let record = RequestRecord {
+            phase: self.phase,
+            index: planned.index,
+            tag: planned.tag.clone(),
+            request_id: self.request_id,
+            scheduled_ns: ns(self.scheduled),
+            sent_ns: ns(ex.sent_at.unwrap_or(self.sent)),
+            first_byte_ns: ex.first_byte.map(ns),
+            chunks,
+            end_ns: ns(ex.end),
+            input_tokens: ex
+                .prompt_tokens
+                .filter(|&n| n > 0)
+                .unwrap_or(planned.input_tokens),
+            output_tokens: match ex.error {
+                None => usage_output.unwrap_or(text_tokens),
+                Some(_) => 0,
+            },
+            usage_output_tokens: usage_output,
+            text_tokens,
+            warmup: planned.warmup,
+            http_status: ex.status,
+            reached: reach(&ex),
+            error: ex.error,
+            retried: ex.retried,
+            send_write_ns: ex.send_write_ns,
+            server_timings: ex.server_timings,
+            cancelled: ex.cancelled,
+            target: self.target,
+            answer,
+        };
+        let outcome = wants_outcome.then(|| Outcome {
+            phase: self.phase,
+            index: planned.index,
+            tag: planned.tag.clone(),
+            session: planned.session.clone(),
+            ok: record.succeeded(),
+            error: record.error.as_ref().map(|e| e.message.clone()),
+            text,
+            ttft_ms: record.ttft_ns().unwrap_or(0) as f64 / 1e6,
+            e2el_ms: record.e2el_ns().unwrap_or(0) as f64 / 1e6,
+            input_tokens: record.input_tokens,
+            output_tokens: record.output_tokens,
+            ttfa_ms: record.ttfa_ns().map(|t| t as f64 / 1e6),
+            reasoning_tokens: record.answer.reasoning_tokens,
+            cancelled: record.cancelled,
+        });
+        (record, outcome)
+    }
+}
+
+/// The endpoint, first answer chunk and reasoning tokens of an exchange sent to `api`.
+/// Reasoning tokens are the server's count where it gave one, else the tokenizer's count
+/// of the reasoning text; none for a failed request (as its output tokens).
+fn answer_record(
+    ex: &Exchange,
+    api: Api,
+    tokenizer: &Tokenizer,
+    ns: impl Fn(Instant) -> u64,
+) -> AnswerRecord {
+    let first_answer_ns = ex
+        .chunks
+        .iter()
+        .find(|c| c.answer)
+        .filter(|_| api.generates())
+        .map(|c| ns(c.at));
+    let reasoned = ex.chunks.iter().any(|c| c.reasoning > 0);
+    let reasoning_tokens = match (&ex.error, reasoned) {
+        (None, true) => ex.reasoning_tokens.unwrap_or_else(|| {
+            let reasoning = |c: &crate::measuring::client::ContentChunk| {
+                tokenizer.count(&ex.text[c.text.start..c.text.start + c.reasoning]) as u64
+            };
+            ex.chunks.iter().map(reasoning).sum()
+        }),
+        _ => 0,
+    };
+    AnswerRecord {
+        endpoint: api.path().to_string(),
+        first_answer_ns,
+        reasoning_tokens,
+    }
+}
+
+/// Whether the request reached the server: an answer says yes; a refused connection on
+/// the only attempt says no; anything else cannot be known from the client.
+fn reach(ex: &Exchange) -> Reach {
+    let refused = ex
+        .error
+        .as_ref()
+        .is_some_and(|e| e.kind == ErrorKind::Connect);
+    match (ex.status, refused && !ex.retried) {
+        (Some(_), _) => Reach::Yes,
+        (None, true) => Reach::No,
+        (None, false) => Reach::Unknown,
+    }
+}
+
+/// Tokens carried by each content chunk: from the server's cumulative usage when it
+/// reports it on every chunk; one each when its final count equals the number of chunks;
+/// else the tokenizer's count of each chunk's text. Never 0 for a chunk with content.
+fn chunk_tokens<'a>(
+    ex: &'a Exchange,
+    usage_output: Option<u64>,
+    text_tokens: u64,
+    tokenizer: &'a Tokenizer,
+) -> impl Iterator<Item = u32> + 'a {
+    let continuous =
+        !ex.chunks.is_empty() && ex.chunks.iter().all(|c| c.cumulative_tokens.is_some());
+    let ones = usage_output == Some(ex.chunks.len() as u64);
+    // One chunk holds the whole text, already counted.
+    let whole = ex.chunks.len() == 1;
+    let mut previous = 0u64;
+    ex.chunks.iter().map(move |chunk| {
+        let n = if continuous {
+            let now = chunk.cumulative_tokens.unwrap_or(previous);
+            let n = now.saturating_sub(previous);
+            previous = now;
+            n
+        } else if ones {
+            1
+        } else if whole {
+            text_tokens
+        } else {
+            tokenizer.count(&ex.text[chunk.text.clone()]) as u64
+        };
+        n.clamp(1, u64::from(u32::MAX)) as u32
+    })
+}

@@ -1,0 +1,22 @@
+//! Streaming statistics over finished requests (vLLM-compatible definitions, plus our own).
+
+pub mod answer;
+pub mod catalogue;
+pub mod options;
+pub mod record;
+pub mod stamp_source;
+pub mod stat;
+pub mod summary;
+pub mod tags;
+
+pub use options::{parse_percentiles, MetricsOptions, ParseError, Slo};
+pub use record::{Chunk, ErrorKind, RequestError, RequestRecord};
+pub use stamp_source::StampSources;
+pub(crate) use stat::add_count;
+pub use stat::{Distribution, StatStateError};
+pub use summary::PhaseState;
+pub use summary::{
+    DecisionLatencies, FailureCount, PhaseAccumulator, PhaseInfo, PhaseSummary, TokenAccounting,
+    CLIENT_BOUND_LATENESS_MS, ERROR_KINDS,
+};
+pub use tags::TagSummary;

@@ -1,0 +1,123 @@
+//! The "Server metrics" section of each phase: the known metrics of the server in plain
+//! words (text and markdown), and the client's TTFT set beside the server's own. Counters
+//! show their increase over the phase and its rate; prefix-cache counters count tokens.
+
+use std::fmt::Write as _;
+
+use crate::measuring::metrics::PhaseSummary;
+use crate::servers::server_metrics::known::{self, Meaning};
+use crate::servers::server_metrics::ServerPhase;
+
+/// One line of the section: a label and its value.
+type Line = (String, String);
+
+/// The section's lines: scrapes (and, with several targets, how many endpoints' figures
+/// were combined), gauges (mean / max, and the time above a threshold),
+/// counters (increase and rate), the prefix-cache hit rate, histograms (mean / p50 / p99)
+/// and the client's TTFT against the server's.
+pub fn lines(server: &ServerPhase, client: &PhaseSummary) -> Vec<Line> {
+    let mut out: Vec<Line> = vec![("Scrapes:".into(), server.samples.to_string())];
+    if server.endpoints > 1 {
+        out.push((
+            "Endpoints (summed; % averaged):".into(),
+            server.endpoints.to_string(),
+        ));
+    }
+    for g in &server.gauges {
+        let fraction = known::is_fraction(&g.name);
+        let show = |v: f64| {
+            if fraction {
+                format!("{:.1} %", v * 100.0)
+            } else {
+                format!("{v:.2}")
+            }
+        };
+        out.push((
+            format!("{} (mean / max):", capitalised(&g.meaning)),
+            format!("{} / {}", show(g.mean), show(g.max)),
+        ));
+        if let Some(above) = &g.above {
+            out.push((
+                format!("Time with {} > {}:", g.meaning, show(above.threshold)),
+                format!("{:.1} s", above.seconds),
+            ));
+        }
+    }
+    for c in &server.counters {
+        out.push((
+            format!("{}:", capitalised(&c.meaning)),
+            format!("{:.0} ({:.2}/s)", c.delta, c.rate),
+        ));
+    }
+    if let Some(rate) = server.prefix_cache_hit_rate {
+        out.push((
+            "Prefix-cache hit rate:".into(),
+            format!("{:.1} %", rate * 100.0),
+        ));
+    }
+    for h in &server.histograms {
+        let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
+        out.push((
+            format!("{} mean/p50/p99 (ms):", capitalised(&h.meaning)),
+            format!("{} / {} / {}", ms(h.mean_ms), ms(h.p50_ms), ms(h.p99_ms)),
+        ));
+    }
+    out.extend(ttft_split(server, client));
+    out
+}
+
+/// "Client TTFT mean 312 ms = server TTFT 300 (queue 180) + 12 outside the engine": the
+/// server's TTFT counts from its arrival (so it holds the queue time); means add up where
+/// percentiles do not.
+fn ttft_split(server: &ServerPhase, client: &PhaseSummary) -> Option<Line> {
+    let mean_of = |meaning| {
+        server
+            .histograms
+            .iter()
+            .find(|h| known::lookup(&h.name).is_some_and(|k| k.meaning == meaning))
+            .and_then(|h| h.mean_ms)
+    };
+    let server_ttft = mean_of(Meaning::ServerTtft)?;
+    if client.ttft.count == 0 {
+        return None;
+    }
+    let client_ttft = client.ttft.mean;
+    let queue = mean_of(Meaning::ServerQueueTime)
+        .map(|q| format!(" (queue {q:.2})"))
+        .unwrap_or_default();
+    Some((
+        "Client TTFT mean (ms):".into(),
+        format!(
+            "{client_ttft:.2} = server {server_ttft:.2}{queue} + {:.2} outside the engine",
+            client_ttft - server_ttft
+        ),
+    ))
+}
+
+fn capitalised(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// The section in the text report's layout: a 50-wide ruler, labels in 40 columns.
+pub fn render_text(server: &ServerPhase, client: &PhaseSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{:-^50}", " Server metrics ");
+    for (label, value) in lines(server, client) {
+        let _ = writeln!(out, "{label:<40} {value}");
+    }
+    out
+}
+
+/// The section as a markdown table (report.md gives it its heading).
+pub fn render_markdown(server: &ServerPhase, client: &PhaseSummary) -> String {
+    let mut out = String::from("\n| metric | value |\n|---|---|\n");
+    for (label, value) in lines(server, client) {
+        let label = label.trim_end_matches(':').replace('|', "\\|");
+        let _ = writeln!(out, "| {label} | {} |", value.replace('|', "\\|"));
+    }
+    out
+}

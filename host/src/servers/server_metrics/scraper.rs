@@ -1,0 +1,305 @@
+//! The scraper: its own OS thread with a one-thread tokio runtime, so fetching and parsing
+//! never share a worker with the dispatcher or the requests. It scrapes every endpoint
+//! (one per target) every interval, all at once, and combines what each last gave into one
+//! view of the fleet; it writes each scrape to server_metrics.jsonl, keeps the latest
+//! values for a scenario's `stop` and adds each scrape to the running phase's summary.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use tokio::sync::oneshot;
+
+use super::exposition::Exposition;
+use super::fetch::{FetchError, Fetcher};
+use super::phase::{PhaseAccumulator, ServerPhase, Timed};
+use super::samples_file::SamplesFile;
+use super::{Endpoint, ScrapeConfig, ServerMetricsError};
+use crate::workloads::scenario::spec::{ServerStat, ServerValues};
+
+/// A scrape's time limit: an interval, but at least 1 s and at most 5 s.
+fn scrape_timeout(interval: Duration) -> Duration {
+    interval.clamp(Duration::from_secs(1), Duration::from_secs(5))
+}
+
+/// One phase's server metrics: every scalar for `next_phase`, and the reports' view.
+#[derive(Clone, Debug, Default)]
+pub struct PhaseMetrics {
+    pub stats: Vec<ServerStat>,
+    pub report: Option<ServerPhase>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The latest scrape and when it was taken.
+    latest: Option<(Instant, Arc<Exposition>)>,
+    /// Its scalar values (what a `stop` function sees).
+    values: ServerValues,
+    /// The running phase: its index, start and summary so far.
+    phase: Option<(usize, Instant, PhaseAccumulator)>,
+}
+
+/// A running scraper; dropping it stops the thread.
+pub struct Scraper {
+    state: Arc<Mutex<State>>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Scraper {
+    /// Starts scraping `config.endpoints` now.
+    pub fn start(config: ScrapeConfig) -> Result<Scraper, ServerMetricsError> {
+        let timeout = scrape_timeout(config.interval);
+        let sources = config
+            .endpoints
+            .iter()
+            .map(|e| Source::new(e, timeout))
+            .collect::<Result<Vec<_>, _>>()?;
+        let file = match &config.samples_file {
+            Some(path) => {
+                Some(
+                    SamplesFile::create(path).map_err(|source| ServerMetricsError::File {
+                        path: path.display().to_string(),
+                        source,
+                    })?,
+                )
+            }
+            None => None,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ServerMetricsError::Client(e.to_string()))?;
+        let state = Arc::new(Mutex::new(State::default()));
+        let (stop, stopped) = oneshot::channel();
+        let job = Job {
+            sources,
+            file,
+            interval: config.interval,
+            state: state.clone(),
+            began: Instant::now(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("runner-scrape".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    tokio::select! {
+                        () = job.run() => {}
+                        _ = stopped => {}
+                    }
+                })
+            })
+            .map_err(|e| ServerMetricsError::Client(e.to_string()))?;
+        Ok(Scraper {
+            state,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every metric's value at the latest scrape.
+    pub fn latest_values(&self) -> ServerValues {
+        self.lock().values.clone()
+    }
+
+    /// Phase `index` starts now; its counters count from the latest scrape.
+    pub fn begin_phase(&self, index: usize) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let baseline = state.latest.as_ref().map(|(at, e)| Timed {
+            t_s: -now.saturating_duration_since(*at).as_secs_f64(),
+            exposition: e.clone(),
+        });
+        state.phase = Some((index, now, PhaseAccumulator::new(baseline)));
+    }
+
+    /// The running phase ends now: what its scrapes showed.
+    pub fn end_phase(&self) -> PhaseMetrics {
+        let Some((_, _, phase)) = self.lock().phase.take() else {
+            return PhaseMetrics::default();
+        };
+        PhaseMetrics {
+            stats: phase.stats(),
+            report: phase.report(),
+        }
+    }
+}
+
+impl Drop for Scraper {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One endpoint: its fetcher and what it last gave.
+struct Source {
+    /// For warnings, credentials left out.
+    url: String,
+    fetcher: Fetcher,
+    latest: Option<Arc<Exposition>>,
+    scraped: u64,
+    warned: bool,
+    /// Its first scrape failed for good: it is not scraped again.
+    gone: bool,
+}
+
+impl Source {
+    fn new(endpoint: &Endpoint, timeout: Duration) -> Result<Source, ServerMetricsError> {
+        let url = crate::safeguards::redact::string(endpoint.url.clone());
+        let parsed = reqwest::Url::parse(&endpoint.url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| ServerMetricsError::BadUrl(url.clone()))?;
+        let fetcher = Fetcher::new(parsed, endpoint.api_key.clone(), timeout)
+            .map_err(|e| ServerMetricsError::Client(e.to_string()))?;
+        Ok(Source {
+            url,
+            fetcher,
+            latest: None,
+            scraped: 0,
+            warned: false,
+            gone: false,
+        })
+    }
+
+    /// Keeps a scrape's result; true when it brought metrics. A first scrape that fails
+    /// for good (no such endpoint, not Prometheus text) is one warning line and the end of
+    /// this endpoint; any other failure (a later one, or a first one that timed out: a
+    /// server whose few HTTP threads are all taken by the run's connections, as
+    /// llama.cpp's, answers later) is one warning line for the whole run, and scraping
+    /// goes on, the combined view keeping this endpoint's last scrape.
+    fn take(&mut self, result: Result<Exposition, FetchError>, alone: bool) -> bool {
+        match result {
+            Ok(exposition) => {
+                self.scraped += 1;
+                self.latest = Some(Arc::new(exposition));
+                return true;
+            }
+            Err(e) if self.scraped == 0 && !e.is_transient() => {
+                self.gone = true;
+                let what_next = if alone {
+                    "the run goes on without server metrics"
+                } else {
+                    "the other endpoints are still read"
+                };
+                self.warn(&e, what_next);
+            }
+            Err(e) if !self.warned => {
+                self.warned = true;
+                self.warn(&e, "scraping goes on (this warning is not repeated)");
+            }
+            Err(_) => {}
+        }
+        false
+    }
+
+    fn warn(&self, e: &FetchError, what_next: &str) {
+        crate::errln!(
+            "warning: cannot read server metrics from {}: {e}; {what_next}",
+            self.url
+        );
+    }
+}
+
+struct Job {
+    sources: Vec<Source>,
+    file: Option<SamplesFile>,
+    interval: Duration,
+    state: Arc<Mutex<State>>,
+    began: Instant,
+}
+
+impl Job {
+    /// Scrapes every endpoint until stopped, or until none is left.
+    async fn run(mut self) {
+        let mut ticks = tokio::time::interval(self.interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let alone = self.sources.len() == 1;
+        loop {
+            ticks.tick().await;
+            let at = Instant::now();
+            let results = join_all(self.sources.iter().map(|s| async move {
+                if s.gone {
+                    None
+                } else {
+                    Some(s.fetcher.fetch().await)
+                }
+            }))
+            .await;
+            let mut fresh = Vec::new();
+            for (i, result) in results.into_iter().enumerate() {
+                if let Some(result) = result {
+                    if self.sources[i].take(result, alone) {
+                        fresh.push(i);
+                    }
+                }
+            }
+            if self.sources.iter().all(|s| s.gone) {
+                return;
+            }
+            if !fresh.is_empty() {
+                self.keep(at, &fresh);
+            }
+        }
+    }
+
+    /// What the endpoints last gave, as one.
+    fn combined(&self) -> Option<Arc<Exposition>> {
+        match self.sources.as_slice() {
+            [only] => only.latest.clone(),
+            all => Some(Arc::new(Exposition::combine(
+                all.iter().filter_map(|s| s.latest.as_deref()),
+            ))),
+        }
+    }
+
+    /// Keeps the scrapes taken at `at` (of the endpoints `fresh`).
+    fn keep(&mut self, at: Instant, fresh: &[usize]) {
+        let Some(exposition) = self.combined() else {
+            return;
+        };
+        let phase = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.values = exposition.values();
+            state.latest = Some((at, exposition.clone()));
+            match &mut state.phase {
+                Some((index, start, acc)) => {
+                    acc.add(Timed {
+                        t_s: at.saturating_duration_since(*start).as_secs_f64(),
+                        exposition: exposition.clone(),
+                    });
+                    Some(*index)
+                }
+                None => None,
+            }
+        };
+        let Some(file) = &mut self.file else {
+            return;
+        };
+        // With several endpoints each line also holds what each of them gave at `at`.
+        let each: Vec<(usize, &str, &Exposition)> = match self.sources.len() {
+            1 => Vec::new(),
+            _ => fresh
+                .iter()
+                .filter_map(|&i| {
+                    let s = &self.sources[i];
+                    Some((i, s.url.as_str(), s.latest.as_deref()?))
+                })
+                .collect(),
+        };
+        let t_s = at.saturating_duration_since(self.began).as_secs_f64();
+        if let Err(e) = file.write(t_s, phase, &exposition, &each) {
+            crate::errln!("warning: cannot write server_metrics.jsonl: {e}; it stops here");
+            self.file = None;
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! The `default` profile: a continuous-batching engine in the manner of vLLM's scheduler.
+//!
+//! One task runs engine steps back to back. Each step admits waiting requests in FIFO
+//! order while there is a sequence slot and KV room for prompt + max_tokens, spends the
+//! step's token budget on one decode token per decoding sequence and the rest on chunked
+//! prefill (FIFO), sleeps the step's simulated GPU time, then emits one token for every
+//! sequence that decoded or finished its prefill in that step. A request admitted skips
+//! the prefill of its prompt's leading blocks found in the prefix cache (`prefix`), and
+//! every step leaves its state in the `/metrics` counters (`metrics`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::event::{after, Event};
+use super::metrics::SimMetrics;
+use super::prefix::{PrefixCache, PromptBlocks, BLOCK_TOKENS};
+use super::profile::BatchParams;
+use crate::both_sides::timer::TimerHandle;
+
+/// When the scheduler falls this far behind its simulated clock (CPU starvation), it
+/// restarts the clock at now instead of running a burst of zero-length steps to catch up.
+const MAX_LAG: Duration = Duration::from_millis(20);
+
+/// One request inside the engine.
+pub struct Seq {
+    prompt: usize,
+    max_tokens: usize,
+    prefilled: usize,
+    generated: usize,
+    /// Tokens generated but not yet sent (tokens_per_chunk > 1).
+    unsent: usize,
+    /// Whether this step yields a token for it (a decode, or the end of its prefill).
+    emits: bool,
+    out: mpsc::UnboundedSender<Event>,
+    /// When the request reached the engine (its queue time and TTFT count from here).
+    arrived: Instant,
+    /// Its prompt's block hashes, for the prefix cache.
+    blocks: PromptBlocks,
+}
+
+impl Seq {
+    pub fn new(prompt: usize, max_tokens: usize, out: mpsc::UnboundedSender<Event>) -> Seq {
+        Seq {
+            prompt,
+            max_tokens,
+            prefilled: 0,
+            generated: 0,
+            unsent: 0,
+            emits: false,
+            out,
+            arrived: Instant::now(),
+            blocks: PromptBlocks::default(),
+        }
+    }
+
+    /// The same request, arrived at `arrived`, with its prompt's block hashes.
+    pub fn with_prompt(mut self, arrived: Instant, blocks: PromptBlocks) -> Seq {
+        self.arrived = arrived;
+        self.blocks = blocks;
+        self
+    }
+
+    /// KV-cache tokens reserved for the whole life of the sequence.
+    fn kv(&self) -> usize {
+        self.prompt.saturating_add(self.max_tokens)
+    }
+
+    fn decoding(&self) -> bool {
+        self.prefilled >= self.prompt
+    }
+}
+
+pub struct Scheduler {
+    params: BatchParams,
+    per_chunk: usize,
+    waiting: VecDeque<Seq>,
+    running: Vec<Seq>,
+    kv_used: usize,
+    prefix: PrefixCache,
+    metrics: Arc<SimMetrics>,
+}
+
+impl Scheduler {
+    pub fn new(params: BatchParams, per_chunk: usize, metrics: Arc<SimMetrics>) -> Scheduler {
+        Scheduler {
+            // The prefix cache lives in the KV cache's blocks.
+            prefix: PrefixCache::new(params.kv_tokens / BLOCK_TOKENS),
+            params,
+            per_chunk: per_chunk.max(1),
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            kv_used: 0,
+            metrics,
+        }
+    }
+
+    /// Leaves the engine's state in the `/metrics` gauges.
+    fn publish(&self) {
+        let (running, waiting, kv_used) = (self.running.len(), self.waiting.len(), self.kv_used);
+        self.metrics.update(|c| {
+            c.running = running;
+            c.waiting = waiting;
+            c.kv_used = kv_used;
+        });
+    }
+
+    /// Run steps until every sender of `incoming` is gone; waits without spinning when idle.
+    pub async fn run(mut self, mut incoming: mpsc::UnboundedReceiver<Seq>, clock: TimerHandle) {
+        // Start of the next step on the simulated clock; None after an idle period.
+        let mut next_start: Option<Instant> = None;
+        loop {
+            while let Ok(seq) = incoming.try_recv() {
+                self.waiting.push_back(seq);
+            }
+            self.drop_cancelled();
+            if self.running.is_empty() && self.waiting.is_empty() {
+                self.publish();
+                match incoming.recv().await {
+                    Some(seq) => self.waiting.push_back(seq),
+                    None => return,
+                }
+                next_start = None;
+                continue;
+            }
+            self.admit();
+            self.publish();
+            let step = self.plan();
+            let now = Instant::now();
+            // Chain steps on absolute deadlines so timer lateness does not accumulate.
+            let start = match next_start {
+                Some(t) if now.saturating_duration_since(t) <= MAX_LAG => t,
+                _ => now,
+            };
+            let deadline = after(start, step);
+            clock.sleep_until(deadline).await;
+            if step.is_zero() {
+                // Zero-cost steps would otherwise never give the connections a turn.
+                tokio::task::yield_now().await;
+            }
+            self.complete();
+            next_start = Some(deadline);
+        }
+    }
+
+    /// Free the slots and KV of requests whose client went away.
+    fn drop_cancelled(&mut self) {
+        let mut freed = 0;
+        self.running.retain(|s| {
+            let keep = !s.out.is_closed();
+            if !keep {
+                freed += s.kv();
+            }
+            keep
+        });
+        self.kv_used = self.kv_used.saturating_sub(freed);
+        self.waiting.retain(|s| !s.out.is_closed());
+    }
+
+    /// Admit from the head of the queue while a slot and KV room are free (strict FIFO:
+    /// a large request at the head holds back the ones behind it, as in vLLM).
+    fn admit(&mut self) {
+        while let Some(head) = self.waiting.front() {
+            if head.kv() > self.params.kv_tokens {
+                // Rejected with 400 before it gets here; drop defensively so it cannot block.
+                self.waiting.pop_front();
+                continue;
+            }
+            if self.running.len() >= self.params.max_seqs
+                || self.kv_used.saturating_add(head.kv()) > self.params.kv_tokens
+            {
+                return;
+            }
+            let Some(mut seq) = self.waiting.pop_front() else {
+                return;
+            };
+            if seq.out.send(Event::Admitted).is_ok() {
+                self.kv_used += seq.kv();
+                self.use_prefix_cache(&mut seq);
+                self.running.push(seq);
+            }
+        }
+    }
+
+    /// Skips the prefill of the prompt's cached leading blocks (at least its last token is
+    /// computed, as in vLLM, to sample the first output token).
+    fn use_prefix_cache(&mut self, seq: &mut Seq) {
+        let blocks = self.prefix.admit(&seq.blocks);
+        let cached = seq.blocks.covered(blocks, seq.prompt);
+        seq.prefilled = cached.min(seq.prompt.saturating_sub(1));
+        let (prompt, queued) = (seq.prompt as u64, seq.arrived.elapsed());
+        self.metrics.update(|c| {
+            c.prefix_queries += prompt;
+            c.prefix_hits += cached as u64;
+            c.prompt_tokens += prompt;
+        });
+        self.metrics.admitted(queued);
+    }
+
+    /// Lay out one step and return its simulated duration.
+    fn plan(&mut self) -> Duration {
+        let decoding = self.running.iter().filter(|s| s.decoding()).count();
+        let mut budget = self.params.max_batched_tokens.saturating_sub(decoding);
+        let mut prefill = 0;
+        for s in &mut self.running {
+            if s.decoding() {
+                s.emits = true;
+                continue;
+            }
+            let take = (s.prompt - s.prefilled).min(budget);
+            s.prefilled += take;
+            budget -= take;
+            prefill += take;
+            // The step that finishes a prefill also samples the first token.
+            s.emits = s.decoding();
+        }
+        self.params.step_time(decoding, prefill)
+    }
+
+    /// Deliver the step's tokens and retire finished sequences.
+    fn complete(&mut self) {
+        let per_chunk = self.per_chunk;
+        let metrics = &self.metrics;
+        let mut freed = 0;
+        self.running.retain_mut(|s| {
+            if !s.emits {
+                return true;
+            }
+            s.emits = false;
+            s.generated += 1;
+            s.unsent += 1;
+            if s.generated == 1 {
+                metrics.first_token(s.arrived.elapsed());
+            }
+            let done = s.generated >= s.max_tokens;
+            if s.unsent >= per_chunk || done {
+                let sent = s.out.send(Event::Tokens(s.unsent)).is_ok();
+                s.unsent = 0;
+                if !sent {
+                    freed += s.kv();
+                    return false;
+                }
+            }
+            if done {
+                freed += s.kv();
+                metrics.finished(s.arrived.elapsed(), s.generated);
+            }
+            !done
+        });
+        self.kv_used = self.kv_used.saturating_sub(freed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(max_seqs: usize, budget: usize, kv: usize) -> BatchParams {
+        BatchParams {
+            max_seqs,
+            max_batched_tokens: budget,
+            kv_tokens: kv,
+            ..BatchParams::default()
+        }
+    }
+
+    fn scheduler(p: BatchParams, per_chunk: usize) -> Scheduler {
+        let metrics = Arc::new(SimMetrics::new("m", p.kv_tokens));
+        Scheduler::new(p, per_chunk, metrics)
+    }
+
+    fn seq(s: &mut Scheduler, prompt: usize, max: usize) -> mpsc::UnboundedReceiver<Event> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        s.waiting.push_back(Seq::new(prompt, max, tx));
+        rx
+    }
+
+    fn drain(rx: &mut mpsc::UnboundedReceiver<Event>) -> Vec<Event> {
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+
+    #[test]
+    fn admission_respects_max_seqs_and_kv() {
+        let mut s = scheduler(params(2, 8192, 1000), 1);
+        let mut rxs: Vec<_> = (0..3).map(|_| seq(&mut s, 100, 100)).collect();
+        s.admit();
+        assert_eq!((s.running.len(), s.waiting.len(), s.kv_used), (2, 1, 400));
+        assert_eq!(drain(&mut rxs[0]), vec![Event::Admitted]);
+        assert!(drain(&mut rxs[2]).is_empty());
+
+        let mut s = scheduler(params(8, 8192, 500), 1);
+        let _rxs: Vec<_> = (0..3).map(|_| seq(&mut s, 100, 100)).collect();
+        s.admit();
+        assert_eq!(s.running.len(), 2, "a third would need 600 > 500 KV tokens");
+    }
+
+    #[test]
+    fn prefill_is_chunked_by_the_token_budget() {
+        let mut s = scheduler(params(4, 300, 100_000), 1);
+        let mut a = seq(&mut s, 250, 2);
+        let mut b = seq(&mut s, 250, 2);
+        s.admit();
+        // Step 1: a prefills 250, b gets the remaining 50 tokens.
+        assert_eq!(s.plan(), s.params.step_time(0, 300));
+        s.complete();
+        assert_eq!(drain(&mut a), vec![Event::Admitted, Event::Tokens(1)]);
+        assert_eq!(drain(&mut b), vec![Event::Admitted]);
+        // Step 2: a decodes (1 token of budget), b prefills its last 200.
+        assert_eq!(s.plan(), s.params.step_time(1, 200));
+        s.complete();
+        assert_eq!(drain(&mut a), vec![Event::Tokens(1)]);
+        assert_eq!(drain(&mut b), vec![Event::Tokens(1)]);
+        // a finished and freed its slot and KV.
+        assert_eq!((s.running.len(), s.kv_used), (1, 252));
+        assert_eq!(s.plan(), s.params.step_time(1, 0));
+        s.complete();
+        assert_eq!((s.running.len(), s.kv_used), (0, 0));
+    }
+
+    #[test]
+    fn tokens_are_grouped_per_chunk() {
+        let mut s = scheduler(params(4, 8192, 100_000), 3);
+        let mut rx = seq(&mut s, 10, 7);
+        s.admit();
+        for _ in 0..7 {
+            s.plan();
+            s.complete();
+        }
+        let events = drain(&mut rx);
+        assert_eq!(
+            events,
+            vec![
+                Event::Admitted,
+                Event::Tokens(3),
+                Event::Tokens(3),
+                Event::Tokens(1)
+            ]
+        );
+        assert!(s.running.is_empty());
+    }
+
+    #[test]
+    fn cancelled_sequences_free_their_slot() {
+        let mut s = scheduler(params(1, 8192, 100_000), 1);
+        let a = seq(&mut s, 10, 1000);
+        let _b = seq(&mut s, 10, 10);
+        s.admit();
+        assert_eq!((s.running.len(), s.waiting.len()), (1, 1));
+        drop(a);
+        s.drop_cancelled();
+        s.admit();
+        assert_eq!((s.running.len(), s.waiting.len(), s.kv_used), (1, 0, 20));
+    }
+}

@@ -1,0 +1,302 @@
+//! Turns a request into a timed stream of events, by the profile's timing model, and
+//! keeps the engine's `/metrics` counters.
+
+use std::future::ready;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::stream::{self, StreamExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::batch::{Scheduler, Seq};
+use super::event::{after, Event, Events};
+use super::metrics::SimMetrics;
+use super::prefix::PromptBlocks;
+use super::profile::{SimConfig, Timing};
+use crate::both_sides::timer::{Timer, TimerHandle};
+
+/// A running server's engine: its timing model and its metrics.
+pub struct Engine {
+    model: Model,
+    metrics: Arc<SimMetrics>,
+}
+
+/// The timing model.
+enum Model {
+    Fixed {
+        ttft: Duration,
+        itl: Duration,
+        per_chunk: usize,
+        clock: TimerHandle,
+    },
+    Zero {
+        per_chunk: usize,
+    },
+    Batching {
+        queue: mpsc::UnboundedSender<Seq>,
+        kv_tokens: usize,
+        /// Times held-back (slow) requests.
+        clock: TimerHandle,
+    },
+}
+
+/// What runs beside the handlers: the scheduler task and the clock thread. Dropping it
+/// (when the server stops) aborts the one and joins the other.
+pub struct Background {
+    scheduler: Option<JoinHandle<()>>,
+    _clock: Option<Timer>,
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(task) = self.scheduler.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Engine {
+    /// Build the engine of `config`; the batching scheduler is spawned on the current runtime.
+    pub fn start(config: &SimConfig) -> (Engine, Background) {
+        let kv_tokens = match &config.timing {
+            Timing::Batching(params) => params.kv_tokens,
+            _ => 0,
+        };
+        let metrics = Arc::new(SimMetrics::new(&config.model, kv_tokens));
+        let (model, background) = Engine::start_model(config, &metrics);
+        (Engine { model, metrics }, background)
+    }
+
+    /// The engine's metrics, for `/metrics`.
+    pub fn metrics(&self) -> Arc<SimMetrics> {
+        self.metrics.clone()
+    }
+
+    fn start_model(config: &SimConfig, metrics: &Arc<SimMetrics>) -> (Model, Background) {
+        let per_chunk = config.tokens_per_chunk.max(1);
+        match &config.timing {
+            Timing::Fixed { ttft, itl } => {
+                let clock = Timer::start();
+                let engine = Model::Fixed {
+                    ttft: *ttft,
+                    itl: *itl,
+                    per_chunk,
+                    clock: clock.handle(),
+                };
+                (
+                    engine,
+                    Background {
+                        scheduler: None,
+                        _clock: Some(clock),
+                    },
+                )
+            }
+            Timing::Zero => (
+                Model::Zero { per_chunk },
+                Background {
+                    scheduler: None,
+                    _clock: None,
+                },
+            ),
+            Timing::Batching(params) => {
+                let clock = Timer::start();
+                let (queue, incoming) = mpsc::unbounded_channel();
+                let scheduler = Scheduler::new(params.clone(), per_chunk, metrics.clone());
+                let task = tokio::spawn(scheduler.run(incoming, clock.handle()));
+                let engine = Model::Batching {
+                    queue,
+                    kv_tokens: params.kv_tokens,
+                    clock: clock.handle(),
+                };
+                (
+                    engine,
+                    Background {
+                        scheduler: Some(task),
+                        _clock: Some(clock),
+                    },
+                )
+            }
+        }
+    }
+
+    /// Why a request can never be served, if it cannot: in the batching engine a request
+    /// reserves prompt + max_tokens of KV cache, so one larger than the cache would wait forever.
+    pub fn check(&self, prompt_tokens: usize, max_tokens: usize) -> Result<(), String> {
+        let Model::Batching { kv_tokens, .. } = &self.model else {
+            return Ok(());
+        };
+        let needed = prompt_tokens.saturating_add(max_tokens);
+        if needed <= *kv_tokens {
+            return Ok(());
+        }
+        Err(format!(
+            "This request needs {needed} KV-cache tokens ({prompt_tokens} in the prompt, \
+             {max_tokens} in the completion) but the simulated server holds only {kv_tokens}; \
+             reduce the prompt or max_tokens."
+        ))
+    }
+
+    /// Start generating; `None` when the engine has stopped. `delay` (a slow request) is
+    /// added before the first token: in `fixed` every chunk shifts by it, in `zero` and
+    /// `default` the request is held that long after arrival before it starts / is queued.
+    /// `blocks` are the prompt's for the prefix cache (`default` only).
+    pub fn submit(
+        &self,
+        arrived: Instant,
+        delay: Duration,
+        prompt_tokens: usize,
+        max_tokens: usize,
+        blocks: PromptBlocks,
+    ) -> Option<Events> {
+        if let Model::Batching { queue, clock, .. } = &self.model {
+            return batching(
+                queue,
+                clock,
+                (arrived, delay),
+                (prompt_tokens, max_tokens, blocks),
+            );
+        }
+        let events = self.unbatched(arrived, delay, max_tokens)?;
+        Some(counted(events, self.metrics.clone(), prompt_tokens))
+    }
+
+    /// The `fixed` and `zero` models' streams.
+    fn unbatched(&self, arrived: Instant, delay: Duration, max_tokens: usize) -> Option<Events> {
+        match &self.model {
+            Model::Fixed {
+                ttft,
+                itl,
+                per_chunk,
+                clock,
+            } => Some(fixed(Timetable {
+                arrived,
+                ttft: ttft.saturating_add(delay),
+                itl: *itl,
+                max_tokens,
+                per_chunk: *per_chunk,
+                clock: clock.clone(),
+            })),
+            Model::Zero { per_chunk } => {
+                let events = zero(max_tokens, *per_chunk);
+                if delay.is_zero() {
+                    return Some(events);
+                }
+                let hold = tokio::time::sleep_until(after(arrived, delay));
+                Some(Box::pin(
+                    stream::once(hold)
+                        .filter_map(|()| ready(None))
+                        .chain(events),
+                ))
+            }
+            Model::Batching { .. } => None,
+        }
+    }
+}
+
+/// A request of the `default` model: queued in the scheduler now, or once held `delay`.
+fn batching(
+    queue: &mpsc::UnboundedSender<Seq>,
+    clock: &TimerHandle,
+    (arrived, delay): (Instant, Duration),
+    (prompt_tokens, max_tokens, blocks): (usize, usize, PromptBlocks),
+) -> Option<Events> {
+    let (out, events) = mpsc::unbounded_channel();
+    let seq = Seq::new(prompt_tokens, max_tokens, out).with_prompt(arrived, blocks);
+    let events = stream::unfold(events, |mut events| async move {
+        events.recv().await.map(|event| (event, events))
+    });
+    if delay.is_zero() {
+        queue.send(seq).ok()?;
+        return Some(Box::pin(events));
+    }
+    if queue.is_closed() {
+        return None;
+    }
+    // Queued once held long enough, when the body is first polled (a client
+    // gone before then never reaches the scheduler).
+    let (queue, clock) = (queue.clone(), clock.clone());
+    let at = after(arrived, delay);
+    let join = stream::once(async move {
+        clock.sleep_until(at).await;
+        // A stopped engine drops `seq` and its sender, which ends `events`.
+        let _ = queue.send(seq);
+    })
+    .filter_map(|()| ready(None));
+    Some(Box::pin(join.chain(events)))
+}
+
+/// Counts a `fixed` or `zero` request as running from now until its stream is dropped,
+/// and its tokens.
+fn counted(events: Events, metrics: Arc<SimMetrics>, prompt_tokens: usize) -> Events {
+    metrics.update(|c| {
+        c.running += 1;
+        c.prompt_tokens += prompt_tokens as u64;
+    });
+    let mut guard = Running { metrics, tokens: 0 };
+    Box::pin(events.map(move |event| {
+        // The whole guard moves into the closure (a field alone would be copied out).
+        let guard = &mut guard;
+        if let Event::Tokens(n) = event {
+            guard.tokens += n as u64;
+        }
+        event
+    }))
+}
+
+/// Holds one request in the running gauge while alive, and counts its tokens (added to
+/// the counter once, at the end, so a chunk costs no lock).
+struct Running {
+    metrics: Arc<SimMetrics>,
+    tokens: u64,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let tokens = self.tokens;
+        self.metrics.update(|c| {
+            c.running = c.running.saturating_sub(1);
+            c.generation_tokens += tokens;
+        });
+    }
+}
+
+/// The chunk timetable of one request in the `fixed` profile.
+struct Timetable {
+    arrived: Instant,
+    ttft: Duration,
+    itl: Duration,
+    max_tokens: usize,
+    per_chunk: usize,
+    clock: TimerHandle,
+}
+
+/// Chunk `i` at exactly `arrived + ttft + i × itl`: absolute deadlines, so timer lateness
+/// never accumulates along a stream.
+fn fixed(table: Timetable) -> Events {
+    let chunks = stream::unfold((table, 0usize), |(table, sent)| async move {
+        if sent >= table.max_tokens {
+            return None;
+        }
+        let index = u32::try_from(sent / table.per_chunk).unwrap_or(u32::MAX);
+        let offset = table.ttft.saturating_add(table.itl.saturating_mul(index));
+        table.clock.sleep_until(after(table.arrived, offset)).await;
+        let n = table.per_chunk.min(table.max_tokens - sent);
+        Some((Event::Tokens(n), (table, sent + n)))
+    });
+    Box::pin(stream::once(ready(Event::Admitted)).chain(chunks))
+}
+
+/// Every chunk at once; yielding between chunks makes each its own write, as a real server's.
+fn zero(max_tokens: usize, per_chunk: usize) -> Events {
+    let chunks = stream::unfold(0usize, move |sent| async move {
+        if sent >= max_tokens {
+            return None;
+        }
+        tokio::task::yield_now().await;
+        let n = per_chunk.min(max_tokens - sent);
+        Some((Event::Tokens(n), sent + n))
+    });
+    Box::pin(stream::once(ready(Event::Admitted)).chain(chunks))
+}

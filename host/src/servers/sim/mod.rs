@@ -1,0 +1,46 @@
+//! The built-in target: a simulated OpenAI-compatible LLM server on loopback.
+//!
+//! With no `--target` the runner benchmarks this server over real HTTP, and the tests
+//! measure against it, so its timing is exact: the `fixed` profile emits chunks on absolute
+//! deadlines, and the `default` profile models a continuous-batching engine (vLLM on one
+//! H100 serving a ~9B model) whose TTFT and TPOT respond to load.
+//!
+//! - [`profile`]: `--sim-*` flags, profiles and their defaults.
+//! - [`server`]: routes, handlers, and the server thread.
+//! - `openai`: request parsing and the JSON / SSE wire format; `responses`, `messages`:
+//!   OpenAI Responses and Anthropic Messages, parsed as the chat request they mean;
+//!   `answer`: what their writers share; `wire`: which of them a request speaks;
+//!   `embeddings`: `/v1/embeddings`.
+//! - `engine`: a request's timed event stream; `batch`: the continuous-batching scheduler
+//!   (both sleep on [`crate::both_sides::timer`], the timer the dispatcher uses too).
+//! - `metrics`: `/metrics` in vLLM's names; `prefix`: the `default` profile's prefix cache.
+//! - `send_log`: `--sim-send-log`, the actual send time of every chunk; `arrival`: when
+//!   each request arrived (the kernel's receive time of its headers).
+//! - `words`: the output text, one OpenAI token per word.
+
+mod answer;
+mod arrival;
+mod batch;
+mod embeddings;
+mod engine;
+mod error;
+mod event;
+mod messages;
+mod metrics;
+mod openai;
+mod prefix;
+pub mod profile;
+mod responses;
+mod send_log;
+pub mod server;
+mod wire;
+mod words;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::SimError;
+pub use profile::{
+    BatchParams, SimArgs, SimConfig, SlowRequests, Timing, TokenCounter, DEFAULT_MODEL, PROFILES,
+};
+pub use server::{bind, serve, SimServer};
