@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Result};
 
-use super::source::{load_scenario, Loaded};
+use super::source::{load_scenario, LoadedScenario};
 use super::targets::Targets;
 use super::{load_tokenizer, runtime, EXIT_INTERRUPTED};
 use crate::commands::cli::RunArgs;
@@ -89,7 +89,7 @@ impl Session {
 
 fn run_header(
     config: &RunConfig,
-    loaded: &Loaded,
+    loaded: &LoadedScenario,
     target: &Targets,
     tokenizer: &Tokenizer,
 ) -> RunHeader {

@@ -22,7 +22,7 @@ fn scenario_dir(path: &Path) -> PathBuf {
 
 /// A scenario ready to configure, with its description (package defaults applied) and
 /// where it came from.
-pub struct Loaded {
+pub struct LoadedScenario {
     pub scenario: Box<dyn Scenario>,
     pub description: Description,
     pub package: Option<Package>,
@@ -35,7 +35,7 @@ pub fn load_scenario(
     tokenizer: Arc<Tokenizer>,
     data_dirs: &[PathBuf],
     quiet: bool,
-) -> Result<Loaded> {
+) -> Result<LoadedScenario> {
     Source::resolve(arg)?.load(tokenizer, data_dirs, quiet)
 }
 
@@ -76,7 +76,7 @@ impl Source {
         tokenizer: Arc<Tokenizer>,
         data_dirs: &[PathBuf],
         quiet: bool,
-    ) -> Result<Loaded> {
+    ) -> Result<LoadedScenario> {
         for d in data_dirs {
             if !d.is_dir() {
                 bail!("--data-dir {} is not a directory", d.display());
@@ -93,7 +93,7 @@ impl Source {
         if let Some(p) = &self.package {
             p.apply_defaults(&mut description).map_err(|e| anyhow!(e))?;
         }
-        Ok(Loaded {
+        Ok(LoadedScenario {
             scenario,
             description,
             package: self.package,

@@ -14,7 +14,7 @@ use super::error_body;
 use super::exchange::Exchange;
 use super::headers::{self, HeaderError};
 use super::stream::BodyDecoder;
-use super::transport::{self, Arrival, ReceiveClock, TimedResponse, Transport};
+use super::transport::{self, ReadArrival, ReceiveClock, TimedResponse, Transport};
 use crate::both_sides::wire::REQUEST_ID;
 use crate::measuring::metrics::record::ErrorKind;
 use crate::safeguards::display::escape_control;
@@ -171,7 +171,7 @@ fn header_text(headers: &HeaderMap, name: http::header::HeaderName) -> Option<St
 }
 
 /// The client's own delay on the chunks `ex` gained from one piece of the body.
-fn stamp_delay(ex: &mut Exchange, from: usize, arrival: Arrival) {
+fn stamp_delay(ex: &mut Exchange, from: usize, arrival: ReadArrival) {
     for chunk in ex.chunks.iter_mut().skip(from) {
         chunk.read_delay = arrival.delay;
     }
@@ -485,7 +485,7 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let mut decoder = BodyDecoder::for_api(p.api, is_sse);
-        let mut last: Option<Arrival> = None;
+        let mut last: Option<ReadArrival> = None;
         loop {
             match resp.chunk().await {
                 Ok(Some((bytes, arrival))) => {
@@ -518,7 +518,7 @@ impl Client {
         }
         // What is left (a whole JSON body, an unterminated event) arrived with the last
         // piece of the body.
-        let end = last.unwrap_or(Arrival {
+        let end = last.unwrap_or(ReadArrival {
             at: Instant::now(),
             delay: None,
         });

@@ -168,7 +168,7 @@ impl StopReason {
     }
 }
 
-pub struct PhaseResult {
+pub struct FinishedPhase {
     pub spec: PhaseSpec,
     pub summary: PhaseSummary,
     pub stop: StopReason,
@@ -179,7 +179,7 @@ pub struct PhaseResult {
 }
 
 pub struct RunResult {
-    pub phases: Vec<PhaseResult>,
+    pub phases: Vec<FinishedPhase>,
     /// sha256 over every request sent: phase, index, scheduled offset and body.
     pub digest: String,
     pub interrupted: bool,

@@ -12,7 +12,9 @@ use tokio::sync::{mpsc, oneshot};
 use super::dispatch::{PhaseDispatch, PhaseEnd, RunContext};
 use super::generator::ScenarioLink;
 use super::signals::Signals;
-use super::{Collect, EngineError, FromScenario, PhaseResult, StopReason, ToScenario, MAX_PHASES};
+use super::{
+    Collect, EngineError, FinishedPhase, FromScenario, StopReason, ToScenario, MAX_PHASES,
+};
 use crate::measuring::digest::RequestDigest;
 use crate::measuring::metrics::{DecisionLatencies, Distribution, PhaseInfo, PhaseSummary};
 use crate::workloads::scenario::{LatencySummary, PhaseReport, PhaseSpec, ScenarioError};
@@ -50,7 +52,7 @@ pub(super) struct Finished {
     /// What `next_phase` learns of the finished phases.
     pub(super) history: Vec<PhaseReport>,
     pub(super) digest: RequestDigest,
-    pub(super) results: Vec<PhaseResult>,
+    pub(super) results: Vec<FinishedPhase>,
     pub(super) interrupted: bool,
     /// What ended the run early; the phases in `results` finished before it.
     pub(super) failure: Option<EngineError>,
@@ -152,7 +154,7 @@ impl PhaseLoop<'_> {
         if self.done.failure.is_none() {
             self.done.interrupted |= end.stop == StopReason::Interrupted || signalled;
         }
-        self.done.results.push(PhaseResult {
+        self.done.results.push(FinishedPhase {
             spec: spec.clone(),
             summary,
             stop: end.stop,

@@ -63,7 +63,7 @@ pub fn versions_differ(a: &str, va: &Versions, b: &str, vb: &Versions) -> Option
 }
 
 /// One loaded result file.
-pub struct Loaded {
+pub struct LoadedResult {
     pub label: String,
     pub path: PathBuf,
     /// (phase name, vLLM-keyed object) in run order.
@@ -74,7 +74,7 @@ pub struct Loaded {
     pub vllm: bool,
 }
 
-pub fn load(path: &Path) -> Result<Loaded, CompareError> {
+pub fn load(path: &Path) -> Result<LoadedResult, CompareError> {
     let text =
         crate::safeguards::bounded_file::read_to_string(path, RESULT_FILE_LIMIT, "a result file")?;
     let format = |message: String| CompareError::Format {
@@ -112,7 +112,7 @@ pub fn load(path: &Path) -> Result<Loaded, CompareError> {
         .get("runner")
         .and_then(Value::as_object)
         .cloned();
-    Ok(Loaded {
+    Ok(LoadedResult {
         label: String::new(),
         path: path.to_path_buf(),
         phases,
@@ -122,7 +122,7 @@ pub fn load(path: &Path) -> Result<Loaded, CompareError> {
 }
 
 /// The runner and WIT versions a result's `runner` section names.
-fn versions(l: &Loaded) -> Option<Versions> {
+fn versions(l: &LoadedResult) -> Option<Versions> {
     let r = l.runner.as_ref()?;
     let get = |k: &str| r.get(k).map(text);
     Some(Versions {
@@ -132,7 +132,7 @@ fn versions(l: &Loaded) -> Option<Versions> {
 }
 
 /// Short distinct labels: file stems, else parent directory names, else the paths.
-pub fn label(loaded: &mut [Loaded]) {
+pub fn label(loaded: &mut [LoadedResult]) {
     let pick = |f: &dyn Fn(&Path) -> Option<String>| -> Option<Vec<String>> {
         let names: Option<Vec<String>> = loaded.iter().map(|l| f(&l.path)).collect();
         let names = names?;
@@ -159,7 +159,7 @@ pub fn label(loaded: &mut [Loaded]) {
 
 /// Differences that make two results different workloads (`Err`), and those worth a
 /// warning only (the returned lines).
-pub fn check_workload(a: &Loaded, b: &Loaded) -> Result<Vec<String>, CompareError> {
+pub fn check_workload(a: &LoadedResult, b: &LoadedResult) -> Result<Vec<String>, CompareError> {
     let (Some(ra), Some(rb)) = (&a.runner, &b.runner) else {
         let which = if a.runner.is_none() { a } else { b };
         return Ok(vec![format!(
@@ -450,14 +450,14 @@ pub struct Report {
 ///
 /// [`compare_pairs`]: super::compare_pairs
 fn compare_pair(
-    base: &Loaded,
-    other: &Loaded,
+    base: &LoadedResult,
+    other: &LoadedResult,
     markdown: bool,
     force: bool,
     warnings: &mut Vec<String>,
 ) -> Result<String, CompareError> {
     let (a, b) = (base.label.as_str(), other.label.as_str());
-    fn names(l: &Loaded) -> Vec<&str> {
+    fn names(l: &LoadedResult) -> Vec<&str> {
         l.phases.iter().map(|(n, _)| n.as_str()).collect()
     }
     let (na, nb) = (names(base), names(other));
@@ -524,8 +524,8 @@ type Paired = (Vec<(usize, usize)>, Option<String>);
 /// of the two is a vLLM file; otherwise the pairs (base index, other index) and the line
 /// that says how they were paired.
 fn pair_with_vllm(
-    base: &Loaded,
-    other: &Loaded,
+    base: &LoadedResult,
+    other: &LoadedResult,
     force: bool,
 ) -> Result<Option<Paired>, CompareError> {
     let (vllm, ours) = match (base.vllm, other.vllm) {
@@ -559,7 +559,11 @@ fn pair_with_vllm(
 }
 
 /// Compares `loaded[1..]` with `loaded[0]`; `force` turns workload refusals into warnings.
-pub fn compare(loaded: &[Loaded], markdown: bool, force: bool) -> Result<Report, CompareError> {
+pub fn compare(
+    loaded: &[LoadedResult],
+    markdown: bool,
+    force: bool,
+) -> Result<Report, CompareError> {
     let mut warnings = Vec::new();
     let base = &loaded[0];
     for other in &loaded[1..] {
@@ -663,8 +667,8 @@ mod tests {
         );
     }
 
-    fn loaded(label: &str, runner: Value) -> Loaded {
-        Loaded {
+    fn loaded(label: &str, runner: Value) -> LoadedResult {
+        LoadedResult {
             label: label.into(),
             path: PathBuf::from(format!("{label}.json")),
             phases: vec![("main".into(), Map::new())],

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::distribution_result::distribution_result;
 use super::result_file::{
-    Infinite, MultiPhaseResult, PackageId, PhaseResult, RequestRate, ResultFile, RunSections,
+    Infinite, MultiPhaseResult, PackageId, RequestRate, ResultFile, ResultJsonPhase, RunSections,
     RunnerMetrics, RunnerSection, ShardResult, ShardsResult, SinglePhaseResult, TagResult,
     TokenAccountingResult, VerdictResult, VllmMetrics, WarmupPhase,
 };
@@ -41,7 +41,7 @@ pub fn vllm_backend(api: &str) -> &'static str {
 /// a merged run's shards under `shards`.
 pub fn result_file(r: &RunReport) -> ResultFile {
     let h = &r.header;
-    let mut phases: Vec<PhaseResult> = r
+    let mut phases: Vec<ResultJsonPhase> = r
         .phases
         .iter()
         .filter(|p| !p.warmup)
@@ -132,13 +132,13 @@ pub fn phase_result(
     s: &PhaseSummary,
     percentiles: &[f64],
     date: Option<&str>,
-) -> PhaseResult {
+) -> ResultJsonPhase {
     let date = date.map_or_else(
         || chrono::Local::now().format("%Y%m%d-%H%M%S").to_string(),
         str::to_string,
     );
     let backend = vllm_backend(&h.api).to_string();
-    PhaseResult {
+    ResultJsonPhase {
         date,
         endpoint_type: backend.clone(),
         backend,
@@ -541,7 +541,7 @@ mod tests {
     }
 
     /// A phase's object as result.json holds it.
-    fn object(p: PhaseResult) -> Map<String, Value> {
+    fn object(p: ResultJsonPhase) -> Map<String, Value> {
         match serde_json::to_value(p).unwrap() {
             Value::Object(m) => m,
             other => panic!("not an object: {other}"),

@@ -27,7 +27,7 @@ pub enum ResultFile {
 /// A run with one measured phase: that phase's keys, and the run's sections.
 pub struct SinglePhaseResult {
     #[serde(flatten)]
-    pub phase: PhaseResult,
+    pub phase: ResultJsonPhase,
     #[serde(flatten)]
     pub run: RunSections,
 }
@@ -41,7 +41,7 @@ pub struct MultiPhaseResult {
     /// sha256 hex of the whole request stream.
     pub request_digest: String,
     /// The measured phases, in run order.
-    pub phases: Vec<PhaseResult>,
+    pub phases: Vec<ResultJsonPhase>,
     #[serde(flatten)]
     pub run: RunSections,
 }
@@ -112,8 +112,8 @@ pub struct ShardResult {
 /// One measured phase: vLLM's keys, plus `phase` and our `runner` section.
 #[derive(Clone, Debug, Serialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
-#[cfg_attr(test, schemars(deny_unknown_fields))]
-pub struct PhaseResult {
+#[cfg_attr(test, schemars(deny_unknown_fields, rename = "PhaseResult"))]
+pub struct ResultJsonPhase {
     /// Local time, `YYYYmmdd-HHMMSS`.
     pub date: String,
     pub endpoint_type: String,

@@ -34,7 +34,7 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
 /// One metrics endpoint.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Endpoint {
+pub struct MetricsEndpoint {
     /// The full URL of the metrics endpoint.
     pub url: String,
     /// Sent as a bearer token, as to the API (a proxy in front of the server may ask for it).
@@ -46,7 +46,7 @@ pub struct Endpoint {
 pub struct ScrapeConfig {
     /// Every target's endpoint (or the one `--server-metrics` names), in target order;
     /// their scrapes are combined into one (`Exposition::combine`).
-    pub endpoints: Vec<Endpoint>,
+    pub endpoints: Vec<MetricsEndpoint>,
     pub interval: Duration,
     /// Where each scrape is written (server_metrics.jsonl), if anywhere.
     pub samples_file: Option<PathBuf>,
@@ -101,7 +101,7 @@ impl ScrapeConfig {
         };
         let endpoints = urls
             .into_iter()
-            .map(|url| Endpoint {
+            .map(|url| MetricsEndpoint {
                 api_key: api_key.filter(|_| on_a_target(&url)).map(str::to_string),
                 url,
             })
@@ -137,12 +137,12 @@ mod tests {
         assert_eq!(default_url("https://h/x/v1"), "https://h/x/metrics");
     }
 
-    fn endpoints(flag: Option<&str>, targets: &[&str]) -> Option<Vec<Endpoint>> {
+    fn endpoints(flag: Option<&str>, targets: &[&str]) -> Option<Vec<MetricsEndpoint>> {
         ScrapeConfig::for_run(flag, targets, Some("k"), MIN_INTERVAL, None).map(|c| c.endpoints)
     }
 
-    fn endpoint(url: &str, api_key: Option<&str>) -> Endpoint {
-        Endpoint {
+    fn endpoint(url: &str, api_key: Option<&str>) -> MetricsEndpoint {
+        MetricsEndpoint {
             url: url.into(),
             api_key: api_key.map(str::to_string),
         }

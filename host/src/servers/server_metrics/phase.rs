@@ -121,7 +121,7 @@ pub struct ServerPoint {
 
 /// A phase's server metrics as its scrapes arrive.
 #[derive(Default)]
-pub struct PhaseAccumulator {
+pub struct ServerPhaseAccumulator {
     /// The last scrape before the phase started, else its first: counters count from it.
     baseline: Option<Timed>,
     latest: Option<Timed>,
@@ -141,12 +141,12 @@ pub const MAX_SERIES: usize = 10_000;
 /// Whether the run has said that [`MAX_SERIES`] was reached.
 static SERIES_WARNED: AtomicBool = AtomicBool::new(false);
 
-impl PhaseAccumulator {
+impl ServerPhaseAccumulator {
     /// A phase whose counters count from `baseline` (the run's latest scrape, if any).
-    pub fn new(baseline: Option<Timed>) -> PhaseAccumulator {
-        PhaseAccumulator {
+    pub fn new(baseline: Option<Timed>) -> ServerPhaseAccumulator {
+        ServerPhaseAccumulator {
             baseline,
-            ..PhaseAccumulator::default()
+            ..ServerPhaseAccumulator::default()
         }
     }
 
@@ -402,7 +402,7 @@ mod tests {
     #[test]
     fn a_phase_counts_from_its_baseline() {
         // Before the phase: 10 queries, 4 hits, 2 first tokens (0.1 s in all).
-        let mut phase = PhaseAccumulator::new(Some(scrape(
+        let mut phase = ServerPhaseAccumulator::new(Some(scrape(
             -0.5,
             &vllm(0.0, 0.0, 4.0, 10.0, [2.0, 2.0, 0.1]),
         )));
@@ -468,6 +468,6 @@ mod tests {
 
     #[test]
     fn a_phase_without_scrapes_has_no_report() {
-        assert!(PhaseAccumulator::new(None).report().is_none());
+        assert!(ServerPhaseAccumulator::new(None).report().is_none());
     }
 }

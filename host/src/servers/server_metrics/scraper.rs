@@ -12,9 +12,9 @@ use tokio::sync::oneshot;
 
 use super::exposition::Exposition;
 use super::fetch::{FetchError, Fetcher};
-use super::phase::{PhaseAccumulator, ServerPhase, Timed};
+use super::phase::{ServerPhase, ServerPhaseAccumulator, Timed};
 use super::samples_file::SamplesFile;
-use super::{Endpoint, ScrapeConfig, ServerMetricsError};
+use super::{MetricsEndpoint, ScrapeConfig, ServerMetricsError};
 use crate::workloads::scenario::spec::{ServerStat, ServerValues};
 
 /// A scrape's time limit: an interval, but at least 1 s and at most 5 s.
@@ -36,7 +36,7 @@ struct State {
     /// Its scalar values (what a `stop` function sees).
     values: ServerValues,
     /// The running phase: its index, start and summary so far.
-    phase: Option<(usize, Instant, PhaseAccumulator)>,
+    phase: Option<(usize, Instant, ServerPhaseAccumulator)>,
 }
 
 /// A running scraper; dropping it stops the thread.
@@ -114,7 +114,7 @@ impl Scraper {
             t_s: -now.saturating_duration_since(*at).as_secs_f64(),
             exposition: e.clone(),
         });
-        state.phase = Some((index, now, PhaseAccumulator::new(baseline)));
+        state.phase = Some((index, now, ServerPhaseAccumulator::new(baseline)));
     }
 
     /// The running phase ends now: what its scrapes showed.
@@ -153,7 +153,7 @@ struct Source {
 }
 
 impl Source {
-    fn new(endpoint: &Endpoint, timeout: Duration) -> Result<Source, ServerMetricsError> {
+    fn new(endpoint: &MetricsEndpoint, timeout: Duration) -> Result<Source, ServerMetricsError> {
         let url = crate::safeguards::redact::string(endpoint.url.clone());
         let parsed = reqwest::Url::parse(&endpoint.url)
             .ok()

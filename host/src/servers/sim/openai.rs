@@ -16,7 +16,7 @@ const DEFAULT_MAX_TOKENS: i64 = 16;
 
 /// Which generation endpoint a request came in on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Endpoint {
+pub enum GenerationEndpoint {
     Completions,
     Chat,
 }
@@ -118,10 +118,14 @@ struct ChatRequest {
 }
 
 /// Parse and validate a request body for `endpoint`.
-pub fn parse(endpoint: Endpoint, body: &[u8], config: &SimConfig) -> Result<Job, ApiError> {
+pub fn parse(
+    endpoint: GenerationEndpoint,
+    body: &[u8],
+    config: &SimConfig,
+) -> Result<Job, ApiError> {
     let bad_json = |e: serde_json::Error| ApiError::bad_request(format!("invalid JSON body: {e}"));
     let (model, prompt_tokens, blocks, max_tokens, stream, options, n) = match endpoint {
-        Endpoint::Completions => {
+        GenerationEndpoint::Completions => {
             let r: CompletionRequest = serde_json::from_slice(body).map_err(bad_json)?;
             let prompt = r
                 .prompt
@@ -137,7 +141,7 @@ pub fn parse(endpoint: Endpoint, body: &[u8], config: &SimConfig) -> Result<Job,
                 r.n,
             )
         }
-        Endpoint::Chat => {
+        GenerationEndpoint::Chat => {
             let r: ChatRequest = serde_json::from_slice(body).map_err(bad_json)?;
             let messages = r
                 .messages
@@ -184,8 +188,8 @@ pub fn parse(endpoint: Endpoint, body: &[u8], config: &SimConfig) -> Result<Job,
         include_usage,
         continuous_usage: include_usage && options.continuous_usage_stats.unwrap_or(false),
         reasoning_tokens: match endpoint {
-            Endpoint::Chat => config.reasoning_tokens,
-            Endpoint::Completions => 0,
+            GenerationEndpoint::Chat => config.reasoning_tokens,
+            GenerationEndpoint::Completions => 0,
         },
         blocks,
     })
@@ -264,7 +268,7 @@ fn chat_prompt_tokens(
 /// Formats the responses of one request. Builds JSON by hand around a pre-escaped header so
 /// that a chunk costs one small allocation (the server shares the CPU with the client).
 pub struct Writer {
-    endpoint: Endpoint,
+    endpoint: GenerationEndpoint,
     /// `{"id":..,"object":..,"created":..,"model":..,` ready to be followed by `"choices"`.
     head: String,
     seed: u64,
@@ -274,11 +278,17 @@ pub struct Writer {
 
 impl Writer {
     /// `model_json` is the model name already encoded as a JSON string.
-    pub fn new(endpoint: Endpoint, job: &Job, id: u64, created: u64, model_json: &str) -> Writer {
+    pub fn new(
+        endpoint: GenerationEndpoint,
+        job: &Job,
+        id: u64,
+        created: u64,
+        model_json: &str,
+    ) -> Writer {
         let (prefix, object) = match (endpoint, job.stream) {
-            (Endpoint::Completions, _) => ("cmpl", "text_completion"),
-            (Endpoint::Chat, true) => ("chatcmpl", "chat.completion.chunk"),
-            (Endpoint::Chat, false) => ("chatcmpl", "chat.completion"),
+            (GenerationEndpoint::Completions, _) => ("cmpl", "text_completion"),
+            (GenerationEndpoint::Chat, true) => ("chatcmpl", "chat.completion.chunk"),
+            (GenerationEndpoint::Chat, false) => ("chatcmpl", "chat.completion"),
         };
         let head = format!(
             r#"{{"id":"{prefix}-{id}","object":"{object}","created":{created},"model":{model_json},"#
@@ -294,7 +304,7 @@ impl Writer {
 
     /// The chat role-only delta sent on admission; completions have none.
     pub fn role_chunk(&self) -> Option<Bytes> {
-        (self.endpoint == Endpoint::Chat).then(|| {
+        (self.endpoint == GenerationEndpoint::Chat).then(|| {
             sse(format!(
                 r#"{}"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},"logprobs":null,"finish_reason":null}}]}}"#,
                 self.head
@@ -315,7 +325,7 @@ impl Writer {
             String::new()
         };
         sse(match self.endpoint {
-            Endpoint::Completions => {
+            GenerationEndpoint::Completions => {
                 let mut text = String::with_capacity(8 * tokens);
                 words::push_tokens(&mut text, self.seed, first, tokens);
                 format!(
@@ -323,7 +333,7 @@ impl Writer {
                     self.head
                 )
             }
-            Endpoint::Chat => {
+            GenerationEndpoint::Chat => {
                 let split = self.job.reasoning_tokens.clamp(first, self.emitted);
                 let mut delta = String::with_capacity(8 * tokens + 32);
                 if split > first {
@@ -369,11 +379,11 @@ impl Writer {
         let finish = self.finish_reason();
         let usage = self.usage();
         match self.endpoint {
-            Endpoint::Completions => format!(
+            GenerationEndpoint::Completions => format!(
                 r#"{}"choices":[{{"index":0,"text":"{text}","logprobs":null,"finish_reason":{finish},"stop_reason":null}}],"usage":{usage}}}"#,
                 self.head
             ),
-            Endpoint::Chat => {
+            GenerationEndpoint::Chat => {
                 // As vLLM with a reasoning parser: no content is null, not "".
                 let content = if reasoning > 0 && text.is_empty() {
                     "null".to_string()
@@ -427,17 +437,17 @@ fn sse(json: String) -> Bytes {
 mod tests {
     use super::*;
 
-    fn job(body: &str, endpoint: Endpoint) -> Result<Job, ApiError> {
+    fn job(body: &str, endpoint: GenerationEndpoint) -> Result<Job, ApiError> {
         parse(endpoint, body.as_bytes(), &SimConfig::default())
     }
 
-    fn status(body: &str, endpoint: Endpoint) -> u16 {
+    fn status(body: &str, endpoint: GenerationEndpoint) -> u16 {
         job(body, endpoint).map_or_else(|e| e.status.as_u16(), |_| 200)
     }
 
     #[test]
     fn prompts_of_every_shape_are_counted() {
-        let c = Endpoint::Completions;
+        let c = GenerationEndpoint::Completions;
         assert_eq!(
             job(r#"{"prompt":"abcdefgh"}"#, c)
                 .map(|j| j.prompt_tokens)
@@ -478,13 +488,13 @@ mod tests {
     fn chat_counts_contents_plus_four_per_message() {
         let body = r#"{"messages":[{"role":"system","content":"abcd"},
             {"role":"user","content":[{"type":"text","text":"efgh"}]}],"max_completion_tokens":3,"max_tokens":9}"#;
-        let j = job(body, Endpoint::Chat).expect("valid");
+        let j = job(body, GenerationEndpoint::Chat).expect("valid");
         assert_eq!((j.prompt_tokens, j.max_tokens), (2 + 8, 3));
     }
 
     #[test]
     fn bad_requests_are_rejected() {
-        let c = Endpoint::Completions;
+        let c = GenerationEndpoint::Completions;
         assert_eq!(status("{", c), 400);
         assert_eq!(status("{}", c), 400);
         assert_eq!(status(r#"{"prompt":""}"#, c), 400);
@@ -494,8 +504,8 @@ mod tests {
         assert_eq!(status(r#"{"prompt":"a","n":2}"#, c), 400);
         assert_eq!(status(r#"{"prompt":"a","model":"other"}"#, c), 404);
         assert_eq!(status(r#"{"prompt":"a","model":"sim/llm-9b"}"#, c), 200);
-        assert_eq!(status(r#"{"messages":[]}"#, Endpoint::Chat), 400);
-        assert_eq!(status(r#"{"prompt":"a"}"#, Endpoint::Chat), 400);
+        assert_eq!(status(r#"{"messages":[]}"#, GenerationEndpoint::Chat), 400);
+        assert_eq!(status(r#"{"prompt":"a"}"#, GenerationEndpoint::Chat), 400);
     }
 
     #[test]
@@ -509,7 +519,7 @@ mod tests {
             reasoning_tokens: 0,
             blocks: PromptBlocks::default(),
         };
-        let mut w = Writer::new(Endpoint::Chat, &j, 1, 2, r#""m\"x""#);
+        let mut w = Writer::new(GenerationEndpoint::Chat, &j, 1, 2, r#""m\"x""#);
         let parse = |b: Bytes| -> Value {
             let s = std::str::from_utf8(&b).expect("utf8").to_string();
             let json = s
@@ -538,11 +548,16 @@ mod tests {
             reasoning_tokens: 3,
             ..SimConfig::default()
         };
-        let j = parse(Endpoint::Chat, body.as_bytes(), &config).expect("valid");
+        let j = parse(GenerationEndpoint::Chat, body.as_bytes(), &config).expect("valid");
         assert_eq!((j.continuous_usage, j.reasoning_tokens), (true, 3));
-        let c = parse(Endpoint::Completions, br#"{"prompt":"x"}"#, &config).expect("valid");
+        let c = parse(
+            GenerationEndpoint::Completions,
+            br#"{"prompt":"x"}"#,
+            &config,
+        )
+        .expect("valid");
         assert_eq!((c.continuous_usage, c.reasoning_tokens), (false, 0));
-        let mut w = Writer::new(Endpoint::Chat, &j, 1, 2, r#""m""#);
+        let mut w = Writer::new(GenerationEndpoint::Chat, &j, 1, 2, r#""m""#);
         let parse = |b: Bytes| -> Value {
             let s = std::str::from_utf8(&b).expect("utf8").to_string();
             serde_json::from_str(s.trim_start_matches("data: ").trim_end()).expect("json")

@@ -41,7 +41,7 @@ impl SendLog {
 
 /// When a request arrived, and when its handler took it up.
 #[derive(Clone, Copy)]
-pub struct Arrival {
+pub struct RequestArrival {
     pub arrived: Instant,
     pub handled: Instant,
 }
@@ -69,7 +69,7 @@ impl SentTimes {
         log: Arc<SendLog>,
         id: u64,
         request_id: Option<String>,
-        arrival: Arrival,
+        arrival: RequestArrival,
     ) -> SentTimes {
         SentTimes {
             log,
@@ -131,7 +131,7 @@ mod tests {
         let path = dir.path().join("sent.jsonl");
         let log = Arc::new(SendLog::create(&path).expect("log file"));
         let arrived = Instant::now();
-        let arrival = Arrival {
+        let arrival = RequestArrival {
             arrived,
             handled: arrived + std::time::Duration::from_micros(1500),
         };
@@ -161,7 +161,7 @@ mod tests {
         let path = dir.path().join("sent.jsonl");
         let log = Arc::new(SendLog::create(&path).expect("log file"));
         let now = Instant::now();
-        let arrival = Arrival {
+        let arrival = RequestArrival {
             arrived: now,
             handled: now,
         };

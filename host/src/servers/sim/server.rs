@@ -26,9 +26,9 @@ use super::arrival::{arrival_of, ArrivalListener, LastRead};
 use super::engine::Engine;
 use super::error::SimError;
 use super::event::{Event, Events};
-use super::openai::{ApiError, Endpoint};
+use super::openai::{ApiError, GenerationEndpoint};
 use super::profile::SimConfig;
-use super::send_log::{Arrival, SendLog, SentTimes};
+use super::send_log::{RequestArrival, SendLog, SentTimes};
 use super::wire::{Route, Wire};
 
 /// Largest request body read (a 32k-token prompt as token ids is ~200 KB).
@@ -239,11 +239,16 @@ async fn models(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn completions(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    generate(state, Route::OpenAi(Endpoint::Completions), request).await
+    generate(
+        state,
+        Route::OpenAi(GenerationEndpoint::Completions),
+        request,
+    )
+    .await
 }
 
 async fn chat(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    generate(state, Route::OpenAi(Endpoint::Chat), request).await
+    generate(state, Route::OpenAi(GenerationEndpoint::Chat), request).await
 }
 
 async fn responses(State(state): State<Arc<AppState>>, request: Request) -> Response {
@@ -319,7 +324,7 @@ async fn generate(state: Arc<AppState>, route: Route, request: Request) -> Respo
         let sent = state
             .send_log
             .clone()
-            .map(|log| SentTimes::new(log, id, request_id, Arrival { arrived, handled }));
+            .map(|log| SentTimes::new(log, id, request_id, RequestArrival { arrived, handled }));
         sse_response(events, writer, job.include_usage, sent)
     } else {
         full_response(events, writer).await

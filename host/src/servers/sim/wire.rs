@@ -6,14 +6,14 @@
 use bytes::Bytes;
 
 use super::answer::Answer;
-use super::openai::{self, ApiError, Endpoint, Job, Writer};
+use super::openai::{self, ApiError, GenerationEndpoint, Job, Writer};
 use super::profile::SimConfig;
 use super::{messages, responses};
 
 /// The endpoint of a generation request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
-    OpenAi(Endpoint),
+    OpenAi(GenerationEndpoint),
     Responses,
     Messages,
 }
@@ -23,8 +23,12 @@ impl Route {
     pub fn parse(self, body: &[u8], config: &SimConfig) -> Result<Job, ApiError> {
         match self {
             Route::OpenAi(endpoint) => openai::parse(endpoint, body, config),
-            Route::Responses => openai::parse(Endpoint::Chat, &responses::as_chat(body)?, config),
-            Route::Messages => openai::parse(Endpoint::Chat, &messages::as_chat(body)?, config),
+            Route::Responses => {
+                openai::parse(GenerationEndpoint::Chat, &responses::as_chat(body)?, config)
+            }
+            Route::Messages => {
+                openai::parse(GenerationEndpoint::Chat, &messages::as_chat(body)?, config)
+            }
         }
     }
 }

@@ -63,7 +63,7 @@ pub enum MergeError {
 }
 
 /// One shard's directory and its shard.json.
-pub struct Loaded {
+pub struct LoadedShard {
     pub dir: PathBuf,
     pub file: ShardFile,
 }
@@ -74,11 +74,11 @@ fn shown(dir: &Path) -> String {
 
 /// Reads every shard's shard.json, sorted by shard index, and refuses a set that is not
 /// exactly shards 0..N of one workload.
-pub fn load(dirs: &[PathBuf]) -> Result<Vec<Loaded>, MergeError> {
+pub fn load(dirs: &[PathBuf]) -> Result<Vec<LoadedShard>, MergeError> {
     let mut shards = dirs
         .iter()
         .map(|d| {
-            Ok(Loaded {
+            Ok(LoadedShard {
                 dir: d.clone(),
                 file: ShardFile::read(d)?,
             })
@@ -165,7 +165,7 @@ fn workload_difference(a: &ShardFile, b: &ShardFile) -> Option<String> {
     None
 }
 
-fn check_same_workload(shards: &[Loaded]) -> Result<(), MergeError> {
+fn check_same_workload(shards: &[LoadedShard]) -> Result<(), MergeError> {
     let first = &shards[0];
     for s in &shards[1..] {
         if let Some(what) = workload_difference(&first.file, &s.file) {
@@ -182,7 +182,7 @@ fn check_same_workload(shards: &[Loaded]) -> Result<(), MergeError> {
 
 /// Each phase's statistics over all shards, with `percentiles` computed.
 pub fn merge_phases(
-    shards: &[Loaded],
+    shards: &[LoadedShard],
     percentiles: &[f64],
 ) -> Result<Vec<ReportPhase>, MergeError> {
     let first = &shards[0].file;
@@ -268,7 +268,7 @@ impl<I: Iterator<Item = Result<StreamEntry, ShardFileError>>> Cursor<I> {
 
     /// Every sent request was in the log, and the log's digest is the one the shard
     /// computed while running.
-    fn check(self, s: &Loaded) -> Result<(), MergeError> {
+    fn check(self, s: &LoadedShard) -> Result<(), MergeError> {
         let dir = shown(&s.dir);
         if self.seen != self.sent.len() {
             return Err(MergeError::Stream {
@@ -296,7 +296,7 @@ impl<I: Iterator<Item = Result<StreamEntry, ShardFileError>>> Cursor<I> {
 /// The digest of the union of the shards' request streams: every sent request, in
 /// (phase, index) order, hashed as a single run hashes its stream. Each shard's own part
 /// is checked against the digest it computed while running.
-pub fn stream_digest(shards: &[Loaded]) -> Result<String, MergeError> {
+pub fn stream_digest(shards: &[LoadedShard]) -> Result<String, MergeError> {
     let mut cursors = Vec::new();
     for s in shards {
         let mut c = Cursor {
@@ -347,16 +347,16 @@ pub fn stream_digest(shards: &[Loaded]) -> Result<String, MergeError> {
 
 /// The line that warns of shards written by another runner or WIT version than shard
 /// 0's: the first such shard, both versions named.
-pub fn version_warning(shards: &[Loaded]) -> Option<String> {
+pub fn version_warning(shards: &[LoadedShard]) -> Option<String> {
     let first = &shards[0];
-    let versions = |l: &Loaded| {
+    let versions = |l: &LoadedShard| {
         let h = &l.file.header;
         report::compare::Versions {
             runner: h.runner_version.clone(),
             wit: h.wit_version.clone(),
         }
     };
-    let name = |l: &Loaded| format!("shard {} ({})", l.file.shard, shown(&l.dir));
+    let name = |l: &LoadedShard| format!("shard {} ({})", l.file.shard, shown(&l.dir));
     shards[1..].iter().find_map(|s| {
         report::compare::versions_differ(&name(first), &versions(first), &name(s), &versions(s))
     })

@@ -19,7 +19,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 pub use connector::{ConnectError, MAX_PREOPENED};
 pub use response::{never_reached, TimedResponse};
-pub use wire_log::{Arrival, WireLog, WriteStamp};
+pub use wire_log::{ReadArrival, WireLog, WriteStamp};
 
 use connector::TimedConnector;
 

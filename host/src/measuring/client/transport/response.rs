@@ -9,7 +9,7 @@ use http::{HeaderMap, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::wire_log::{Arrival, WireLog, WriteStamp};
+use super::wire_log::{ReadArrival, WireLog, WriteStamp};
 
 pub struct TimedResponse {
     status: StatusCode,
@@ -43,7 +43,7 @@ impl TimedResponse {
 
     /// The next piece of the body, and when it arrived; `None` at its end. Trailers are
     /// skipped.
-    pub async fn chunk(&mut self) -> Result<Option<(Bytes, Arrival)>, hyper::Error> {
+    pub async fn chunk(&mut self) -> Result<Option<(Bytes, ReadArrival)>, hyper::Error> {
         loop {
             let Some(frame) = self.body.frame().await else {
                 return Ok(None);
@@ -53,7 +53,7 @@ impl TimedResponse {
             if let Ok(data) = frame?.into_data() {
                 let arrival = match &self.log {
                     Some(log) => log.arrival(taken),
-                    None => Arrival {
+                    None => ReadArrival {
                         at: taken,
                         delay: None,
                     },

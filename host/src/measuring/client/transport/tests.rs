@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 
 use super::connector::TimedConnector;
 use super::wire_log::{ReadStamp, WireLog, WriteStamp};
-use super::{Arrival, ReceiveClock, Transport};
+use super::{ReadArrival, ReceiveClock, Transport};
 
 const CHUNKS: usize = 20;
 /// Not a multiple of the busy thread's 10 ms cycle: chunks meet it at every phase.
@@ -61,7 +61,7 @@ fn chunk_server() -> (String, std_mpsc::Receiver<Vec<Instant>>) {
 /// thread is kept busy (blocked, as a preempted thread is) that long out of every 10 ms,
 /// so chunks wait in the kernel before the client reads them. Returns each chunk's
 /// arrival as the transport saw it, and the server's send stamps.
-fn read_stream(clock: ReceiveClock, late_by: Duration) -> (Vec<Arrival>, Vec<Instant>) {
+fn read_stream(clock: ReceiveClock, late_by: Duration) -> (Vec<ReadArrival>, Vec<Instant>) {
     let (url, sent) = chunk_server();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -171,7 +171,7 @@ fn a_piece_never_arrives_before_the_piece_before_it() {
     let t0 = Instant::now();
     let at = |us: u64| t0 + Duration::from_micros(us);
     // The second read's clock pair put its bytes 1.8 µs before the first read's.
-    let stepped_back = Arrival {
+    let stepped_back = ReadArrival {
         at: at(1000) - Duration::from_nanos(1800),
         delay: Some(Duration::from_micros(50)),
     };
@@ -183,7 +183,7 @@ fn a_piece_never_arrives_before_the_piece_before_it() {
         stepped_back.at + Duration::from_micros(50)
     );
     // A later arrival, or the first piece, is kept as it is.
-    let later = Arrival {
+    let later = ReadArrival {
         at: at(1001),
         delay: None,
     };

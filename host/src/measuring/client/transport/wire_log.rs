@@ -32,14 +32,14 @@ pub struct WriteStamp {
 
 /// When the bytes a reader just took arrived, as far as the socket knows.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Arrival {
+pub struct ReadArrival {
     /// The kernel's receive time, else the read time.
     pub at: Instant,
     /// Read time minus the kernel's receive time; `None` without a kernel time.
     pub delay: Option<Duration>,
 }
 
-impl Arrival {
+impl ReadArrival {
     /// This arrival, moved up to `previous` (the arrival of the response's piece before)
     /// when it seems earlier. Each read converts the kernel's wall-clock stamp to the
     /// monotonic clock with a clock pair of its own (`receive_stamp::arrival_instant`),
@@ -47,9 +47,9 @@ impl Arrival {
     /// back by that much (5 ns to 1.8 µs seen against a zero-delay server); within one
     /// response a later piece never arrived before an earlier one. The delay is counted
     /// again from the moved time, so `at + delay` stays the moment the piece was taken.
-    pub fn not_before(self, previous: Option<Instant>) -> Arrival {
+    pub fn not_before(self, previous: Option<Instant>) -> ReadArrival {
         match previous {
-            Some(previous) if previous > self.at => Arrival {
+            Some(previous) if previous > self.at => ReadArrival {
                 at: previous,
                 delay: self
                     .delay
@@ -98,15 +98,15 @@ impl WireLog {
     /// kernel's latest (a read of several segments returns the stamp of the last of them:
     /// Linux's `tcp_recvmsg` keeps the newest one it copied). Without a kernel time, the
     /// time the reader took the bytes.
-    pub fn arrival(&self, taken: Instant) -> Arrival {
+    pub fn arrival(&self, taken: Instant) -> ReadArrival {
         let entries = self.entries();
         let read = entries.reads.iter().rev().find(|r| r.read <= taken);
         match read.and_then(|r| r.arrival) {
-            Some(arrival) => Arrival {
+            Some(arrival) => ReadArrival {
                 at: arrival,
                 delay: Some(taken.saturating_duration_since(arrival)),
             },
-            None => Arrival {
+            None => ReadArrival {
                 at: taken,
                 delay: None,
             },
