@@ -129,6 +129,10 @@ pub struct PhaseSummary {
     pub goodput: Option<f64>,
     /// The goodput SLO, when given.
     pub slo: Option<Slo>,
+    /// The percentiles every distribution below was computed at (vLLM's
+    /// `--metric-percentiles`): the reports show these, and need no other copy of them.
+    #[serde(default = "default_percentiles")]
+    pub percentiles: Vec<f64>,
     /// Most output tokens received in one 1-second bucket since phase start, tok/s.
     pub peak_output_throughput: f64,
     /// Most requests in flight at once (exact sweep line over `[sent, end)`).
@@ -180,6 +184,11 @@ pub struct DecisionLatencies {
 
 /// The percentiles of [`DecisionLatencies`].
 pub const DECISION_PERCENTILES: [f64; 3] = [50.0, 90.0, 99.0];
+
+/// Summaries written before they carried their percentiles were computed at the default.
+fn default_percentiles() -> Vec<f64> {
+    MetricsOptions::default().percentiles
+}
 
 impl PhaseSummary {
     /// Failed requests of `kind`.
@@ -506,6 +515,7 @@ impl PhaseAccumulator {
             total_token_throughput: per_s((self.input_tokens + self.output_tokens) as f64),
             goodput: self.opts.goodput.map(|_| per_s(self.good as f64)),
             slo: self.opts.goodput,
+            percentiles: pcts.clone(),
             peak_output_throughput: self.peak_output_throughput(info.duration_ns),
             peak_concurrency: self.peak_concurrency() as f64,
             ttft: self.ttft.distribution(pcts),

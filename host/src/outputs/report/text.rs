@@ -456,6 +456,7 @@ mod tests {
             total_token_throughput: 22007.50,
             goodput: Some(17.50),
             slo: None,
+            percentiles: vec![99.0],
             peak_output_throughput: 3391.0,
             peak_concurrency: 64.0,
             ttft: dist(112.30, 98.70, 401.20),
