@@ -1,5 +1,5 @@
 //! The shape of the runner's code, checked from its source: `host/src` is parsed with
-//! `syn` (the module tree from `lib.rs`, following `mod` declarations) and three rules are
+//! `syn` (the module tree from `lib.rs`, following `mod` declarations) and these rules are
 //! asserted on everything outside `#[cfg(test)]` code:
 //!
 //! 1. no function is longer than [`MAX_FUNCTION_LINES`] lines;
@@ -7,10 +7,16 @@
 //!    top-level modules, then the submodules of each directory module) the modules import
 //!    each other without a cycle. A module's imports of its own ancestors or descendants
 //!    (`super::Type`, `mod.rs` using its children) are its inside, not an edge;
-//! 3. `engine`, `client`, `metrics` and `report` import nothing from `sim`, nor `sim` from
-//!    them: the built-in server is one target among others, and what the two sides share
-//!    (the precise timer, the request-id header, the kernel's receive times) lives in
-//!    neutral modules (`clock`, `wire`, `kernel_clock`).
+//! 3. `measuring/` and `outputs/report` import nothing from `servers/sim`, nor the
+//!    simulator from them: the built-in server is one target among others, and what the
+//!    two sides share (the precise timer, the request-id header, the kernel's receive
+//!    times) lives in `both_sides/`;
+//! 4. `host/src` holds at most [`MAX_TOP_LEVEL_ENTRIES`] entries besides `lib.rs` and
+//!    `main.rs`, and no two public types (`pub` struct, enum, trait or type alias) share a
+//!    name anywhere in the crate;
+//! 5. README.md's layout of `host/src` (each group and the modules directly inside it,
+//!    with the first sentence of each one's `//!` documentation) is the source tree's;
+//!    `RUNNER_BLESS=1` rewrites it.
 //!
 //! An import is any path the code names (`use` items, and paths in types, expressions,
 //! patterns and macro names) that starts with `crate`, `super`, `self` or the name of a
@@ -46,6 +52,11 @@ struct Module {
     names: BTreeSet<ModPath>,
     /// Functions outside test code: (first line, name, lines).
     functions: Vec<(usize, String, usize)>,
+    /// The first sentence of the file's `//!` documentation, on one line.
+    summary: String,
+    /// Public types outside test code (`pub` structs, enums, traits and type aliases):
+    /// (line, name).
+    public_types: Vec<(usize, String)>,
 }
 
 fn src() -> PathBuf {
@@ -72,6 +83,7 @@ fn load(path: ModPath, file: PathBuf, out: &mut Vec<Module>) {
         children: Vec::new(),
         found: BTreeSet::new(),
         functions: Vec::new(),
+        public_types: Vec::new(),
     };
     names.visit_file(&ast);
     // A module's own directory: `src/` for lib.rs, `x/` for x.rs and x/mod.rs.
@@ -87,6 +99,8 @@ fn load(path: ModPath, file: PathBuf, out: &mut Vec<Module>) {
         children: children.clone(),
         names: names.found,
         functions: names.functions,
+        summary: first_sentence(&ast.attrs),
+        public_types: names.public_types,
     });
     for child in children {
         let flat = dir.join(format!("{child}.rs"));
@@ -106,6 +120,42 @@ struct Names {
     children: Vec<String>,
     found: BTreeSet<ModPath>,
     functions: Vec<(usize, String, usize)>,
+    public_types: Vec<(usize, String)>,
+}
+
+/// The first sentence of a file's inner doc comment (`//!`): its first paragraph up to
+/// the first full stop followed by a space, joined onto one line, with rustdoc's link
+/// brackets around a code span dropped (`[`RunConfig`]` is `RunConfig` in backticks).
+fn first_sentence(attrs: &[syn::Attribute]) -> String {
+    let mut lines = Vec::new();
+    for attr in attrs {
+        let syn::Meta::NameValue(nv) = &attr.meta else {
+            continue;
+        };
+        if !nv.path.is_ident("doc") {
+            continue;
+        }
+        let syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(text),
+            ..
+        }) = &nv.value
+        else {
+            continue;
+        };
+        let line = text.value().trim().to_string();
+        if line.is_empty() {
+            if lines.is_empty() {
+                continue;
+            }
+            break; // the end of the first paragraph
+        }
+        lines.push(line);
+    }
+    let paragraph = lines.join(" ").replace("[`", "`").replace("`]", "`");
+    match paragraph.find(". ") {
+        Some(at) => paragraph[..=at].to_string(),
+        None => paragraph,
+    }
 }
 
 impl Names {
@@ -138,6 +188,13 @@ impl Names {
         };
         here.extend(rest.iter().cloned());
         self.found.insert(here);
+    }
+
+    fn record_type(&mut self, vis: &syn::Visibility, name: &syn::Ident) {
+        if matches!(vis, syn::Visibility::Public(_)) {
+            self.public_types
+                .push((name.span().start().line, name.to_string()));
+        }
     }
 
     fn record_function(&mut self, name: &syn::Ident, start: proc_macro2::Span, block: &syn::Block) {
@@ -177,6 +234,7 @@ impl<'ast> Visit<'ast> for Names {
             syn::Item::Static(i) => &i.attrs,
             syn::Item::Trait(i) => &i.attrs,
             syn::Item::Macro(i) => &i.attrs,
+            syn::Item::Type(i) => &i.attrs,
             _ => return syn::visit::visit_item(self, item),
         };
         if !is_test_only(attrs) {
@@ -208,6 +266,26 @@ impl<'ast> Visit<'ast> for Names {
             self.resolve(p.segments.iter().map(|s| s.ident.to_string()).collect());
         }
         syn::visit::visit_path(self, p);
+    }
+
+    fn visit_item_struct(&mut self, i: &'ast syn::ItemStruct) {
+        self.record_type(&i.vis, &i.ident);
+        syn::visit::visit_item_struct(self, i);
+    }
+
+    fn visit_item_enum(&mut self, i: &'ast syn::ItemEnum) {
+        self.record_type(&i.vis, &i.ident);
+        syn::visit::visit_item_enum(self, i);
+    }
+
+    fn visit_item_trait(&mut self, i: &'ast syn::ItemTrait) {
+        self.record_type(&i.vis, &i.ident);
+        syn::visit::visit_item_trait(self, i);
+    }
+
+    fn visit_item_type(&mut self, i: &'ast syn::ItemType) {
+        self.record_type(&i.vis, &i.ident);
+        syn::visit::visit_item_type(self, i);
     }
 
     fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
@@ -452,4 +530,162 @@ fn the_checks_see_the_whole_crate() {
     graph.insert(a.clone(), BTreeSet::from([b.clone()]));
     graph.insert(b.clone(), BTreeSet::from([a.clone()]));
     assert_eq!(cycles(&graph).len(), 1);
+}
+
+/// The most entries `host/src` may hold besides `lib.rs` and `main.rs`: the crate is read
+/// by its groups, and a newcomer finds a module by its group's name.
+const MAX_TOP_LEVEL_ENTRIES: usize = 10;
+
+#[test]
+fn host_src_has_few_top_level_entries() {
+    let mut entries: Vec<String> = std::fs::read_dir(src())
+        .expect("host/src is readable")
+        .map(|e| {
+            e.expect("a directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|name| name != "lib.rs" && name != "main.rs")
+        .collect();
+    entries.sort();
+    println!(
+        "host/src: {} entries besides lib.rs and main.rs: {}",
+        entries.len(),
+        entries.join(", ")
+    );
+    assert!(
+        entries.len() <= MAX_TOP_LEVEL_ENTRIES,
+        "host/src holds {} entries besides lib.rs and main.rs, at most {MAX_TOP_LEVEL_ENTRIES} allowed (put a new module in one of the groups): {}",
+        entries.len(),
+        entries.join(", ")
+    );
+}
+
+#[test]
+fn no_two_public_types_share_a_name() {
+    let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for m in modules() {
+        for (line, name) in &m.public_types {
+            by_name
+                .entry(name.clone())
+                .or_default()
+                .push(format!("{}:{line}", relative(&m.file)));
+        }
+    }
+    println!("{} public type names", by_name.len());
+    let shared: Vec<String> = by_name
+        .iter()
+        .filter(|(_, places)| places.len() > 1)
+        .map(|(name, places)| format!("`{name}`: {}", places.join(", ")))
+        .collect();
+    assert!(
+        shared.is_empty(),
+        "public types (pub struct/enum/trait/type) sharing a name:\n{}",
+        shared.join("\n")
+    );
+}
+
+/// The lines that open and close the generated layout in README.md.
+const LAYOUT_BEGIN: &str =
+    "<!-- layout: generated by tests/architecture, RUNNER_BLESS=1 rewrites it -->";
+const LAYOUT_END: &str = "<!-- /layout -->";
+
+/// The layout of `host/src` as the README shows it: each group (a module of `lib.rs`) and
+/// each module directly inside it, with the first sentence of its `//!` documentation.
+/// Deeper modules are left out, so that reshuffling inside a module changes nothing here.
+fn layout(modules: &[Module]) -> String {
+    let entry = |m: &Module| {
+        let name = m.path.last().expect("not the crate root");
+        let is_dir = m.file.file_name().is_some_and(|f| f == "mod.rs");
+        let shown = if is_dir {
+            format!("{name}/")
+        } else {
+            format!("{name}.rs")
+        };
+        (shown, m.summary.clone())
+    };
+    let mut groups: Vec<&Module> = modules.iter().filter(|m| m.path.len() == 1).collect();
+    groups.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut out = String::new();
+    for group in groups {
+        let (name, summary) = entry(group);
+        out.push_str(&format!("- `host/src/{name}`: {summary}\n"));
+        let mut children: Vec<&Module> = modules
+            .iter()
+            .filter(|m| m.path.len() == 2 && m.path.starts_with(&group.path))
+            .collect();
+        children.sort_by(|a, b| a.path.cmp(&b.path));
+        for child in children {
+            let (name, summary) = entry(child);
+            out.push_str(&format!("  - `{name}`: {summary}\n"));
+        }
+    }
+    out
+}
+
+/// A line diff, `-` for the README's lines and `+` for the generated ones (a longest
+/// common subsequence; the blocks are a few dozen lines).
+fn line_diff(old: &str, new: &str) -> String {
+    let (a, b): (Vec<&str>, Vec<&str>) = (old.lines().collect(), new.lines().collect());
+    let mut common = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            common[i][j] = if a[i] == b[j] {
+                common[i + 1][j + 1] + 1
+            } else {
+                common[i + 1][j].max(common[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, String::new());
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            (i, j) = (i + 1, j + 1);
+        } else if i < a.len() && (j == b.len() || common[i + 1][j] >= common[i][j + 1]) {
+            out.push_str(&format!("- {}\n", a[i]));
+            i += 1;
+        } else {
+            out.push_str(&format!("+ {}\n", b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn the_readme_layout_is_the_source_tree() {
+    let readme_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = std::fs::read_to_string(&readme_path).expect("README.md is readable");
+    let begin = readme
+        .find(LAYOUT_BEGIN)
+        .map(|at| at + LAYOUT_BEGIN.len() + 1)
+        .unwrap_or_else(|| panic!("README.md has no line `{LAYOUT_BEGIN}`"));
+    let end = begin
+        + readme[begin..]
+            .find(LAYOUT_END)
+            .unwrap_or_else(|| panic!("README.md has no line `{LAYOUT_END}` after the layout"));
+    let generated = layout(&modules());
+    let written = &readme[begin..end];
+    if written == generated {
+        return;
+    }
+    if std::env::var_os("RUNNER_BLESS").is_some_and(|v| v == "1") {
+        let blessed = format!("{}{generated}{}", &readme[..begin], &readme[end..]);
+        std::fs::write(&readme_path, blessed).expect("README.md is writable");
+        println!("README.md's layout rewritten");
+        return;
+    }
+    panic!(
+        "README.md's layout (between `{LAYOUT_BEGIN}` and `{LAYOUT_END}`) is not the source \
+         tree's; regenerate it with\n    RUNNER_BLESS=1 cargo test --release -p runner --test \
+         architecture\ndifference (- README, + source):\n{}",
+        line_diff(written, &generated)
+    );
+}
+
+#[test]
+fn the_layout_diff_shows_what_changed() {
+    assert_eq!(line_diff("a\nb\nc\n", "a\nc\nd\n"), "- b\n+ d\n");
+    assert_eq!(line_diff("", "x\n"), "+ x\n");
 }

@@ -1,8 +1,8 @@
-//! The engine. The scenario runs on its own OS thread and generates requests ahead of
-//! their send time into a bounded queue; a tokio dispatcher sends each on time (or when a
-//! concurrency slot frees); each request runs in its own task and hands its record to a
-//! collector task that keeps the statistics, writes the JSONL records and feeds outcomes
-//! back to the scenario. Guest code never runs on the I/O path.
+//! The engine that drives a run: the scenario runs on its own OS thread and generates
+//! requests ahead of their send time into a bounded queue; a tokio dispatcher sends each
+//! on time (or when a concurrency slot frees); each request runs in its own task and hands
+//! its record to a collector task that keeps the statistics, writes the JSONL records and
+//! feeds outcomes back to the scenario. Guest code never runs on the I/O path.
 //!
 //! - `phases`: the run loop, phase after phase (and an adaptive scenario's `next_phase`).
 //! - `generator`: the scenario thread, one phase's generation at a time.
