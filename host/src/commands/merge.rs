@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use crate::commands::cli::MergeArgs;
 use crate::measuring::thresholds::EXIT_THRESHOLDS_FAILED;
-use crate::outputs::report::{output, render_header};
+use crate::outputs::report::{output, text};
 use crate::sharding::merge;
 
 pub fn merge(a: MergeArgs) -> Result<i32> {
@@ -13,9 +13,9 @@ pub fn merge(a: MergeArgs) -> Result<i32> {
     for w in &warnings {
         crate::errln!("warning: {w}");
     }
-    let body = report.render_body();
+    let body = text::render_body(&report);
     if !a.quiet {
-        crate::out!("{}", render_header(&report.header));
+        crate::out!("{}", text::render_header(&report.header));
         crate::outln!();
     }
     // The files first, as `run` does: stdout may be a pipe closed early.

@@ -13,9 +13,7 @@ use crate::commands::config::{RunConfig, TargetSpec};
 use crate::measuring::engine::{self, EngineConfig, RunResult, StopReason};
 use crate::measuring::thresholds::EXIT_THRESHOLDS_FAILED;
 use crate::outputs::progress::{self, Progress};
-use crate::outputs::report::{
-    output, render_header, ReportParts, ReportPhase, RunHeader, RunReport,
-};
+use crate::outputs::report::{output, text, ReportParts, ReportPhase, RunHeader, RunReport};
 use crate::safeguards::interrupt::Interrupts;
 use crate::servers::server_metrics::{ScrapeConfig, Scraper};
 use crate::sharding::merge::shard_file::{ShardFile, ShardRun, STREAM_FILE};
@@ -36,10 +34,10 @@ pub fn run(a: RunArgs) -> Result<i32> {
     // What was sent, not what --api asked for (chat messages go to chat whatever it says).
     // After the shard file: its header keeps `--api`, the same in every shard, which
     // `runner merge` checks.
-    let used = crate::outputs::report::endpoints::endpoints_used(
+    let used = crate::outputs::report::run_report::endpoints_used(
         failure.result.phases.iter().map(|p| &p.summary),
     );
-    header.api = crate::outputs::report::endpoints::api_used(&used, &header.api);
+    header.api = crate::outputs::report::run_report::api_used(&used, &header.api);
     let report = build_report(&config, header, &failure.result);
     if let Err(e) = write_and_print(&config, &report) {
         // The run's own failure (requests.jsonl cut by the same full disk) comes first:
@@ -289,13 +287,9 @@ fn write_and_print(config: &RunConfig, report: &RunReport) -> Result<()> {
     // API its requests went to (chat messages go to chat whatever --api says) and the
     // request stream's digest.
     let body = if config.quiet {
-        report.render_body()
+        text::render_body(report)
     } else {
-        format!(
-            "{}\n{}",
-            render_header(&report.header),
-            report.render_body()
-        )
+        text::render(report)
     };
     let written = (|| -> Result<()> {
         if let Some(path) = &config.save_result {

@@ -3,38 +3,21 @@
 //! self-contained HTML page with charts, a markdown copy and per-request CSV; plus the
 //! comparison of saved results (`runner compare`).
 
-pub mod charts;
 pub mod compare;
-pub mod compare_pairs;
-pub mod compare_row;
-pub mod distribution_result;
-pub mod embeddings;
-pub mod ended;
-pub mod endpoints;
-pub mod export;
+pub mod csv;
 pub mod html;
-pub mod html_escape;
 pub mod json;
-pub mod latency_clock;
+pub mod markdown;
 pub mod output;
-pub mod replace_file;
-pub mod result_file;
 pub mod run_report;
-pub mod series;
-pub mod server;
-pub mod server_charts;
-pub mod server_compare;
 pub mod table;
-pub mod targets;
 pub mod text;
-pub mod text_format;
 
 use serde::{Deserialize, Serialize};
 
 pub use json::vllm_backend;
 pub use run_report::{ReportParts, ReportPhase, RunReport, ShardStart, ShardStarts};
-pub use table::{render_phase_table_csv, render_phase_table_markdown};
-pub use text::{render_extras, render_header, render_phase_table, render_vllm_block};
+pub use text::render_header;
 
 /// What was run, against what: printed before the results and saved in the JSON.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -2,13 +2,11 @@
 //! together from shards. Every output is rendered from it: the text report, result.json,
 //! report.md, report.html and the CSV files.
 
-use std::fmt::Write as _;
-
-use super::text::{render_notes, render_phases, render_thresholds, PhaseText};
 use super::RunHeader;
+use crate::measuring::client::Api;
+use crate::measuring::metrics::answer::EndpointCount;
 use crate::measuring::metrics::PhaseSummary;
 use crate::measuring::thresholds::{self, Threshold, Verdict};
-use crate::safeguards::display::escape_control_multiline;
 use crate::servers::server_metrics::ServerPhase;
 use crate::workloads::scenario::NoteValue;
 
@@ -145,41 +143,18 @@ impl RunReport {
         self.phases.iter().filter(|p| !p.warmup).count() > 1
     }
 
+    /// Each phase that ended early (its duration, the scenario's stop, the error rate,
+    /// Ctrl-C): its name and why.
+    pub fn endings(&self) -> Vec<(String, String)> {
+        self.phases
+            .iter()
+            .filter_map(|p| Some((p.summary.name.clone(), p.ended.clone()?)))
+            .collect()
+    }
+
     /// The request stream's digest (sha256 hex).
     pub fn request_digest(&self) -> &str {
         self.header.request_digest.as_deref().unwrap_or("")
-    }
-
-    /// The text report after the header: each phase, the scenario's notes, the
-    /// thresholds, a merged run's shards and the request stream digest. Servers' messages
-    /// reach it: control characters are escaped (their secrets were hidden where they
-    /// entered, see `redact`).
-    pub fn render_body(&self) -> String {
-        let phases: Vec<PhaseText> = self
-            .phases
-            .iter()
-            .map(|p| PhaseText {
-                summary: &p.summary,
-                arrival: p.arrival.clone(),
-                warmup: p.warmup,
-                ended: p.ended.clone(),
-                cut: p.cut,
-                server: p.server.as_ref(),
-            })
-            .collect();
-        let mut body = render_phases(&phases, &self.percentiles, self.goodput);
-        body += &render_notes(&self.shown_notes());
-        body += &render_thresholds(&self.verdicts, self.many_phases());
-        if let Some(shards) = &self.shards {
-            body += &render_shards(shards);
-        }
-        let _ = writeln!(
-            body,
-            "Request stream digest (sha256): {}",
-            self.request_digest()
-        );
-        body += &render_dependence(&self.header.stream_depends_on);
-        escape_control_multiline(&body).into_owned()
     }
 
     /// `N of M thresholds failed: ...`, naming each failed one with its value (and its
@@ -210,44 +185,61 @@ impl RunReport {
     }
 }
 
-/// The line saying what the request stream may have depended on beyond the seed and the
-/// parameters (see `scenario::dependence`); none when nothing.
-fn render_dependence(reasons: &[String]) -> String {
-    if reasons.is_empty() {
-        return String::new();
+/// Requests per endpoint over `phases`, in path order.
+pub fn endpoints_used<'a>(
+    phases: impl IntoIterator<Item = &'a PhaseSummary>,
+) -> Vec<EndpointCount> {
+    let mut counts = std::collections::BTreeMap::<String, u64>::new();
+    for p in phases {
+        for e in &p.answer.endpoints {
+            *counts.entry(e.endpoint.clone()).or_default() += e.requests;
+        }
     }
-    format!(
-        "Request stream may have depended on responses or timing, through: {} \
-         (the same seed may send other requests on another run)\n",
-        reasons.join(", ")
-    )
+    counts
+        .into_iter()
+        .map(|(endpoint, requests)| EndpointCount { endpoint, requests })
+        .collect()
 }
 
-/// One line per shard start, and the spread.
-fn render_shards(shards: &ShardStarts) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "{:=^50}", " Shards ");
-    let _ = writeln!(out, "{:<40} {:<10}", "Shards merged:", shards.shards.len());
-    if let Some(at) = &shards.start_at {
-        let _ = writeln!(out, "{:<40} {}", "Start at:", at);
+/// An endpoint's `--api` name (the path itself for one no API has).
+fn api_name(endpoint: &str) -> &str {
+    match Api::of_path(endpoint) {
+        Some(api) => api.name(),
+        None => endpoint,
     }
-    let offsets: Vec<f64> = shards
-        .shards
-        .iter()
-        .filter_map(|s| s.clock_offset_ms)
-        .collect();
-    if !offsets.is_empty() {
-        let lo = offsets.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = offsets.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let _ = writeln!(out, "{:<40} {:<10.2}", "Min start offset (ms):", lo);
-        let _ = writeln!(out, "{:<40} {:<10.2}", "Max start offset (ms):", hi);
+}
+
+/// The header's API: the one every request went to, or each with its request count
+/// (`chat (90), completions (10)`); `configured` when nothing was sent.
+pub fn api_used(endpoints: &[EndpointCount], configured: &str) -> String {
+    match endpoints {
+        [] => configured.to_string(),
+        [one] => api_name(&one.endpoint).to_string(),
+        many => many
+            .iter()
+            .map(|e| format!("{} ({})", api_name(&e.endpoint), e.requests))
+            .collect::<Vec<_>>()
+            .join(", "),
     }
-    let _ = writeln!(
-        out,
-        "{:<40} {:<10.2}",
-        "Start spread (ms):",
-        shards.spread_ms()
-    );
-    let _ = writeln!(out, "{}\n", "=".repeat(50));
-    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(endpoint: &str, requests: u64) -> EndpointCount {
+        EndpointCount {
+            endpoint: endpoint.into(),
+            requests,
+        }
+    }
+
+    #[test]
+    fn the_api_is_the_one_used_or_each_with_its_count() {
+        assert_eq!(api_used(&[], "completions"), "completions");
+        let chat = count(Api::Chat.path(), 5);
+        assert_eq!(api_used(std::slice::from_ref(&chat), "completions"), "chat");
+        let both = [chat, count(Api::Completions.path(), 2)];
+        assert_eq!(api_used(&both, "completions"), "chat (5), completions (2)");
+    }
 }

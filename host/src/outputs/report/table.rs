@@ -1,5 +1,5 @@
-//! The table over phases as markdown (for documents) and CSV (for spreadsheets and plots),
-//! and the per-tag table of a phase (text and markdown).
+//! Tables every format shares: the column sets of a phase, a tag and a target (title and
+//! value of each cell), and the one aligner of text tables (with its markdown twin).
 
 use crate::measuring::metrics::{PhaseSummary, TagSummary};
 
@@ -28,59 +28,7 @@ fn markdown_cell(text: &str) -> String {
     text.replace('|', "\\|")
         .replace("\r\n", " ")
         .replace(['\n', '\r'], " ")
-}
-
-pub fn render_phase_table_markdown(phases: &[PhaseSummary]) -> String {
-    let mut out = String::new();
-    let Some(first) = phases.first() else {
-        return out;
-    };
-    let titles: Vec<&str> = columns(first).iter().map(|c| c.0).collect();
-    out.push_str(&format!("| {} |\n", titles.join(" | ")));
-    out.push_str(&format!("|{}\n", ["---|"].repeat(titles.len()).concat()));
-    for s in phases {
-        let cells: Vec<String> = columns(s)
-            .into_iter()
-            .map(|c| markdown_cell(&c.1))
-            .collect();
-        out.push_str(&format!("| {} |\n", cells.join(" | ")));
-    }
-    out
-}
-
-pub fn render_phase_table_csv(phases: &[PhaseSummary]) -> String {
-    let mut out = String::new();
-    let Some(first) = phases.first() else {
-        return out;
-    };
-    let titles: Vec<&str> = columns(first).iter().map(|c| c.0).collect();
-    out.push_str(&titles.join(","));
-    out.push('\n');
-    for s in phases {
-        let cells: Vec<String> = columns(s).into_iter().map(|c| csv_field(&c.1)).collect();
-        out.push_str(&cells.join(","));
-        out.push('\n');
-    }
-    out
-}
-
-/// RFC 4180 quoting for fields with commas, quotes or line breaks.
-/// A CSV cell. Text from outside (a tag, a phase name, a request id) has its control and
-/// bidi characters written visibly (`display::escape_control`), and a cell a spreadsheet
-/// would run as a formula (`=`, `+`, `-` or `@` first, as `=HYPERLINK(…)`) gets a leading
-/// `'`, OWASP's advice against CSV injection; numbers are kept as they are. Then quoted
-/// where RFC 4180 needs it.
-pub(crate) fn csv_field(s: &str) -> String {
-    let mut cell = crate::safeguards::display::escape_control(s).into_owned();
-    let formula = cell.starts_with(['=', '+', '-', '@']);
-    if formula && cell.parse::<f64>().is_err() {
-        cell.insert(0, '\'');
-    }
-    if cell.contains([',', '"']) {
-        format!("\"{}\"", cell.replace('"', "\"\""))
-    } else {
-        cell
-    }
+        .replace(['\n', '\r'], " ")
 }
 
 /// Column title and value of each tag, in order.
@@ -93,6 +41,28 @@ pub fn tag_columns(t: &TagSummary) -> Vec<(&'static str, String)> {
     row.extend(latency_columns(t));
     row.insert(row.len() - 1, ("p50_e2el_ms", percentile(&t.e2el, 50.0)));
     row
+}
+
+/// Column title and value of a target's row; `urls` are the run's targets by index (no
+/// `url` column without them: the text report's header lists them).
+pub fn target_columns(t: &TagSummary, urls: &[String]) -> Vec<(&'static str, String)> {
+    let mut row = vec![("target", t.tag.clone())];
+    if !urls.is_empty() {
+        let url = index_of(t).and_then(|i| urls.get(i)).cloned();
+        row.push(("url", url.unwrap_or_default()));
+    }
+    row.extend([
+        ("completed", t.completed.to_string()),
+        ("failed", t.failed.to_string()),
+        ("cancelled", t.cancelled.to_string()),
+    ]);
+    row.extend(latency_columns(t));
+    row
+}
+
+/// A row's target index (its `tag` is the index written out).
+pub fn index_of(t: &TagSummary) -> Option<usize> {
+    t.tag.parse().ok()
 }
 
 /// The columns a tag's row and a target's share: mean tokens, then TTFT, TPOT and E2EL
@@ -125,11 +95,6 @@ pub fn cut_cell(text: &str) -> String {
         return text.to_string();
     }
     text.chars().take(MAX_CELL_CHARS - 1).chain(['…']).collect()
-}
-
-/// The per-tag table as aligned text columns (nothing without tags).
-pub fn render_tag_table_text(tags: &[TagSummary]) -> String {
-    aligned_table(tags.iter().map(tag_columns).collect())
 }
 
 /// Rows of (column title, value) as aligned text columns, the first left-aligned, the
@@ -176,11 +141,6 @@ pub(crate) fn aligned_table(mut rows: Vec<Vec<(&'static str, String)>>) -> Strin
     out
 }
 
-/// The per-tag table in markdown (nothing without tags).
-pub fn render_tag_table_markdown(tags: &[TagSummary]) -> String {
-    markdown_table(tags.iter().map(tag_columns).collect())
-}
-
 /// Rows of (column title, value) as a markdown table (nothing without rows).
 pub(crate) fn markdown_table(rows: Vec<Vec<(&'static str, String)>>) -> String {
     let mut out = String::new();
@@ -201,6 +161,19 @@ pub(crate) fn markdown_table(rows: Vec<Vec<(&'static str, String)>>) -> String {
 mod tests {
     use super::*;
     use crate::measuring::metrics::{MetricsOptions, PhaseAccumulator, PhaseInfo};
+    use crate::outputs::report::csv::{csv_field, phase_table as render_phase_table_csv};
+
+    fn render_phase_table_markdown(phases: &[PhaseSummary]) -> String {
+        markdown_table(phases.iter().map(|s| columns(s).to_vec()).collect())
+    }
+
+    fn render_tag_table_text(tags: &[TagSummary]) -> String {
+        aligned_table(tags.iter().map(tag_columns).collect())
+    }
+
+    fn render_tag_table_markdown(tags: &[TagSummary]) -> String {
+        markdown_table(tags.iter().map(tag_columns).collect())
+    }
 
     #[test]
     fn a_csv_cell_is_never_a_formula_nor_a_terminal_command() {
@@ -260,7 +233,7 @@ mod tests {
 
     #[test]
     fn the_tag_table_has_a_row_per_tag_and_nothing_without_tags() {
-        use crate::measuring::metrics::{Distribution, TagSummary};
+        use crate::measuring::metrics::Distribution;
         let latency = |mean: f64| Distribution {
             count: 2,
             mean,

@@ -3,16 +3,49 @@
 //! values leave trailing spaces; section rulers are `"{:-^50}"`, which in Python and in Rust
 //! alike put the odd pad character on the right. Every rendered string ends with a newline.
 
+mod clock;
+mod embeddings;
+mod format;
+mod server;
+mod targets;
+
 use std::fmt::Write as _;
 
-use super::text_format::{
+use self::format::{
     footer, latency_section, metric_row, pct, retried_and_failures, row, row_f, section, title,
 };
+pub(super) use self::server::lines as server_lines;
+use super::run_report::{ReportPhase, RunReport, ShardStarts};
+use super::table::{aligned_table, cut_cell, tag_columns};
 use super::RunHeader;
 use crate::measuring::metrics::catalogue as metric;
 pub use crate::measuring::metrics::catalogue::percentile_word;
 use crate::measuring::metrics::{PhaseSummary, CLIENT_BOUND_LATENESS_MS};
 use crate::safeguards::display::{escape_control, escape_control_multiline};
+
+/// report.txt: the header, a blank line, then the body.
+pub fn render(report: &RunReport) -> String {
+    format!("{}\n{}", render_header(&report.header), render_body(report))
+}
+
+/// The text report after the header: each phase, the scenario's notes, the thresholds, a
+/// merged run's shards and the request stream digest. Servers' messages reach it: control
+/// characters are escaped (their secrets were hidden where they entered, see `redact`).
+pub fn render_body(report: &RunReport) -> String {
+    let mut body = render_phases(&report.phases);
+    body += &render_notes(&report.shown_notes());
+    body += &render_thresholds(&report.verdicts, report.many_phases());
+    if let Some(shards) = &report.shards {
+        body += &render_shards(shards);
+    }
+    let _ = writeln!(
+        body,
+        "Request stream digest (sha256): {}",
+        report.request_digest()
+    );
+    body += &render_dependence(&report.header.stream_depends_on);
+    escape_control_multiline(&body).into_owned()
+}
 
 /// A short readable block printed before the results.
 pub fn render_header(h: &RunHeader) -> String {
@@ -67,9 +100,9 @@ pub fn render_header(h: &RunHeader) -> String {
 }
 
 /// The exact `============ Serving Benchmark Result ============` block of `vllm bench serve`
-/// with `--percentile-metrics ttft,tpot,itl,e2el`. `percentiles` should be those the
-/// summary was computed with; `goodput` adds the `Request goodput (req/s):` row.
-pub fn render_vllm_block(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -> String {
+/// with `--percentile-metrics ttft,tpot,itl,e2el`, at the percentiles the summary was
+/// computed at; a goodput SLO adds the `Request goodput (req/s):` row.
+pub fn render_vllm_block(s: &PhaseSummary) -> String {
     let mut out = String::new();
     title(&mut out, " Serving Benchmark Result ");
     metric_row(&mut out, &metric::COMPLETED, s);
@@ -88,7 +121,7 @@ pub fn render_vllm_block(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -
         &metric::TOTAL_OUTPUT_TOKENS,
         &metric::REQUEST_THROUGHPUT,
     ];
-    if goodput {
+    if s.slo.is_some() {
         metrics.push(&metric::REQUEST_GOODPUT);
     }
     metrics.extend([
@@ -104,7 +137,7 @@ pub fn render_vllm_block(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -
         .iter()
         .filter(|m| m.in_result == metric::InResult::Vllm)
     {
-        latency_section(&mut out, m, s, percentiles);
+        latency_section(&mut out, m, s);
     }
     footer(&mut out, '=');
     out
@@ -128,7 +161,7 @@ fn shown(key: &str, s: &PhaseSummary) -> bool {
 /// Our own lines, printed right after the vLLM block's `=` footer, in the same 40/10 style.
 /// Labels never start like a vLLM label (e.g. "Mean per-token ITL", not "Mean ITL ..."), so
 /// parsers of the vLLM block are not confused.
-pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
+pub fn render_extras(s: &PhaseSummary) -> String {
     let mut out = String::new();
     section(&mut out, " Runner extras ");
     let ours = |rows: metric::TextRows| {
@@ -137,7 +170,7 @@ pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
         })
     };
     for m in ours(metric::TextRows::MeanMedianPercentiles) {
-        latency_section(&mut out, m, s, percentiles);
+        latency_section(&mut out, m, s);
     }
     for m in metric::SCALARS
         .iter()
@@ -146,14 +179,14 @@ pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
         metric_row(&mut out, m, s);
     }
     token_accounting(&mut out, s);
-    super::embeddings::endpoint_rows(&mut out, s);
+    endpoint_rows(&mut out, s);
     for m in ours(metric::TextRows::MeanP99Max) {
-        latency_section(&mut out, m, s, percentiles);
+        latency_section(&mut out, m, s);
     }
     for m in ours(metric::TextRows::MedianP99Max) {
-        latency_section(&mut out, m, s, percentiles);
+        latency_section(&mut out, m, s);
     }
-    let _ = writeln!(out, "{}", super::latency_clock::clock_line(&s.clock));
+    let _ = writeln!(out, "{}", clock::clock_line(&s.clock));
     retried_and_failures(&mut out, s);
     if s.client_bound {
         let _ = writeln!(
@@ -166,36 +199,22 @@ pub fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
     }
     if !s.tags.is_empty() {
         section(&mut out, "Per-tag Metrics");
-        out.push_str(&super::table::render_tag_table_text(&s.tags));
+        out.push_str(&aligned_table(s.tags.iter().map(tag_columns).collect()));
     }
     // The header lists the targets' URLs by index.
-    out.push_str(&super::targets::render_text_section(s, &[]));
+    out.push_str(&targets::render_text_section(s, &[]));
     footer(&mut out, '=');
     out
-}
-
-/// One phase of a run as the text report shows it.
-pub struct PhaseText<'a> {
-    pub summary: &'a PhaseSummary,
-    /// The arrival process, described (`poisson 10 req/s`).
-    pub arrival: String,
-    pub warmup: bool,
-    /// Why the phase ended, when it did not simply run out of requests.
-    pub ended: Option<String>,
-    /// Requests still running at the drain limit, cut.
-    pub cut: u64,
-    /// The server's metrics over the phase, when they were scraped.
-    pub server: Option<&'a crate::servers::server_metrics::ServerPhase>,
 }
 
 /// The phases of a run (a single run's or a merge's): each one's heading when there are
 /// several, then the warm-up line or the vLLM block with our extras and how it ended,
 /// then the table over the measured phases.
-pub fn render_phases(phases: &[PhaseText], percentiles: &[f64], goodput: bool) -> String {
+fn render_phases(phases: &[ReportPhase]) -> String {
     let mut out = String::new();
     let many = phases.len() > 1;
     for (i, phase) in phases.iter().enumerate() {
-        let s = phase.summary;
+        let s = &phase.summary;
         if many {
             let _ = writeln!(
                 out,
@@ -216,9 +235,9 @@ pub fn render_phases(phases: &[PhaseText], percentiles: &[f64], goodput: bool) -
             );
             continue;
         }
-        out += &render_phase_result(s, percentiles, goodput);
-        if let Some(server) = phase.server {
-            out += &super::server::render_text(server, s);
+        out += &render_phase_result(s);
+        if let Some(server) = &phase.server {
+            out += &server::render_text(server, s);
         }
         if let Some(ended) = &phase.ended {
             let _ = writeln!(out, "Phase ended: {ended}.");
@@ -251,23 +270,22 @@ pub const NOTHING_SENT: &str = "No requests were sent in this phase: nothing to 
 /// extras; vLLM's pooling block and ours when every request went to embeddings (nothing
 /// generated); one line when the phase sent nothing (a block of zeros would read as
 /// measured zeros).
-pub fn render_phase_result(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -> String {
+pub fn render_phase_result(s: &PhaseSummary) -> String {
     if s.completed + s.failed + s.cancelled == 0 {
         return format!("{NOTHING_SENT}\n");
     }
     let (mut out, extras) = if s.answer.only_embeddings() {
-        let block = super::embeddings::render_embeddings_block(s, percentiles);
-        (block, super::embeddings::render_embeddings_extras(s))
+        let block = embeddings::render_embeddings_block(s);
+        (block, embeddings::render_embeddings_extras(s))
     } else {
-        let block = render_vllm_block(s, percentiles, goodput);
-        (block, render_extras(s, percentiles))
+        (render_vllm_block(s), render_extras(s))
     };
     out.push_str(&extras);
     out
 }
 
 /// The results a scenario reported with `note` (nothing when it reported none).
-pub fn render_notes(notes: &[(String, crate::workloads::scenario::NoteValue)]) -> String {
+fn render_notes(notes: &[(String, crate::workloads::scenario::NoteValue)]) -> String {
     let mut out = String::new();
     if notes.is_empty() {
         return out;
@@ -310,7 +328,7 @@ fn token_accounting(out: &mut String, s: &PhaseSummary) {
 
 /// The thresholds with their values and verdicts, in the 40/10 style under their own
 /// ruler; `per_phase` names the phase of each line. Empty when there are none.
-pub fn render_thresholds(
+fn render_thresholds(
     verdicts: &[crate::measuring::thresholds::Verdict],
     per_phase: bool,
 ) -> String {
@@ -340,7 +358,7 @@ pub fn render_thresholds(
 /// A closing table over phases (e.g. a sweep), aligned columns: names left, numbers right.
 /// The TTFT tail column is P99 when every phase has it, else the highest percentile of the
 /// first phase.
-pub fn render_phase_table(phases: &[PhaseSummary]) -> String {
+fn render_phase_table(phases: &[PhaseSummary]) -> String {
     let tail_p = if phases.iter().all(|s| s.ttft.percentile(99.0).is_some()) {
         99.0
     } else {
@@ -372,7 +390,7 @@ pub fn render_phase_table(phases: &[PhaseSummary]) -> String {
         .iter()
         .map(|s| {
             vec![
-                super::table::cut_cell(&s.name),
+                cut_cell(&s.name),
                 s.completed.to_string(),
                 s.failed.to_string(),
                 f2(s.duration_s),
@@ -417,10 +435,83 @@ pub fn render_phase_table(phases: &[PhaseSummary]) -> String {
     out
 }
 
+/// The extras' rows of requests per endpoint, when a phase sent to more than one.
+fn endpoint_rows(out: &mut String, s: &PhaseSummary) {
+    if s.answer.endpoints.len() < 2 {
+        return;
+    }
+    section(out, "Requests by Endpoint");
+    for e in &s.answer.endpoints {
+        row(out, &format!("Requests to {}:", e.endpoint), e.requests);
+    }
+}
+
+/// The line saying what the request stream may have depended on beyond the seed and the
+/// parameters (see `scenario::dependence`); none when nothing.
+fn render_dependence(reasons: &[String]) -> String {
+    if reasons.is_empty() {
+        return String::new();
+    }
+    format!(
+        "Request stream may have depended on responses or timing, through: {} \
+         (the same seed may send other requests on another run)\n",
+        reasons.join(", ")
+    )
+}
+
+/// One line per shard start, and the spread.
+fn render_shards(shards: &ShardStarts) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{:=^50}", " Shards ");
+    let _ = writeln!(out, "{:<40} {:<10}", "Shards merged:", shards.shards.len());
+    if let Some(at) = &shards.start_at {
+        let _ = writeln!(out, "{:<40} {}", "Start at:", at);
+    }
+    let offsets: Vec<f64> = shards
+        .shards
+        .iter()
+        .filter_map(|s| s.clock_offset_ms)
+        .collect();
+    if !offsets.is_empty() {
+        let lo = offsets.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = offsets.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let _ = writeln!(out, "{:<40} {:<10.2}", "Min start offset (ms):", lo);
+        let _ = writeln!(out, "{:<40} {:<10.2}", "Max start offset (ms):", hi);
+    }
+    let _ = writeln!(
+        out,
+        "{:<40} {:<10.2}",
+        "Start spread (ms):",
+        shards.spread_ms()
+    );
+    let _ = writeln!(out, "{}\n", "=".repeat(50));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measuring::metrics::{Distribution, ErrorKind, FailureCount};
+    use crate::measuring::metrics::{Distribution, ErrorKind, FailureCount, Slo};
+
+    /// `s` computed at `percentiles`, with a goodput SLO when `goodput`.
+    fn at(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -> PhaseSummary {
+        let mut s = s.clone();
+        s.percentiles = percentiles.to_vec();
+        s.slo = goodput.then(Slo::default);
+        s
+    }
+
+    fn render_vllm_block(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -> String {
+        super::render_vllm_block(&at(s, percentiles, goodput))
+    }
+
+    fn render_extras(s: &PhaseSummary, percentiles: &[f64]) -> String {
+        super::render_extras(&at(s, percentiles, s.slo.is_some()))
+    }
+
+    fn render_phase_result(s: &PhaseSummary, percentiles: &[f64], goodput: bool) -> String {
+        super::render_phase_result(&at(s, percentiles, goodput))
+    }
 
     fn dist(mean: f64, median: f64, p99: f64) -> Distribution {
         Distribution {
@@ -436,48 +527,55 @@ mod tests {
 
     /// Synthetic figures filling every row of the block.
     fn vllm_example() -> PhaseSummary {
-        PhaseSummary {
-            name: "main".into(),
-            completed: 1000,
-            failed: 0,
-            retried: 0,
-            cancelled: 0,
-            failures_by_kind: vec![],
-            max_concurrency: Some(64),
-            request_rate: Some(20.0),
-            burstiness: Some(1.0),
-            duration_s: 52.35,
-            total_input_tokens: 1_024_000,
-            total_output_tokens: 128_000,
-            total_chunks: 128_000,
-            token_accounting: Default::default(),
-            request_throughput: 19.10,
-            output_throughput: 2445.28,
-            total_token_throughput: 22007.50,
-            goodput: Some(17.50),
-            slo: None,
-            percentiles: vec![99.0],
-            peak_output_throughput: 3391.0,
-            peak_concurrency: 64.0,
-            ttft: dist(112.30, 98.70, 401.20),
-            tpot: dist(24.10, 23.80, 31.00),
-            itl: dist(23.90, 22.50, 58.40),
-            e2el: dist(3180.20, 3150.40, 3990.70),
-            token_latency: dist(41.71, 39.85, 82.11),
-            itl_per_token: dist(23.904, 22.5, 58.4),
-            lateness: dist(0.1234, 0.1, 0.9),
-            client_delay: Default::default(),
-            clock: crate::measuring::metrics::StampSources {
-                read_chunks: 128_000,
-                handoff_sends: 1000,
-                ..Default::default()
-            },
-            answer: Default::default(),
-            mean_tokens_per_chunk: 1.0,
-            client_bound: false,
-            tags: vec![],
-            targets: vec![],
-        }
+        let acc = crate::measuring::metrics::PhaseAccumulator::new(&Default::default());
+        let mut s = acc.summarize(&crate::measuring::metrics::PhaseInfo {
+            name: String::new(),
+            duration_ns: 0,
+            max_concurrency: None,
+            request_rate: None,
+            burstiness: None,
+        });
+        s.name = "main".into();
+        s.completed = 1000;
+        s.failed = 0;
+        s.retried = 0;
+        s.cancelled = 0;
+        s.failures_by_kind = vec![];
+        s.max_concurrency = Some(64);
+        s.request_rate = Some(20.0);
+        s.burstiness = Some(1.0);
+        s.duration_s = 52.35;
+        s.total_input_tokens = 1_024_000;
+        s.total_output_tokens = 128_000;
+        s.total_chunks = 128_000;
+        s.token_accounting = Default::default();
+        s.request_throughput = 19.10;
+        s.output_throughput = 2445.28;
+        s.total_token_throughput = 22007.50;
+        s.goodput = Some(17.50);
+        s.slo = None;
+        s.percentiles = vec![99.0];
+        s.peak_output_throughput = 3391.0;
+        s.peak_concurrency = 64.0;
+        s.ttft = dist(112.30, 98.70, 401.20);
+        s.tpot = dist(24.10, 23.80, 31.00);
+        s.itl = dist(23.90, 22.50, 58.40);
+        s.e2el = dist(3180.20, 3150.40, 3990.70);
+        s.token_latency = dist(41.71, 39.85, 82.11);
+        s.itl_per_token = dist(23.904, 22.5, 58.4);
+        s.lateness = dist(0.1234, 0.1, 0.9);
+        s.client_delay = Default::default();
+        s.clock = crate::measuring::metrics::StampSources {
+            read_chunks: 128_000,
+            handoff_sends: 1000,
+            ..Default::default()
+        };
+        s.answer = Default::default();
+        s.mean_tokens_per_chunk = 1.0;
+        s.client_bound = false;
+        s.tags = vec![];
+        s.targets = vec![];
+        s
     }
 
     /// The block `vllm bench serve` prints for those figures, in its layout (trailing spaces

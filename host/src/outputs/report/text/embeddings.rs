@@ -7,16 +7,14 @@
 
 use std::fmt::Write as _;
 
-use super::text_format::{
+use super::format::{
     footer, latency_section, metric_row, retried_and_failures, row, row_f, section, title,
 };
 use crate::measuring::metrics::catalogue as metric;
 use crate::measuring::metrics::PhaseSummary;
 
-pub use super::endpoints::endpoint_rows;
-
 /// vLLM's pooling block, byte for byte. No goodput row: vLLM's pooling metrics have none.
-pub fn render_embeddings_block(s: &PhaseSummary, percentiles: &[f64]) -> String {
+pub(super) fn render_embeddings_block(s: &PhaseSummary) -> String {
     let mut out = String::new();
     title(&mut out, " Serving Benchmark Result ");
     metric_row(&mut out, &metric::COMPLETED, s);
@@ -36,17 +34,17 @@ pub fn render_embeddings_block(s: &PhaseSummary, percentiles: &[f64]) -> String 
     ] {
         metric_row(&mut out, m, s);
     }
-    latency_section(&mut out, &metric::E2EL, s, percentiles);
+    latency_section(&mut out, &metric::E2EL, s);
     footer(&mut out, '=');
     out
 }
 
 /// Our lines after the pooling block: retried requests, failures by kind and the clock
 /// E2EL was read on.
-pub fn render_embeddings_extras(s: &PhaseSummary) -> String {
+pub(super) fn render_embeddings_extras(s: &PhaseSummary) -> String {
     let mut out = String::new();
     section(&mut out, " Runner extras ");
-    let _ = writeln!(out, "{}", super::latency_clock::clock_line(&s.clock));
+    let _ = writeln!(out, "{}", super::clock::clock_line(&s.clock));
     retried_and_failures(&mut out, s);
     footer(&mut out, '=');
     out
@@ -56,6 +54,13 @@ pub fn render_embeddings_extras(s: &PhaseSummary) -> String {
 mod tests {
     use super::*;
     use crate::measuring::metrics::{MetricsOptions, PhaseAccumulator, PhaseInfo, RequestRecord};
+
+    /// The block at `percentiles` (the summary carries them).
+    fn render_embeddings_block(s: &PhaseSummary, percentiles: &[f64]) -> String {
+        let mut s = s.clone();
+        s.percentiles = percentiles.to_vec();
+        super::render_embeddings_block(&s)
+    }
 
     /// A batch of `input` tokens sent at `sent_us`, answered at `end_us`.
     fn embedded(index: u64, sent_us: u64, end_us: u64, input: u64) -> RequestRecord {

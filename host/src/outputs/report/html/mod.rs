@@ -2,37 +2,26 @@
 //! with the run's header, thresholds, the vLLM summary of each phase, latency CDFs, time
 //! series, and for a multi-phase run the curves over phases.
 
+pub mod charts;
+pub mod escape;
+pub mod series;
+mod server_charts;
+
 use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 
-use super::charts::{Chart, ChartError, XScale};
-use super::html_escape::escape;
-use super::series::{cdf, PhaseLatencies, Series};
-use super::table::{columns, tag_columns};
-use super::targets::target_columns;
+use self::charts::{Chart, ChartError, XScale};
+use self::escape::escape;
+use self::series::{cdf, PhaseLatencies, Series};
+use super::run_report::RunReport;
+use super::table::{columns, tag_columns, target_columns};
 use super::text::{percentile_word, render_phase_result};
 use super::RunHeader;
 use crate::measuring::metrics::{PhaseSummary, TagSummary};
 use crate::measuring::thresholds::Verdict;
+use crate::servers::server_metrics::ServerPhase;
 use crate::workloads::scenario::NoteValue;
-
-/// Everything the page shows.
-pub struct HtmlReport<'a> {
-    pub header: &'a RunHeader,
-    /// The measured phases, in order.
-    pub phases: &'a [PhaseSummary],
-    pub percentiles: &'a [f64],
-    pub goodput: bool,
-    pub verdicts: &'a [Verdict],
-    /// What the scenario reported with `note` (an SLO search's answer), in order.
-    pub notes: &'a [(String, NoteValue)],
-    pub series: &'a Series,
-    /// Each measured phase's server metrics, when they were scraped.
-    pub servers: &'a [Option<&'a crate::servers::server_metrics::ServerPhase>],
-    /// Each phase that ended early, and why.
-    pub endings: &'a [(String, String)],
-}
 
 const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}
 h1{font-size:22px;margin-bottom:4px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd;padding-bottom:4px}
@@ -43,8 +32,10 @@ th{background:#f4f4f4}td:first-child,th:first-child{text-align:left;white-space:
 pre{background:#f8f8f8;padding:10px;font-size:12px;overflow-x:auto;display:inline-block;margin:6px 0}
 details summary{cursor:pointer;margin:6px 0}.muted{color:#666;font-size:13px}";
 
-pub fn render_html(r: &HtmlReport) -> Result<String, ChartError> {
-    let h = r.header;
+/// report.html, from the report and the series of its requests (read from requests.jsonl).
+pub fn render(report: &RunReport, series: &Series) -> Result<String, ChartError> {
+    let h = &report.header;
+    let phases = report.measured();
     let mut out = String::new();
     let _ = write!(
         out,
@@ -57,26 +48,45 @@ pub fn render_html(r: &HtmlReport) -> Result<String, ChartError> {
         let _ = writeln!(out, "<p class=\"muted\">{}</p>", escape(&h.description));
     }
     header_table(&mut out, h);
-    thresholds_table(&mut out, r.verdicts);
-    notes_table(&mut out, r.notes);
-    super::ended::render_html(&mut out, r.endings);
+    thresholds_table(&mut out, &report.verdicts);
+    notes_table(&mut out, &report.shown_notes());
+    endings_table(&mut out, &report.endings());
 
-    let many = r.phases.len() > 1;
+    let many = phases.len() > 1;
     if many {
         out.push_str("<h2>Phases</h2>\n");
-        phase_table(&mut out, r.phases);
+        phase_table(&mut out, &phases);
         out.push_str("<div class=\"grid\">\n");
-        for chart in sweep_charts(r.phases) {
+        for chart in sweep_charts(&phases) {
             out.push_str(&chart.to_svg()?);
         }
         out.push_str("</div>\n");
-    } else if let Some(s) = r.phases.first() {
+    } else if let Some(s) = phases.first() {
         out.push_str("<h2>Summary</h2>\n");
-        summary_block(&mut out, s, r.percentiles, r.goodput);
+        summary_block(&mut out, s);
     }
+    charts(&mut out, report, series)?;
+    tables_and_blocks(&mut out, &phases, &h.targets);
+    let _ = writeln!(
+        out,
+        "<p class=\"muted\">runner {}</p>\n</body></html>",
+        escape(&h.runner_version)
+    );
+    Ok(out)
+}
+
+/// The latency CDFs, then the series over time (the requests', the servers').
+fn charts(out: &mut String, report: &RunReport, series: &Series) -> Result<(), ChartError> {
+    let many = report.many_phases();
+    let servers: Vec<Option<&ServerPhase>> = report
+        .phases
+        .iter()
+        .filter(|p| !p.warmup)
+        .map(|p| p.server.as_ref())
+        .collect();
 
     out.push_str("<h2>Latency distributions</h2>\n<div class=\"grid\">\n");
-    for chart in cdf_charts(r.series) {
+    for chart in cdf_charts(series) {
         out.push_str(&chart.to_svg()?);
     }
     out.push_str("</div>\n<h2>Over time</h2>\n");
@@ -86,42 +96,61 @@ pub fn render_html(r: &HtmlReport) -> Result<String, ChartError> {
         );
     }
     out.push_str("<div class=\"grid\">\n");
-    for chart in time_charts(r.series) {
+    for chart in time_charts(series) {
         out.push_str(&chart.to_svg()?);
     }
-    for chart in super::server_charts::server_charts(r.series, r.servers) {
+    for chart in server_charts::server_charts(series, &servers) {
         out.push_str(&chart.to_svg()?);
     }
     out.push_str("</div>\n");
-    for s in r.phases.iter().filter(|s| !s.tags.is_empty()) {
+    Ok(())
+}
+
+/// Each phase's tag and target tables, and with several phases each one's result block.
+fn tables_and_blocks(out: &mut String, phases: &[PhaseSummary], urls: &[String]) {
+    let many = phases.len() > 1;
+    for s in phases.iter().filter(|s| !s.tags.is_empty()) {
         let _ = writeln!(out, "<h2>Per-tag metrics: {}</h2>", escape(&s.name));
-        tag_table(&mut out, &s.tags);
+        tag_table(out, &s.tags);
     }
-    for s in r.phases.iter().filter(|s| !s.targets.is_empty()) {
+    for s in phases.iter().filter(|s| !s.targets.is_empty()) {
         let _ = writeln!(out, "<h2>Per-target metrics: {}</h2>", escape(&s.name));
         let rows = s.targets.iter();
-        grid_table(&mut out, rows.map(|t| target_columns(t, &h.targets)));
+        grid_table(out, rows.map(|t| target_columns(t, urls)));
     }
 
     if many {
         out.push_str("<h2>Serving benchmark result of each phase</h2>\n");
-        for (i, s) in r.phases.iter().enumerate() {
+        for (i, s) in phases.iter().enumerate() {
             let _ = writeln!(
                 out,
                 "<details{}><summary>{}</summary>",
                 if i == 0 { " open" } else { "" },
                 escape(&s.name)
             );
-            summary_block(&mut out, s, r.percentiles, r.goodput);
+            summary_block(out, s);
             out.push_str("</details>\n");
         }
     }
-    let _ = writeln!(
-        out,
-        "<p class=\"muted\">runner {}</p>\n</body></html>",
-        escape(&h.runner_version)
+}
+
+/// Why each phase ended, when it did not simply send all its requests.
+fn endings_table(out: &mut String, endings: &[(String, String)]) {
+    if endings.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<h2>How phases ended</h2>\n<table class=\"kv\"><tr><th>phase</th><th>ended</th></tr>\n",
     );
-    Ok(out)
+    for (phase, why) in endings {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td></tr>",
+            escape(phase),
+            escape(why)
+        );
+    }
+    out.push_str("</table>\n");
 }
 
 fn header_table(out: &mut String, h: &RunHeader) {
@@ -231,8 +260,8 @@ fn grid_table(out: &mut String, rows: impl Iterator<Item = Vec<(&'static str, St
     out.push_str("</table>\n");
 }
 
-fn summary_block(out: &mut String, s: &PhaseSummary, percentiles: &[f64], goodput: bool) {
-    let text = render_phase_result(s, percentiles, goodput);
+fn summary_block(out: &mut String, s: &PhaseSummary) {
+    let text = render_phase_result(s);
     let _ = writeln!(out, "<pre>{}</pre>", escape(&text));
 }
 

@@ -9,22 +9,24 @@
 //! are not written: the statistics are streaming (memory stays flat however long the run),
 //! so no per-request latency is kept. The JSON Lines record file has every request instead.
 
+pub mod result_file;
+
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::distribution_result::distribution_result;
-use super::result_file::{
-    Infinite, MultiPhaseResult, PackageId, RequestRate, ResultFile, ResultJsonPhase, RunSections,
-    RunnerMetrics, RunnerSection, ShardResult, ShardsResult, SinglePhaseResult, TagResult,
-    TokenAccountingResult, VerdictResult, VllmMetrics, WarmupPhase,
+use self::result_file::{
+    ClockResult, DistributionResult, Infinite, MultiPhaseResult, PackageId, RequestRate,
+    ResultFile, ResultJsonPhase, RunSections, RunnerMetrics, RunnerSection, ShardResult,
+    ShardsResult, SinglePhaseResult, TagResult, TargetResult, TokenAccountingResult, VerdictResult,
+    VllmMetrics, WarmupPhase,
 };
 use super::run_report::RunReport;
 use super::RunHeader;
 use crate::measuring::metrics::catalogue::{
     self, percentile_key, InResult, Scalar, LATENCIES, SCALARS,
 };
-use crate::measuring::metrics::PhaseSummary;
+use crate::measuring::metrics::{Distribution, PhaseSummary, StampSources};
 
 /// vLLM's backend name for our API: "openai" (completions) or "openai-chat" (chat).
 pub fn vllm_backend(api: &str) -> &'static str {
@@ -69,7 +71,7 @@ pub fn result_file(r: &RunReport) -> ResultFile {
 }
 
 /// result.json as written: pretty, keys in alphabetical order, with a final newline.
-pub fn result_json_text(r: &RunReport) -> String {
+pub fn render(r: &RunReport) -> String {
     let value = serde_json::to_value(result_file(r)).unwrap_or_default();
     serde_json::to_string_pretty(&value).unwrap_or_default() + "\n"
 }
@@ -243,11 +245,11 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Runne
         first_error_by_kind: kinds().map(|(k, c)| (k, c.first_message.clone())).collect(),
         retried_requests: s.retried,
         client_bound: s.client_bound,
-        clock: super::latency_clock::clock_result(&s.clock),
+        clock: clock_result(&s.clock),
         metrics: runner_metrics(s),
         tags: s.tags.iter().map(tag_result).collect(),
         cancelled_requests: s.cancelled,
-        targets: super::targets::target_results(s, &h.targets),
+        targets: target_results(s, &h.targets),
         server_metrics: None,
         ended: None,
     }
@@ -266,6 +268,56 @@ fn tag_result(t: &crate::measuring::metrics::TagSummary) -> TagResult {
     }
 }
 
+/// result.json's per-target rows.
+pub(super) fn target_results(s: &PhaseSummary, urls: &[String]) -> Vec<TargetResult> {
+    s.targets
+        .iter()
+        .filter_map(|t| {
+            let index = super::table::index_of(t)?;
+            Some(TargetResult {
+                target: index,
+                url: urls.get(index).cloned().unwrap_or_default(),
+                completed: t.completed,
+                failed: t.failed,
+                cancelled: t.cancelled,
+                mean_input_tokens: t.mean_input_tokens,
+                mean_output_tokens: t.mean_output_tokens,
+                ttft: distribution_result(&t.ttft),
+                tpot: distribution_result(&t.tpot),
+                e2el: distribution_result(&t.e2el),
+            })
+        })
+        .collect()
+}
+
+/// result.json's `runner.clock`.
+fn clock_result(c: &StampSources) -> ClockResult {
+    ClockResult {
+        kernel_chunks: c.kernel_chunks,
+        read_chunks: c.read_chunks,
+        socket_write_sends: c.socket_write_sends,
+        handoff_sends: c.handoff_sends,
+        send_write: distribution_result(&c.send_write),
+    }
+}
+
+/// `d` under result.json's keys: `mean_ms`, `median_ms`, ... and one `p{p}_ms` per percentile.
+fn distribution_result(d: &Distribution) -> DistributionResult {
+    DistributionResult {
+        count: d.count,
+        mean_ms: d.mean,
+        median_ms: d.median,
+        std_ms: d.std,
+        min_ms: d.min,
+        max_ms: d.max,
+        percentiles: d
+            .percentiles
+            .iter()
+            .map(|&(p, v)| (format!("{}_ms", percentile_key(p)), v))
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,6 +326,21 @@ mod tests {
     use crate::measuring::metrics::{
         Chunk, ErrorKind, MetricsOptions, PhaseAccumulator, PhaseInfo, RequestError, RequestRecord,
     };
+
+    fn clock_sources(kernel: u64, read: u64, writes: u64, handoffs: u64) -> StampSources {
+        StampSources {
+            kernel_chunks: kernel,
+            read_chunks: read,
+            socket_write_sends: writes,
+            handoff_sends: handoffs,
+            send_write: Distribution {
+                count: writes,
+                max: if writes > 0 { 0.040 } else { 0.0 },
+                percentiles: vec![(99.0, if writes > 0 { 0.012 } else { 0.0 })],
+                ..Distribution::default()
+            },
+        }
+    }
 
     fn header(api: &str) -> RunHeader {
         RunHeader {
@@ -546,5 +613,21 @@ mod tests {
             Value::Object(m) => m,
             other => panic!("not an object: {other}"),
         }
+    }
+
+    #[test]
+    fn the_result_object_carries_the_counts_and_the_write_tail() {
+        let r = clock_result(&clock_sources(300, 100, 30, 10));
+        assert_eq!(
+            (
+                r.kernel_chunks,
+                r.read_chunks,
+                r.socket_write_sends,
+                r.handoff_sends
+            ),
+            (300, 100, 30, 10)
+        );
+        assert_eq!(r.send_write.percentiles.get("p99_ms"), Some(&0.012));
+        assert_eq!(r.send_write.max_ms, 0.040);
     }
 }

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::compare_row::Row;
+use super::row::Row;
 use crate::measuring::metrics::catalogue::Better;
 
 /// The server rows of a pair of phases (nothing unless both were scraped).

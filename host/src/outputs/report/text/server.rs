@@ -111,13 +111,3 @@ pub fn render_text(server: &ServerPhase, client: &PhaseSummary) -> String {
     }
     out
 }
-
-/// The section as a markdown table (report.md gives it its heading).
-pub fn render_markdown(server: &ServerPhase, client: &PhaseSummary) -> String {
-    let mut out = String::from("\n| metric | value |\n|---|---|\n");
-    for (label, value) in lines(server, client) {
-        let label = label.trim_end_matches(':').replace('|', "\\|");
-        let _ = writeln!(out, "| {label} | {} |", value.replace('|', "\\|"));
-    }
-    out
-}

@@ -3,6 +3,10 @@
 //! (P %); Mean TPOT reduced by M ms (Q %)"). Reads result.json as `--output` and
 //! `--save-result` write it, and vLLM's own `--save-result` files.
 
+mod pairs;
+mod row;
+mod server;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -292,7 +296,7 @@ fn latency_metrics(a: &Map<String, Value>, m: &Latency) -> Vec<(String, String, 
     out
 }
 
-pub use super::compare_row::Row;
+pub use row::Row;
 
 /// The metrics both phases have, as rows.
 pub fn rows(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<Row> {
@@ -309,7 +313,7 @@ pub fn rows(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<Row> {
                 coarse: false,
             })
         })
-        .chain(super::server_compare::rows(a, b))
+        .chain(server::rows(a, b))
         .collect()
 }
 
@@ -464,7 +468,7 @@ fn compare_pair(
     let (pairs, how) = match pair_with_vllm(base, other, force)? {
         Some(paired) => paired,
         None => {
-            let Some(pairing) = super::compare_pairs::pair(&na, &nb, force) else {
+            let Some(pairing) = pairs::pair(&na, &nb, force) else {
                 let hint = if na.len() == nb.len() && !force {
                     " (pass --force to pair them by position)"
                 } else {

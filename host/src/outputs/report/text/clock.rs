@@ -1,8 +1,6 @@
 //! How the reports say which clock a phase's latencies were read on (`metrics::stamp_source`):
-//! one line in the runner's extras, and the `runner.clock` object of result.json.
+//! one line in the runner's extras (result.json writes the counts as `runner.clock`).
 
-use super::distribution_result::distribution_result;
-use super::result_file::ClockResult;
 use crate::measuring::metrics::StampSources;
 
 /// `part` of `whole` as a percentage with one decimal. A share that is neither none nor
@@ -69,17 +67,6 @@ pub fn clock_line(c: &StampSources) -> String {
     format!("Latency clock: {}{}", chunk_clause(c), send_clause(c))
 }
 
-/// result.json's `runner.clock`.
-pub(crate) fn clock_result(c: &StampSources) -> ClockResult {
-    ClockResult {
-        kernel_chunks: c.kernel_chunks,
-        read_chunks: c.read_chunks,
-        socket_write_sends: c.socket_write_sends,
-        handoff_sends: c.handoff_sends,
-        send_write: distribution_result(&c.send_write),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,21 +125,5 @@ mod tests {
         let line = clock_line(&clock(0, 0, 0, 0));
         assert_eq!(line, "Latency clock: no content chunk was received");
         assert!(!line.contains('\n'));
-    }
-
-    #[test]
-    fn the_result_object_carries_the_counts_and_the_write_tail() {
-        let r = clock_result(&clock(300, 100, 30, 10));
-        assert_eq!(
-            (
-                r.kernel_chunks,
-                r.read_chunks,
-                r.socket_write_sends,
-                r.handoff_sends
-            ),
-            (300, 100, 30, 10)
-        );
-        assert_eq!(r.send_write.percentiles.get("p99_ms"), Some(&0.012));
-        assert_eq!(r.send_write.max_ms, 0.040);
     }
 }

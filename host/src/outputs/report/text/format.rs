@@ -61,14 +61,14 @@ pub(super) fn metric_row(out: &mut String, m: &Scalar, s: &PhaseSummary) {
 /// A catalogued latency's section: its title as a `-` ruler, then `Mean X (ms):`,
 /// `Median X (ms):` and `P{p} X (ms):` rows (or mean, P99 and max; or median, P99 and
 /// max to the microsecond).
-pub(super) fn latency_section(out: &mut String, m: &Latency, s: &PhaseSummary, pcts: &[f64]) {
+pub(super) fn latency_section(out: &mut String, m: &Latency, s: &PhaseSummary) {
     let (d, short) = ((m.distribution)(s), m.short);
     section(out, m.title);
     match m.rows {
         metric::TextRows::MeanMedianPercentiles => {
             row_f(out, &format!("Mean {short} (ms):"), d.mean);
             row_f(out, &format!("Median {short} (ms):"), d.median);
-            for &p in pcts {
+            for &p in &s.percentiles {
                 row_f(
                     out,
                     &format!("P{} {short} (ms):", percentile_word(p)),

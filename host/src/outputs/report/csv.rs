@@ -1,13 +1,9 @@
-//! Exports for spreadsheets and documents: one CSV row per request (requests.csv) and the
-//! result as markdown (report.md), the vLLM block fenced as the GPUStack report shows it.
+//! The CSV files: one row per request (requests.csv) and the table over phases
+//! (phases.csv), for spreadsheets and plots.
 
-use std::fmt::Write as _;
-
-use super::table::{csv_field, render_phase_table_markdown};
-use super::text::{render_header, render_phase_result};
-use super::RunHeader;
+use super::run_report::RunReport;
+use super::table::columns;
 use crate::measuring::metrics::{PhaseSummary, RequestRecord};
-use crate::measuring::thresholds::Verdict;
 
 /// Columns of requests.csv; times in ms since the request's phase started.
 pub const REQUEST_CSV_HEADER: &str = "phase,phase_name,index,tag,warmup,outcome,http_status,\
@@ -52,49 +48,43 @@ pub fn request_csv_row(r: &RequestRecord, phase_name: &str) -> String {
     line
 }
 
-/// The whole result as markdown: header, thresholds, the phase table, and each phase's
-/// result as the text report has it (see [`render_phase_result`]) in a fenced block.
-pub fn render_markdown(
-    header: &RunHeader,
-    phases: &[PhaseSummary],
-    percentiles: &[f64],
-    goodput: bool,
-    verdicts: &[Verdict],
-) -> String {
-    let mut out = format!("# Benchmark result: {}\n\n", header.scenario);
-    out.push_str("```\n");
-    out.push_str(&render_header(header));
-    out.push_str("```\n\n");
-    if !verdicts.is_empty() {
-        out.push_str(
-            "## Thresholds\n\n| threshold | phase | value | verdict |\n|---|---|---|---|\n",
-        );
-        for v in verdicts {
-            let _ = writeln!(
-                out,
-                "| `{}` | {} | {} | {} |",
-                v.threshold,
-                v.phase.replace('|', "\\|"),
-                v.value_text(),
-                if v.pass { "pass" } else { "**FAIL**" }
-            );
-        }
-        out.push('\n');
-    }
-    if phases.len() > 1 {
-        out.push_str("## Phases\n\n");
-        out.push_str(&render_phase_table_markdown(phases));
-        out.push('\n');
-    }
+/// phases.csv: the table over the measured phases.
+pub fn render(report: &RunReport) -> String {
+    phase_table(&report.measured())
+}
+
+pub(super) fn phase_table(phases: &[PhaseSummary]) -> String {
+    let mut out = String::new();
+    let Some(first) = phases.first() else {
+        return out;
+    };
+    let titles: Vec<&str> = columns(first).iter().map(|c| c.0).collect();
+    out.push_str(&titles.join(","));
+    out.push('\n');
     for s in phases {
-        if phases.len() > 1 {
-            let _ = writeln!(out, "## {}\n", s.name);
-        }
-        out.push_str("```\n");
-        out.push_str(&render_phase_result(s, percentiles, goodput));
-        out.push_str("```\n\n");
+        let cells: Vec<String> = columns(s).into_iter().map(|c| csv_field(&c.1)).collect();
+        out.push_str(&cells.join(","));
+        out.push('\n');
     }
     out
+}
+
+/// A CSV cell. Text from outside (a tag, a phase name, a request id) has its control and
+/// bidi characters written visibly (`display::escape_control`), and a cell a spreadsheet
+/// would run as a formula (`=`, `+`, `-` or `@` first, as `=HYPERLINK(…)`) gets a leading
+/// `'`, OWASP's advice against CSV injection; numbers are kept as they are. Then quoted
+/// where RFC 4180 needs it.
+pub(super) fn csv_field(s: &str) -> String {
+    let mut cell = crate::safeguards::display::escape_control(s).into_owned();
+    let formula = cell.starts_with(['=', '+', '-', '@']);
+    if formula && cell.parse::<f64>().is_err() {
+        cell.insert(0, '\'');
+    }
+    if cell.contains([',', '"']) {
+        format!("\"{}\"", cell.replace('"', "\"\""))
+    } else {
+        cell
+    }
 }
 
 #[cfg(test)]

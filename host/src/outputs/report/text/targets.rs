@@ -1,51 +1,15 @@
-//! The per-target table of a run with several `--target`s (text, markdown, HTML rows and
-//! result.json), like the per-tag one, with the requests each target saw cancelled by the
-//! scenario; and the line that counts a phase's cancelled requests.
+//! The text extras' per-target table of a run with several `--target`s, like the per-tag
+//! one, with the requests each target saw cancelled by the scenario; and the line that
+//! counts a phase's cancelled requests.
 
 use std::fmt::Write;
 
-use super::result_file::TargetResult;
-use crate::measuring::metrics::{PhaseSummary, TagSummary};
-
-/// Column title and value of a target's row; `urls` are the run's targets by index (no
-/// `url` column without them: the text report's header lists them).
-pub fn target_columns(t: &TagSummary, urls: &[String]) -> Vec<(&'static str, String)> {
-    let mut row = vec![("target", t.tag.clone())];
-    if !urls.is_empty() {
-        let url = index_of(t).and_then(|i| urls.get(i)).cloned();
-        row.push(("url", url.unwrap_or_default()));
-    }
-    row.extend([
-        ("completed", t.completed.to_string()),
-        ("failed", t.failed.to_string()),
-        ("cancelled", t.cancelled.to_string()),
-    ]);
-    row.extend(super::table::latency_columns(t));
-    row
-}
-
-/// A row's target index (its `tag` is the index written out).
-pub fn index_of(t: &TagSummary) -> Option<usize> {
-    t.tag.parse().ok()
-}
-
-/// The per-target table as aligned text (nothing with one target).
-pub fn render_target_table_text(s: &PhaseSummary, urls: &[String]) -> String {
-    super::table::aligned_table(rows(s, urls))
-}
-
-/// The per-target table in markdown (nothing with one target).
-pub fn render_target_table_markdown(s: &PhaseSummary, urls: &[String]) -> String {
-    super::table::markdown_table(rows(s, urls))
-}
-
-fn rows(s: &PhaseSummary, urls: &[String]) -> Vec<Vec<(&'static str, String)>> {
-    s.targets.iter().map(|t| target_columns(t, urls)).collect()
-}
+use super::super::table::{aligned_table, target_columns};
+use crate::measuring::metrics::PhaseSummary;
 
 /// The text extras' section on targets and cancellations: a phase's requests cancelled by
 /// the scenario (when there were any) and its per-target table (with several targets).
-pub fn render_text_section(s: &PhaseSummary, urls: &[String]) -> String {
+pub(super) fn render_text_section(s: &PhaseSummary, urls: &[String]) -> String {
     let mut out = String::new();
     if s.cancelled > 0 {
         let _ = writeln!(
@@ -56,37 +20,17 @@ pub fn render_text_section(s: &PhaseSummary, urls: &[String]) -> String {
     }
     if !s.targets.is_empty() {
         let _ = writeln!(out, "{:-^50}", "Per-target Metrics");
-        out += &render_target_table_text(s, urls);
+        out += &aligned_table(s.targets.iter().map(|t| target_columns(t, urls)).collect());
     }
     out
-}
-
-/// result.json's per-target rows.
-pub fn target_results(s: &PhaseSummary, urls: &[String]) -> Vec<TargetResult> {
-    s.targets
-        .iter()
-        .filter_map(|t| {
-            let index = index_of(t)?;
-            Some(TargetResult {
-                target: index,
-                url: urls.get(index).cloned().unwrap_or_default(),
-                completed: t.completed,
-                failed: t.failed,
-                cancelled: t.cancelled,
-                mean_input_tokens: t.mean_input_tokens,
-                mean_output_tokens: t.mean_output_tokens,
-                ttft: super::distribution_result::distribution_result(&t.ttft),
-                tpot: super::distribution_result::distribution_result(&t.tpot),
-                e2el: super::distribution_result::distribution_result(&t.e2el),
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::measuring::metrics::{MetricsOptions, PhaseAccumulator, PhaseInfo, RequestRecord};
+    use crate::outputs::report::json::target_results;
+    use crate::outputs::report::markdown::target_table as render_target_table_markdown;
 
     fn record(index: u64, target: usize, cancelled: bool) -> RequestRecord {
         serde_json::from_value(serde_json::json!({
