@@ -3,7 +3,7 @@
 // prompts, 100 output tokens, 100 requests at 1 req/s, seed 42). Same parameters, same
 // host calls in the same order, so the same seed sends the same bytes.
 //
-// Build: node scenarios/js/build.mjs scenarios/js/long_context.js long_context.wasm
+// Build: node sdk/js/build.mjs scenarios/js/long_context.js long_context.wasm
 
 import {
   Description,
@@ -15,7 +15,7 @@ import {
   paramU32,
   paramU64,
   syntheticText,
-} from "./bench_scenario/index.js";
+} from "../../sdk/js/bench_scenario/index.js";
 
 class LongContext extends Scenario {
   static describe() {

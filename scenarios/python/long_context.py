@@ -3,7 +3,7 @@ Context" profile of the GPUStack Qwen3.5-9B H100 tuning report: random 32000-tok
 prompts, 100 output tokens, 100 requests at 1 req/s, seed 42). Same parameters, same host
 calls in the same order, so the same seed sends the same bytes.
 
-Build: scenarios/python/build.sh scenarios/python/long_context.py long_context.wasm
+Build: sdk/python/build.sh scenarios/python/long_context.py long_context.wasm
 """
 
 from bench_scenario import (

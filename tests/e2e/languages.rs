@@ -1,5 +1,6 @@
 //! Scenarios in Python and JavaScript: the examples of scenarios/python and scenarios/js,
-//! built from PyPI and npm with the pinned componentize-py and ComponentizeJS, send
+//! built with the helpers of sdk/python and sdk/js and the pinned componentize-py and
+//! ComponentizeJS from PyPI and npm, send
 //! exactly the request stream of their Rhai twin on the built-in simulator; a hostile
 //! Python guest is stopped with the same error as a hostile Rust one; a Python exception
 //! or a JavaScript error ends the run with one line naming it and its line; and a
@@ -90,7 +91,7 @@ struct JsGuests {
     raises: PathBuf,
 }
 
-/// Builds both Python components with scenarios/python/build.sh, which installs the
+/// Builds both Python components with sdk/python/build.sh, which installs the
 /// pinned componentize-py from PyPI into the venv named here.
 fn build_python() -> Result<PythonGuests, String> {
     let python = std::env::var("RUNNER_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -99,7 +100,8 @@ fn build_python() -> Result<PythonGuests, String> {
         Command::new(&python).args(["-c", "import venv, ensurepip"]),
     )
     .map_err(|e| format!("{e}\n(install python3 and python3-venv)"))?;
-    let dir = repo().join("scenarios/python");
+    let dir = repo().join("sdk/python");
+    let example = repo().join("scenarios/python/long_context.py");
     let hostile = repo().join("tests/guests/python/python_hostile.py");
     let raises = repo().join("tests/guests/python/python_raises.py");
     let requirements = dir.join("requirements.txt");
@@ -107,7 +109,7 @@ fn build_python() -> Result<PythonGuests, String> {
     let mut inputs = vec![
         dir.join("build.sh"),
         requirements,
-        dir.join("long_context.py"),
+        example.clone(),
         hostile.clone(),
         raises.clone(),
         repo().join("wit/scenario.wit"),
@@ -116,12 +118,12 @@ fn build_python() -> Result<PythonGuests, String> {
     let out = work_dir().join(format!("python-{}", key(&inputs)));
     once(&out, |partial| {
         for (app, name) in [
-            (dir.join("long_context.py"), "long_context"),
+            (example, "long_context"),
             (hostile, "python_hostile"),
             (raises, "python_raises"),
         ] {
             run(
-                &format!("building {name}.wasm with scenarios/python/build.sh"),
+                &format!("building {name}.wasm with sdk/python/build.sh"),
                 Command::new(dir.join("build.sh"))
                     .arg(&app)
                     .arg(partial.join(format!("{name}.wasm")))
@@ -138,14 +140,15 @@ fn build_python() -> Result<PythonGuests, String> {
     })
 }
 
-/// Builds the JavaScript example and the guest that throws with scenarios/js/build.mjs,
+/// Builds the JavaScript example and the guest that throws with sdk/js/build.mjs,
 /// after installing the pinned ComponentizeJS (package-lock.json) into a directory of
 /// its own.
 fn build_js() -> Result<JsGuests, String> {
     run("checking for node", Command::new("node").arg("--version"))
         .and_then(|()| run("checking for npm", Command::new("npm").arg("--version")))
         .map_err(|e| format!("{e}\n(install nodejs and npm)"))?;
-    let dir = repo().join("scenarios/js");
+    let dir = repo().join("sdk/js");
+    let example = repo().join("scenarios/js/long_context.js");
     let manifests = vec![dir.join("package.json"), dir.join("package-lock.json")];
     let modules = work_dir().join(format!("npm-{}", key(&manifests)));
     once(&modules, |partial| {
@@ -156,7 +159,7 @@ fn build_js() -> Result<JsGuests, String> {
         // as well, but `npm ci` refuses this lock file as out of sync because some
         // platform packages that jco names as optional were never published.
         run(
-            "installing scenarios/js/package-lock.json (npm install)",
+            "installing sdk/js/package-lock.json (npm install)",
             Command::new("npm")
                 .args(["install", "--no-audit", "--no-fund"])
                 .current_dir(partial),
@@ -165,25 +168,26 @@ fn build_js() -> Result<JsGuests, String> {
     let mut inputs = manifests.clone();
     inputs.extend([
         dir.join("build.mjs"),
-        dir.join("long_context.js"),
+        example.clone(),
         repo().join(JS_RAISES),
         repo().join("wit/scenario.wit"),
     ]);
     inputs.extend(files_in(&dir.join("bench_scenario"), "js"));
     let out = work_dir().join(format!("js-{}", key(&inputs)));
     once(&out, |partial| {
+        // From the repository's root, so that ComponentizeJS reads the helper each
+        // scenario imports from there, and names the scenario's file relative to it.
         run(
-            "building long_context.wasm with scenarios/js/build.mjs",
+            "building long_context.wasm with sdk/js/build.mjs",
             Command::new("node")
                 .arg(dir.join("build.mjs"))
-                .arg(dir.join("long_context.js"))
+                .arg(&example)
                 .arg(partial.join("long_context.wasm"))
+                .current_dir(repo())
                 .env("COMPONENTIZE_JS_MODULES", modules.join("node_modules")),
         )?;
-        // From the repository's root, so that ComponentizeJS reads the helper the guest
-        // imports from there, and names the guest's file relative to it.
         run(
-            "building js_raises.wasm with scenarios/js/build.mjs",
+            "building js_raises.wasm with sdk/js/build.mjs",
             Command::new("node")
                 .arg(dir.join("build.mjs"))
                 .arg(JS_RAISES)

@@ -233,15 +233,22 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// The Python and JavaScript helpers, their build scripts and the WIT they build against
-/// are installed in the repository's layout (`share/bench-scenario-runner/scenarios/python`,
+/// The Python and JavaScript helpers and their build scripts, their example scenarios and
+/// the WIT they build against are installed in the repository's layout
+/// (`share/bench-scenario-runner/sdk/python`, `…/sdk/js`, `…/scenarios/python`,
 /// `…/scenarios/js`, `…/wit`), so a wheel user builds a Wasm scenario with
-/// `<prefix>/share/bench-scenario-runner/scenarios/python/build.sh` and no repository.
+/// `<prefix>/share/bench-scenario-runner/sdk/python/build.sh` and no repository.
 fn assert_sdk_helpers_installed(venv: &Path) {
     let share = venv.join(SCENARIOS_IN_VENV).join("..");
-    for folder in ["scenarios/python", "scenarios/js", "wit"] {
+    for folder in [
+        "sdk/python",
+        "sdk/js",
+        "scenarios/python",
+        "scenarios/js",
+        "wit",
+    ] {
         let files = files_under(&repo().join(folder));
-        assert!(files.len() > 2, "{folder}: {files:?}");
+        assert!(!files.is_empty(), "{folder}: {files:?}");
         for name in files {
             let name = Path::new(folder).join(name);
             let expected = std::fs::read(repo().join(&name)).expect("a repository file");

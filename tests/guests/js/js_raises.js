@@ -3,9 +3,9 @@
 // this file). The run must end with one error line naming the error and the line.
 //
 // Build, from the repository's root (ComponentizeJS reads the imports below it):
-// node scenarios/js/build.mjs tests/guests/js/js_raises.js js_raises.wasm
+// node sdk/js/build.mjs tests/guests/js/js_raises.js js_raises.wasm
 
-import { Description, Phase, Scenario, exportScenario } from "../../../scenarios/js/bench_scenario/index.js";
+import { Description, Phase, Scenario, exportScenario } from "../../../sdk/js/bench_scenario/index.js";
 
 function rate(value) {
   throw new Error("bad rate");

@@ -3,7 +3,7 @@ comes back. `-p attack=loop` spins forever; `-p attack=memory` allocates until t
 sandbox's memory cap stops it. The runner must stop either with the same error as for a
 Rust guest (tests/guests/sandbox_probe) and stay unharmed.
 
-Build: scenarios/python/build.sh tests/guests/python/python_hostile.py python_hostile.wasm
+Build: sdk/python/build.sh tests/guests/python/python_hostile.py python_hostile.wasm
 """
 
 from bench_scenario import Description, Phase, Scenario, export, log, param_str

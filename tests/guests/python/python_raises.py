@@ -6,7 +6,7 @@ the helper lets through, so the component traps and the runner reads the traceba
 componentize-py prints. Either way the run ends with one error line naming the
 exception's type, its message and the line.
 
-Build: scenarios/python/build.sh tests/guests/python/python_raises.py python_raises.wasm
+Build: sdk/python/build.sh tests/guests/python/python_raises.py python_raises.wasm
 """
 
 from bench_scenario import Description, Phase, Scenario, export, param_str

@@ -196,11 +196,11 @@ mod tests {
     #[test]
     fn the_wit_package_the_host_and_the_sdk_agree() {
         let wit = version_after("../wit/scenario.wit", "package bench:scenario@");
-        let sdk = version_after("../sdk/src/lib.rs", "pub const WIT_VERSION: &str = \"");
+        let sdk = version_after("../sdk/rust/src/lib.rs", "pub const WIT_VERSION: &str = \"");
         assert_eq!(wit, VERSION, "wit/scenario.wit against the host's VERSION");
         assert_eq!(
             sdk, VERSION,
-            "sdk/src/lib.rs WIT_VERSION against the host's VERSION"
+            "sdk/rust/src/lib.rs WIT_VERSION against the host's VERSION"
         );
         let exports = [format!("{PACKAGE}/workload@{sdk}")];
         assert_eq!(

@@ -1,1 +1,0 @@
-../../../../../../../../../scenarios/js/bench_scenario/builders.js

@@ -1,1 +1,0 @@
-../../../../../../../../scenarios/js/build.mjs

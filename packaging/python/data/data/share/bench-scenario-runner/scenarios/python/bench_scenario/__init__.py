@@ -1,1 +1,0 @@
-../../../../../../../../../scenarios/python/bench_scenario/__init__.py

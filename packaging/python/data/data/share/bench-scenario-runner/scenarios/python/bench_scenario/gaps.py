@@ -1,1 +1,0 @@
-../../../../../../../../../scenarios/python/bench_scenario/gaps.py

@@ -1,1 +1,0 @@
-../../../../../../../../scenarios/python/build.sh
