@@ -272,8 +272,6 @@ fn build_report(config: &RunConfig, header: RunHeader, result: &RunResult) -> Ru
     let parts = ReportParts {
         header,
         phases,
-        percentiles: config.metrics.percentiles.clone(),
-        goodput: config.goodput(),
         notes: result.notes.clone(),
         shards: None,
     };

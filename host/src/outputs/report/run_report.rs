@@ -64,10 +64,6 @@ pub struct RunReport {
     pub header: RunHeader,
     /// Every phase, warm-ups included, in run order (records index them).
     pub phases: Vec<ReportPhase>,
-    /// The percentiles every latency is reported at.
-    pub percentiles: Vec<f64>,
-    /// A goodput SLO was given: the goodput rows are shown.
-    pub goodput: bool,
     /// Whether thresholds were given (result.json then lists their verdicts, even none).
     pub thresholds_given: bool,
     /// Each threshold in each measured phase, thresholds first.
@@ -82,8 +78,6 @@ pub struct RunReport {
 pub struct ReportParts {
     pub header: RunHeader,
     pub phases: Vec<ReportPhase>,
-    pub percentiles: Vec<f64>,
-    pub goodput: bool,
     pub notes: Vec<(String, NoteValue)>,
     pub shards: Option<ShardStarts>,
 }
@@ -94,8 +88,6 @@ impl RunReport {
         let mut report = RunReport {
             header: parts.header,
             phases: parts.phases,
-            percentiles: parts.percentiles,
-            goodput: parts.goodput,
             thresholds_given: !checks.is_empty(),
             verdicts: Vec::new(),
             notes: parts.notes,

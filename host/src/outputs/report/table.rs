@@ -99,27 +99,39 @@ pub fn cut_cell(text: &str) -> String {
 
 /// Rows of (column title, value) as aligned text columns, the first left-aligned, the
 /// others right-aligned (nothing without rows).
-pub(crate) fn aligned_table(mut rows: Vec<Vec<(&'static str, String)>>) -> String {
-    // A column is as wide as its widest cell, and a format width must stay far below
-    // u16::MAX: a scenario's tag may be any length, so long ones are cut for display.
-    for cell in rows.iter_mut().flat_map(|r| r.iter_mut()) {
-        if cell.1.chars().count() > MAX_CELL_CHARS {
-            cell.1 = cut_cell(&cell.1);
-        }
-    }
+pub(crate) fn aligned_table(rows: Vec<Vec<(&'static str, String)>>) -> String {
     let Some(first) = rows.first() else {
         return String::new();
     };
-    let widths: Vec<usize> = (0..first.len())
+    let titles = first.iter().map(|c| c.0.to_string()).collect();
+    let values = rows
+        .into_iter()
+        .map(|r| r.into_iter().map(|c| c.1).collect())
+        .collect();
+    aligned(titles, values, false)
+}
+
+/// The one text-table aligner: `titles` and each row of `rows` as columns as wide as their
+/// widest cell, the first left-aligned, the others right-aligned, two spaces apart, no
+/// trailing space; with `ruler`, a line of `-` as wide as the table under the titles.
+pub(crate) fn aligned(titles: Vec<String>, mut rows: Vec<Vec<String>>, ruler: bool) -> String {
+    // A column is as wide as its widest cell, and a format width must stay far below
+    // u16::MAX: a scenario's tag may be any length, so long ones are cut for display.
+    for cell in rows.iter_mut().flat_map(|r| r.iter_mut()) {
+        if cell.chars().count() > MAX_CELL_CHARS {
+            *cell = cut_cell(cell);
+        }
+    }
+    let widths: Vec<usize> = (0..titles.len())
         .map(|c| {
             rows.iter()
-                .map(|r| r[c].1.chars().count())
-                .chain([first[c].0.len()])
+                .map(|r| r[c].chars().count())
+                .chain([titles[c].chars().count()])
                 .max()
                 .unwrap_or(0)
         })
         .collect();
-    let line = |cells: Vec<&str>| {
+    let line = |cells: &[String]| {
         let padded: Vec<String> = cells
             .iter()
             .zip(&widths)
@@ -134,9 +146,13 @@ pub(crate) fn aligned_table(mut rows: Vec<Vec<(&'static str, String)>>) -> Strin
             .collect();
         format!("{}\n", padded.join("  ").trim_end())
     };
-    let mut out = line(first.iter().map(|c| c.0).collect());
+    let mut out = line(&titles);
+    if ruler {
+        let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+        out += &line(&["-".repeat(total)]);
+    }
     for r in &rows {
-        out += &line(r.iter().map(|c| c.1.as_str()).collect());
+        out += &line(r);
     }
     out
 }

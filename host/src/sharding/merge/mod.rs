@@ -402,8 +402,6 @@ pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<Merged, MergeErro
     let parts = ReportParts {
         header,
         phases,
-        percentiles,
-        goodput: first.goodput.is_some(),
         // A shard's notes speak for its stripe only: the run's are those all shards agree
         // on; each shard's own stay with its start (notes.rs says why).
         notes: notes::agreed(

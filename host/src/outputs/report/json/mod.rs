@@ -48,7 +48,7 @@ pub fn result_file(r: &RunReport) -> ResultFile {
         .iter()
         .filter(|p| !p.warmup)
         .map(|p| {
-            let mut result = phase_result(h, &p.summary, &r.percentiles, None);
+            let mut result = phase_result(h, &p.summary, None);
             result.runner.server_metrics.clone_from(&p.server);
             result.runner.ended.clone_from(&p.ended);
             result
@@ -129,12 +129,7 @@ fn notes_json(
 
 /// One measured phase's object, dated `date` (`None` = now, local time,
 /// `YYYYmmdd-HHMMSS`).
-pub fn phase_result(
-    h: &RunHeader,
-    s: &PhaseSummary,
-    percentiles: &[f64],
-    date: Option<&str>,
-) -> ResultJsonPhase {
+pub fn phase_result(h: &RunHeader, s: &PhaseSummary, date: Option<&str>) -> ResultJsonPhase {
     let date = date.map_or_else(
         || chrono::Local::now().format("%Y%m%d-%H%M%S").to_string(),
         str::to_string,
@@ -156,8 +151,8 @@ pub fn phase_result(
         max_concurrency: s.max_concurrency,
         rtfx: 0.0,
         phase: s.name.clone(),
-        metrics: vllm_metrics(s, percentiles),
-        runner: runner_section(h, s, percentiles),
+        metrics: vllm_metrics(s),
+        runner: runner_section(h, s),
     }
 }
 
@@ -170,7 +165,7 @@ fn scalar_value(m: &Scalar, s: &PhaseSummary) -> Value {
     }
 }
 
-fn vllm_metrics(s: &PhaseSummary, percentiles: &[f64]) -> VllmMetrics {
+fn vllm_metrics(s: &PhaseSummary) -> VllmMetrics {
     let mut m: BTreeMap<String, Value> = SCALARS
         .iter()
         .filter(|m| m.in_result == InResult::Vllm)
@@ -182,7 +177,7 @@ fn vllm_metrics(s: &PhaseSummary, percentiles: &[f64]) -> VllmMetrics {
         m.insert(key("mean"), json!(d.mean));
         m.insert(key("median"), json!(d.median));
         m.insert(key("std"), json!(d.std));
-        for &p in percentiles {
+        for &p in &s.percentiles {
             m.insert(
                 key(&percentile_key(p)),
                 json!(d.percentile(p).unwrap_or(0.0)),
@@ -205,7 +200,7 @@ fn runner_metrics(s: &PhaseSummary) -> RunnerMetrics {
     RunnerMetrics(m)
 }
 
-fn runner_section(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> RunnerSection {
+fn runner_section(h: &RunHeader, s: &PhaseSummary) -> RunnerSection {
     let t = &s.token_accounting;
     let kinds = || {
         s.failures_by_kind
@@ -230,7 +225,7 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary, percentiles: &[f64]) -> Runne
         workload_id: h.workload_id(),
         wit_version: h.wit_version.clone(),
         phase: s.name.clone(),
-        percentiles: percentiles.to_vec(),
+        percentiles: s.percentiles.clone(),
         goodput_slo: s.slo.map(|slo| slo.to_string()),
         total_chunks: s.total_chunks,
         token_accounting: TokenAccountingResult {
@@ -340,6 +335,18 @@ mod tests {
                 ..Distribution::default()
             },
         }
+    }
+
+    /// `s`'s object as if computed at `percentiles` (the summary carries them).
+    fn phase_result(
+        h: &RunHeader,
+        s: &PhaseSummary,
+        percentiles: &[f64],
+        date: Option<&str>,
+    ) -> ResultJsonPhase {
+        let mut s = s.clone();
+        s.percentiles = percentiles.to_vec();
+        super::phase_result(h, &s, date)
     }
 
     fn header(api: &str) -> RunHeader {

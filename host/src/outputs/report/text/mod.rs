@@ -16,7 +16,7 @@ use self::format::{
 };
 pub(super) use self::server::lines as server_lines;
 use super::run_report::{ReportPhase, RunReport, ShardStarts};
-use super::table::{aligned_table, cut_cell, tag_columns};
+use super::table::{aligned, aligned_table, tag_columns};
 use super::RunHeader;
 use crate::measuring::metrics::catalogue as metric;
 pub use crate::measuring::metrics::catalogue::percentile_word;
@@ -390,7 +390,7 @@ fn render_phase_table(phases: &[PhaseSummary]) -> String {
         .iter()
         .map(|s| {
             vec![
-                cut_cell(&s.name),
+                s.name.clone(),
                 s.completed.to_string(),
                 s.failed.to_string(),
                 f2(s.duration_s),
@@ -404,35 +404,7 @@ fn render_phase_table(phases: &[PhaseSummary]) -> String {
             ]
         })
         .collect();
-    let widths: Vec<usize> = (0..headers.len())
-        .map(|c| {
-            rows.iter()
-                .map(|r| r[c].chars().count())
-                .chain([headers[c].chars().count()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    let mut line = |cells: &[String]| {
-        let mut l = String::new();
-        for (c, cell) in cells.iter().enumerate() {
-            if c == 0 {
-                let _ = write!(l, "{cell:<w$}", w = widths[0]);
-            } else {
-                let _ = write!(l, "  {cell:>w$}", w = widths[c]);
-            }
-        }
-        out.push_str(l.trim_end());
-        out.push('\n');
-    };
-    line(&headers);
-    let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
-    line(&["-".repeat(total)]);
-    for r in &rows {
-        line(r);
-    }
-    out
+    aligned(headers, rows, true)
 }
 
 /// The extras' rows of requests per endpoint, when a phase sent to more than one.
