@@ -8,7 +8,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::live::Live;
 use super::record_file::RecordFile;
-use super::{Collect, EngineError, StopReason, ToScenario, ERROR_RATE_MIN_FINISHED};
+use super::{Collect, EngineConfig, EngineError, StopReason, ToScenario, ERROR_RATE_MIN_FINISHED};
 use crate::measuring::metrics::{MetricsOptions, PhaseAccumulator, PhaseInfo, RequestRecord};
 use crate::workloads::scenario::Outcome;
 
@@ -28,6 +28,28 @@ pub(super) struct Collector {
 }
 
 impl Collector {
+    /// The collector of a run configured by `config`: it writes `records` (requests.jsonl,
+    /// when asked for), raises `error_rate` when `--max-error-rate` is passed, and sends
+    /// outcomes to the scenario through `outcomes` when it hears of responses.
+    pub(super) fn new(
+        config: &EngineConfig,
+        records: Option<RecordFile>,
+        error_rate: watch::Sender<Option<StopReason>>,
+        live: Arc<Mutex<Live>>,
+        outcomes: Option<std_mpsc::Sender<ToScenario>>,
+    ) -> Collector {
+        Collector {
+            records,
+            options: config.metrics.clone(),
+            max_error_rate: config.max_error_rate.map(|limit| ErrorRateLimit {
+                limit,
+                passed: error_rate,
+            }),
+            live,
+            outcomes,
+        }
+    }
+
     /// Takes records and phase ends until the engine drops its sender; the first error
     /// writing requests.jsonl, if any.
     pub(super) async fn run(

@@ -36,7 +36,7 @@ use crate::workloads::scenario::{
 };
 use crate::workloads::tokenizer::Tokenizer;
 
-use collect::{Collector, ErrorRateLimit};
+use collect::Collector;
 use dispatch::RunContext;
 use generator::ThreadContext;
 pub use live::LiveView;
@@ -276,16 +276,8 @@ pub async fn run(
     };
     let link = generator::spawn(scenario, context)?;
     let (rec_tx, rec_rx) = mpsc::unbounded_channel::<Collect>();
-    let collector = Collector {
-        records,
-        options: config.metrics.clone(),
-        max_error_rate: config.max_error_rate.map(|limit| ErrorRateLimit {
-            limit,
-            passed: raise.error_rate,
-        }),
-        live: live.clone(),
-        outcomes: wants_outcomes.then(|| link.commands.clone()),
-    };
+    let outcomes = wants_outcomes.then(|| link.commands.clone());
+    let collector = Collector::new(&config, records, raise.error_rate, live.clone(), outcomes);
     let collector = tokio::spawn(collector.run(rec_rx));
     let backlog = Backlog::new();
     let mut phases = PhaseLoop {

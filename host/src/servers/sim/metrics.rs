@@ -124,88 +124,103 @@ impl SimMetrics {
         let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         let labels = format!("engine=\"0\",model_name=\"{}\"", self.model);
         let mut out = String::with_capacity(8192);
-        let kv = if c.kv_total == 0 {
-            0.0
-        } else {
-            c.kv_used as f64 / c.kv_total as f64
-        };
-        let gauges = [
-            (
-                "vllm:num_requests_running",
-                "Number of requests in model execution batches.",
-                c.running as f64,
-            ),
-            (
-                "vllm:num_requests_waiting",
-                "Number of requests waiting to be processed.",
-                c.waiting as f64,
-            ),
-            (
-                "vllm:kv_cache_usage_perc",
-                "KV-cache usage. 1 means 100 percent usage.",
-                kv,
-            ),
-        ];
-        for (name, help, value) in gauges {
-            scalar(&mut out, (name, help, "gauge"), &labels, value);
-        }
-        let counters = [
-            (
-                "vllm:num_preemptions",
-                "Cumulative number of preemption from the engine.",
-                c.preemptions,
-            ),
-            (
-                "vllm:prefix_cache_queries",
-                "Prefix cache queries, in terms of number of queried tokens.",
-                c.prefix_queries,
-            ),
-            (
-                "vllm:prefix_cache_hits",
-                "Prefix cache hits, in terms of number of cached tokens.",
-                c.prefix_hits,
-            ),
-            (
-                "vllm:prompt_tokens",
-                "Number of prefill tokens processed.",
-                c.prompt_tokens,
-            ),
-            (
-                "vllm:generation_tokens",
-                "Number of generation tokens processed.",
-                c.generation_tokens,
-            ),
-            (
-                "vllm:request_success",
-                "Count of successfully processed requests.",
-                c.finished,
-            ),
-        ];
-        for (name, help, value) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            let _ = writeln!(out, "{name}_total{{{labels}}} {}", value as f64);
-        }
-        let histograms = [
-            (
-                "vllm:time_to_first_token_seconds",
-                "Histogram of time to first token in seconds.",
-                &c.ttft,
-            ),
-            (
-                "vllm:request_queue_time_seconds",
-                "Histogram of time spent in WAITING phase for request.",
-                &c.queue,
-            ),
-            (
-                "vllm:e2e_request_latency_seconds",
-                "Histogram of e2e request latency in seconds.",
-                &c.e2e,
-            ),
-        ];
-        for (name, help, h) in histograms {
-            histogram(&mut out, (name, help), &labels, h);
-        }
+        render_gauges(&mut out, &labels, &c);
+        render_counters(&mut out, &labels, &c);
+        render_histograms(&mut out, &labels, &c);
         out
+    }
+}
+
+/// The gauges: requests running and waiting, and the KV-cache usage.
+fn render_gauges(out: &mut String, labels: &str, c: &Counters) {
+    let kv = if c.kv_total == 0 {
+        0.0
+    } else {
+        c.kv_used as f64 / c.kv_total as f64
+    };
+    let gauges = [
+        (
+            "vllm:num_requests_running",
+            "Number of requests in model execution batches.",
+            c.running as f64,
+        ),
+        (
+            "vllm:num_requests_waiting",
+            "Number of requests waiting to be processed.",
+            c.waiting as f64,
+        ),
+        (
+            "vllm:kv_cache_usage_perc",
+            "KV-cache usage. 1 means 100 percent usage.",
+            kv,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        scalar(out, (name, help, "gauge"), labels, value);
+    }
+}
+
+/// The counters, each as `NAME_total`.
+fn render_counters(out: &mut String, labels: &str, c: &Counters) {
+    let counters = [
+        (
+            "vllm:num_preemptions",
+            "Cumulative number of preemption from the engine.",
+            c.preemptions,
+        ),
+        (
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            c.prefix_queries,
+        ),
+        (
+            "vllm:prefix_cache_hits",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            c.prefix_hits,
+        ),
+        (
+            "vllm:prompt_tokens",
+            "Number of prefill tokens processed.",
+            c.prompt_tokens,
+        ),
+        (
+            "vllm:generation_tokens",
+            "Number of generation tokens processed.",
+            c.generation_tokens,
+        ),
+        (
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            c.finished,
+        ),
+    ];
+    for (name, help, value) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        let _ = writeln!(out, "{name}_total{{{labels}}} {}", value as f64);
+    }
+}
+
+/// The latency histograms: TTFT, queue time and end-to-end latency.
+fn render_histograms(out: &mut String, labels: &str, c: &Counters) {
+    let histograms = [
+        (
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            &c.ttft,
+        ),
+        (
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            &c.queue,
+        ),
+        (
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            &c.e2e,
+        ),
+    ];
+    for (name, help, h) in histograms {
+        histogram(out, (name, help), labels, h);
     }
 }
 
