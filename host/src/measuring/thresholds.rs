@@ -13,8 +13,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::measuring::metrics::catalogue::{self, LATENCIES, LATENCY_STATS, SCALARS};
-use crate::measuring::metrics::{Distribution, PhaseSummary, TagSummary};
+use crate::measuring::metrics::catalogue::{
+    tag_metric_help, MetricName, LATENCIES, LATENCY_STATS, SCALARS,
+};
+use crate::measuring::metrics::PhaseSummary;
 
 /// Exit code of a run whose thresholds failed (k6's `ThresholdsHaveFailed`).
 pub const EXIT_THRESHOLDS_FAILED: i32 = 99;
@@ -43,13 +45,10 @@ pub enum ThresholdError {
     Scope { text: String, scope: String },
     #[error(
         "threshold `{text}`: a target's row has no `{metric}`; per target, use {}",
-        TARGET_METRICS
+        tag_metric_help()
     )]
     TargetMetric { text: String, metric: String },
 }
-
-/// What a threshold that names a target may read.
-const TARGET_METRICS: &str = "`<stat>_<latency>_ms` with latency ttft, tpot or e2el, or completed, failed, cancelled or error_rate";
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Op {
@@ -85,27 +84,6 @@ impl Op {
     }
 }
 
-/// What a threshold reads from a phase.
-#[derive(Clone, Debug, PartialEq)]
-enum Metric {
-    /// `stat` of a latency distribution (`p99`, `mean`, …).
-    Latency {
-        stat: Stat,
-        latency: &'static str,
-    },
-    Scalar(&'static str),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Stat {
-    Mean,
-    Median,
-    Std,
-    Min,
-    Max,
-    Percentile(f64),
-}
-
 /// One parsed threshold.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Threshold {
@@ -114,7 +92,8 @@ pub struct Threshold {
     pub metric: String,
     pub op: Op,
     pub limit: f64,
-    what: Metric,
+    /// What it reads, from the metric catalogue.
+    what: MetricName,
     /// The index of the target it reads (`[target=N]`); `None`: the whole phase.
     pub target: Option<usize>,
 }
@@ -150,11 +129,11 @@ impl FromStr for Threshold {
         if metric.is_empty() || value.is_empty() {
             return Err(syntax());
         }
-        let what = parse_metric(metric).ok_or_else(|| ThresholdError::Metric {
+        let what = MetricName::parse(metric).ok_or_else(|| ThresholdError::Metric {
             text: text.clone(),
             metric: metric.to_string(),
         })?;
-        if target.is_some() && !what.per_target() {
+        if target.is_some() && !what.in_tag() {
             return Err(ThresholdError::TargetMetric {
                 text: text.clone(),
                 metric: metric.to_string(),
@@ -203,89 +182,21 @@ fn split_scope<'a>(
     Ok((name, Some(index)))
 }
 
-impl Metric {
-    /// Whether a target's row (a [`TagSummary`]) has it.
-    fn per_target(&self) -> bool {
-        match self {
-            Metric::Latency { latency, .. } => matches!(*latency, "ttft" | "tpot" | "e2el"),
-            Metric::Scalar(name) => {
-                matches!(*name, "completed" | "failed" | "cancelled" | "error_rate")
-            }
-        }
-    }
-}
-
-fn parse_metric(name: &str) -> Option<Metric> {
-    if let Some(scalar) = catalogue::scalar(name) {
-        return Some(Metric::Scalar(scalar.key));
-    }
-    let body = name.strip_suffix("_ms")?;
-    let (stat, latency) = body.split_once('_')?;
-    let latency = catalogue::latency(latency)?.key;
-    let stat = match stat {
-        "mean" => Stat::Mean,
-        "median" => Stat::Median,
-        "std" => Stat::Std,
-        "min" => Stat::Min,
-        "max" => Stat::Max,
-        p => {
-            let v: f64 = p.strip_prefix('p')?.parse().ok()?;
-            if !(v > 0.0 && v <= 100.0) {
-                return None;
-            }
-            Stat::Percentile(v)
-        }
-    };
-    Some(Metric::Latency { stat, latency })
-}
-
 impl Threshold {
     /// The percentile this threshold needs computed, if any.
     pub fn percentile(&self) -> Option<f64> {
-        match self.what {
-            Metric::Latency {
-                stat: Stat::Percentile(p),
-                ..
-            } => Some(p),
-            _ => None,
-        }
+        self.what.percentile()
     }
 
     /// The metric's value in a phase; `None` when the phase has no data for it (no
     /// successful request, or goodput without an SLO), which fails the threshold.
     pub fn value(&self, s: &PhaseSummary) -> Option<f64> {
-        if let Some(target) = self.target {
-            let row = s.targets.iter().find(|t| t.tag == target.to_string())?;
-            return self.target_value(row);
-        }
-        match &self.what {
-            Metric::Latency { stat, latency } => {
-                stat_of((catalogue::latency(latency)?.distribution)(s), *stat)
+        match self.target {
+            Some(target) => {
+                let row = s.targets.iter().find(|t| t.tag == target.to_string())?;
+                self.what.tag_value(row)
             }
-            Metric::Scalar(name) => (catalogue::scalar(name)?.value)(s),
-        }
-    }
-
-    /// The metric in a target's row; `None` without data.
-    fn target_value(&self, t: &TagSummary) -> Option<f64> {
-        match &self.what {
-            Metric::Latency { stat, latency } => {
-                let d = match *latency {
-                    "ttft" => &t.ttft,
-                    "tpot" => &t.tpot,
-                    _ => &t.e2el,
-                };
-                stat_of(d, *stat)
-            }
-            Metric::Scalar(name) => match *name {
-                "completed" => Some(t.completed as f64),
-                "failed" => Some(t.failed as f64),
-                "cancelled" => Some(t.cancelled as f64),
-                _ => {
-                    let finished = t.completed + t.failed;
-                    (finished > 0).then(|| t.failed as f64 / finished as f64)
-                }
-            },
+            None => self.what.value(s),
         }
     }
 
@@ -298,21 +209,6 @@ impl Threshold {
             value,
             pass: value.is_some_and(|v| self.op.holds(v, self.limit)),
         }
-    }
-}
-
-/// A statistic of a distribution; `None` when it has no sample.
-fn stat_of(d: &Distribution, stat: Stat) -> Option<f64> {
-    if d.count == 0 {
-        return None;
-    }
-    match stat {
-        Stat::Mean => Some(d.mean),
-        Stat::Median => Some(d.median),
-        Stat::Std => Some(d.std),
-        Stat::Min => Some(d.min),
-        Stat::Max => Some(d.max),
-        Stat::Percentile(p) => d.percentile(p),
     }
 }
 

@@ -1,10 +1,16 @@
 //! The catalogue of reported metrics: each one's key (as result.json and `--threshold`
 //! spell it), label (as the text report and `runner compare` show it), unit, and which way
 //! is better. Thresholds, `runner compare`, the result.json writer and the text report
-//! read their names from here, so a new metric is one entry below plus its computation in
-//! [`PhaseSummary`].
+//! read their names from here.
+//!
+//! A latency is declared once, here: its entry says how a phase accumulates it from each
+//! finished request ([`Accumulated`]), under which name its merge state travels between
+//! shards, where its summary lands and how each output names it. The phase's
+//! accumulator, its merge state and its summary iterate [`accumulated`], so a new latency
+//! is one entry in [`LATENCIES`]: it cannot be accumulated and not merged.
 
-use super::{Distribution, PhaseSummary};
+use super::record::RequestRecord;
+use super::{Distribution, PhaseSummary, TagSummary};
 
 /// Which way a metric is better.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +70,9 @@ pub struct Scalar {
     /// The value in a phase; `None` when the phase has none (goodput without an SLO, the
     /// error rate of a phase where nothing finished).
     pub value: fn(&PhaseSummary) -> Option<f64>,
+    /// The value in a tag's or a target's row, when the row has it (a threshold naming a
+    /// target reads it).
+    pub in_tag: Option<fn(&TagSummary) -> Option<f64>>,
 }
 
 /// How the text report lists a latency's statistics.
@@ -93,7 +102,84 @@ pub struct Latency {
     pub compared: bool,
     pub rows: TextRows,
     pub distribution: fn(&PhaseSummary) -> &Distribution,
+    /// Its distribution in a tag's or a target's row, when the row has it.
+    pub in_tag: Option<fn(&TagSummary) -> &Distribution>,
+    /// How the phase accumulates, merges and summarises it; `None` when another part of
+    /// the phase's statistics owns it (the answer split's TTFA, the clocks' client delay).
+    pub accumulated: Option<Accumulated>,
 }
+
+/// Which finished requests a latency counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counts {
+    /// Every request sent, whatever its outcome.
+    Every,
+    /// The successful requests.
+    Completed,
+    /// The successful requests and those the scenario cancelled (a user who gave up
+    /// still saw the first token).
+    CompletedOrCancelled,
+}
+
+impl Counts {
+    /// Whether `r` is counted.
+    pub fn includes(self, r: &RequestRecord) -> bool {
+        match self {
+            Counts::Every => true,
+            Counts::Completed => !r.cancelled && r.error.is_none(),
+            Counts::CompletedOrCancelled => r.cancelled || r.error.is_none(),
+        }
+    }
+}
+
+/// What a saved merge state's histogram may hold, checked before a shard is merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// Exactly one sample per request sent.
+    EveryRequest,
+    /// At most one per successful request.
+    Completed,
+    /// At most one per successful or cancelled request.
+    CompletedOrCancelled,
+    /// At most one per content chunk.
+    Chunks,
+    /// Nothing checked (a weight per token).
+    Unchecked,
+}
+
+/// How a phase accumulates a latency: its samples in each request, its name in the
+/// merge state, the percentiles it always has and where its summary lands.
+#[derive(Clone, Copy, Debug)]
+pub struct Accumulated {
+    /// Its histogram's name in a shard's saved state (shard.json): renaming it stops old
+    /// shards from merging.
+    pub state_key: &'static str,
+    pub counts: Counts,
+    /// Its samples in one counted request, in ns, each with its weight (1, or the tokens
+    /// of a per-token sample).
+    pub samples: fn(&RequestRecord, &mut dyn FnMut(f64, u64)),
+    /// Percentiles computed whatever the report asked for (those its text rows show).
+    pub always: &'static [f64],
+    pub bound: Bound,
+    /// The field of [`PhaseSummary`] its summary lands in; `None`: in
+    /// [`PhaseSummary::latencies`], under its key (where [`keyed`] reads it).
+    pub field: Option<fn(&mut PhaseSummary) -> &mut Distribution>,
+}
+
+/// The distribution of a latency whose summary has no field of its own.
+pub fn keyed<'a>(s: &'a PhaseSummary, key: &str) -> &'a Distribution {
+    s.latencies.get(key).unwrap_or(&EMPTY)
+}
+
+static EMPTY: Distribution = Distribution {
+    count: 0,
+    mean: 0.0,
+    median: 0.0,
+    std: 0.0,
+    min: 0.0,
+    max: 0.0,
+    percentiles: Vec::new(),
+};
 
 impl Latency {
     /// Latencies are better lower.
@@ -109,6 +195,7 @@ pub const COMPLETED: Scalar = Scalar {
     compared: true,
     nullable: false,
     value: |s| Some(s.completed as f64),
+    in_tag: Some(|t| Some(t.completed as f64)),
 };
 pub const FAILED: Scalar = Scalar {
     key: "failed",
@@ -119,6 +206,7 @@ pub const FAILED: Scalar = Scalar {
     compared: true,
     nullable: false,
     value: |s| Some(s.failed as f64),
+    in_tag: Some(|t| Some(t.failed as f64)),
 };
 pub const CANCELLED: Scalar = Scalar {
     key: "cancelled",
@@ -130,6 +218,7 @@ pub const CANCELLED: Scalar = Scalar {
     compared: false,
     nullable: false,
     value: |s| Some(s.cancelled as f64),
+    in_tag: Some(|t| Some(t.cancelled as f64)),
 };
 pub const ERROR_RATE: Scalar = Scalar {
     key: "error_rate",
@@ -139,10 +228,8 @@ pub const ERROR_RATE: Scalar = Scalar {
     in_result: InResult::Derived,
     compared: false,
     nullable: true,
-    value: |s| {
-        let finished = s.completed + s.failed;
-        (finished > 0).then(|| s.failed as f64 / finished as f64)
-    },
+    value: |s| error_rate(s.completed, s.failed),
+    in_tag: Some(|t| error_rate(t.completed, t.failed)),
 };
 pub const DURATION: Scalar = Scalar {
     key: "duration",
@@ -153,6 +240,7 @@ pub const DURATION: Scalar = Scalar {
     compared: true,
     nullable: false,
     value: |s| Some(s.duration_s),
+    in_tag: None,
 };
 pub const TOTAL_INPUT_TOKENS: Scalar = Scalar {
     key: "total_input_tokens",
@@ -163,6 +251,7 @@ pub const TOTAL_INPUT_TOKENS: Scalar = Scalar {
     compared: false,
     nullable: false,
     value: |s| Some(s.total_input_tokens as f64),
+    in_tag: None,
 };
 pub const TOTAL_OUTPUT_TOKENS: Scalar = Scalar {
     key: "total_output_tokens",
@@ -173,6 +262,7 @@ pub const TOTAL_OUTPUT_TOKENS: Scalar = Scalar {
     compared: false,
     nullable: false,
     value: |s| Some(s.total_output_tokens as f64),
+    in_tag: None,
 };
 pub const REQUEST_THROUGHPUT: Scalar = Scalar {
     key: "request_throughput",
@@ -183,6 +273,7 @@ pub const REQUEST_THROUGHPUT: Scalar = Scalar {
     compared: true,
     nullable: false,
     value: |s| Some(s.request_throughput),
+    in_tag: None,
 };
 pub const REQUEST_GOODPUT: Scalar = Scalar {
     key: "request_goodput",
@@ -193,6 +284,7 @@ pub const REQUEST_GOODPUT: Scalar = Scalar {
     compared: true,
     nullable: true,
     value: |s| s.goodput,
+    in_tag: None,
 };
 pub const OUTPUT_THROUGHPUT: Scalar = Scalar {
     key: "output_throughput",
@@ -203,6 +295,7 @@ pub const OUTPUT_THROUGHPUT: Scalar = Scalar {
     compared: true,
     nullable: false,
     value: |s| Some(s.output_throughput),
+    in_tag: None,
 };
 pub const TOTAL_TOKEN_THROUGHPUT: Scalar = Scalar {
     key: "total_token_throughput",
@@ -213,6 +306,7 @@ pub const TOTAL_TOKEN_THROUGHPUT: Scalar = Scalar {
     compared: true,
     nullable: false,
     value: |s| Some(s.total_token_throughput),
+    in_tag: None,
 };
 pub const PEAK_OUTPUT_THROUGHPUT: Scalar = Scalar {
     key: "max_output_tokens_per_s",
@@ -223,6 +317,7 @@ pub const PEAK_OUTPUT_THROUGHPUT: Scalar = Scalar {
     compared: true,
     nullable: false,
     value: |s| Some(s.peak_output_throughput),
+    in_tag: None,
 };
 pub const PEAK_CONCURRENCY: Scalar = Scalar {
     key: "max_concurrent_requests",
@@ -233,6 +328,7 @@ pub const PEAK_CONCURRENCY: Scalar = Scalar {
     compared: true,
     nullable: false,
     value: |s| Some(s.peak_concurrency),
+    in_tag: None,
 };
 pub const REASONING_TOKENS: Scalar = Scalar {
     key: "total_reasoning_tokens",
@@ -243,6 +339,7 @@ pub const REASONING_TOKENS: Scalar = Scalar {
     compared: false,
     nullable: false,
     value: |s| Some(s.answer.reasoning_tokens as f64),
+    in_tag: None,
 };
 pub const ANSWER_TOKENS: Scalar = Scalar {
     key: "total_answer_tokens",
@@ -253,6 +350,7 @@ pub const ANSWER_TOKENS: Scalar = Scalar {
     compared: false,
     nullable: false,
     value: |s| Some(s.answer.answer_tokens as f64),
+    in_tag: None,
 };
 pub const MEAN_TOKENS_PER_CHUNK: Scalar = Scalar {
     key: "mean_tokens_per_chunk",
@@ -263,6 +361,7 @@ pub const MEAN_TOKENS_PER_CHUNK: Scalar = Scalar {
     compared: false,
     nullable: false,
     value: |s| Some(s.mean_tokens_per_chunk),
+    in_tag: None,
 };
 
 /// Every scalar, in the order `runner compare` and the threshold help list them.
@@ -293,6 +392,19 @@ pub const TTFT: Latency = Latency {
     compared: true,
     rows: TextRows::MeanMedianPercentiles,
     distribution: |s| &s.ttft,
+    in_tag: Some(|t| &t.ttft),
+    accumulated: Some(Accumulated {
+        state_key: "ttft",
+        counts: Counts::CompletedOrCancelled,
+        samples: |r, add| {
+            if let Some(t) = r.ttft_ns() {
+                add(t as f64, 1);
+            }
+        },
+        always: &[],
+        bound: Bound::CompletedOrCancelled,
+        field: Some(|s| &mut s.ttft),
+    }),
 };
 pub const TPOT: Latency = Latency {
     key: "tpot",
@@ -302,6 +414,19 @@ pub const TPOT: Latency = Latency {
     compared: true,
     rows: TextRows::MeanMedianPercentiles,
     distribution: |s| &s.tpot,
+    in_tag: Some(|t| &t.tpot),
+    accumulated: Some(Accumulated {
+        state_key: "tpot",
+        counts: Counts::Completed,
+        samples: |r, add| {
+            if let Some(t) = r.tpot_ns() {
+                add(t, 1);
+            }
+        },
+        always: &[],
+        bound: Bound::Completed,
+        field: Some(|s| &mut s.tpot),
+    }),
 };
 pub const ITL: Latency = Latency {
     key: "itl",
@@ -311,6 +436,19 @@ pub const ITL: Latency = Latency {
     compared: true,
     rows: TextRows::MeanMedianPercentiles,
     distribution: |s| &s.itl,
+    in_tag: None,
+    accumulated: Some(Accumulated {
+        state_key: "itl",
+        counts: Counts::Completed,
+        samples: |r, add| {
+            for gap in r.itls_ns() {
+                add(gap as f64, 1);
+            }
+        },
+        always: &[],
+        bound: Bound::Chunks,
+        field: Some(|s| &mut s.itl),
+    }),
 };
 pub const E2EL: Latency = Latency {
     key: "e2el",
@@ -320,6 +458,19 @@ pub const E2EL: Latency = Latency {
     compared: true,
     rows: TextRows::MeanMedianPercentiles,
     distribution: |s| &s.e2el,
+    in_tag: Some(|t| &t.e2el),
+    accumulated: Some(Accumulated {
+        state_key: "e2el",
+        counts: Counts::Completed,
+        samples: |r, add| {
+            if let Some(e) = r.e2el_ns() {
+                add(e as f64, 1);
+            }
+        },
+        always: &[],
+        bound: Bound::Completed,
+        field: Some(|s| &mut s.e2el),
+    }),
 };
 /// Time to the first answer (content or tool-call) token, after any reasoning: equal to
 /// TTFT when the model does not reason.
@@ -331,6 +482,8 @@ pub const TTFA: Latency = Latency {
     compared: false,
     rows: TextRows::MeanMedianPercentiles,
     distribution: |s| &s.answer.ttfa,
+    in_tag: None,
+    accumulated: None,
 };
 pub const TOKEN_LATENCY: Latency = Latency {
     key: "token_latency",
@@ -340,6 +493,19 @@ pub const TOKEN_LATENCY: Latency = Latency {
     compared: false,
     rows: TextRows::MeanMedianPercentiles,
     distribution: |s| &s.token_latency,
+    in_tag: None,
+    accumulated: Some(Accumulated {
+        state_key: "token_latency",
+        counts: Counts::Completed,
+        samples: |r, add| {
+            if let (Some(e), true) = (r.e2el_ns(), r.output_tokens > 0) {
+                add(e as f64 / r.output_tokens as f64, 1);
+            }
+        },
+        always: &[],
+        bound: Bound::Completed,
+        field: Some(|s| &mut s.token_latency),
+    }),
 };
 pub const ITL_PER_TOKEN: Latency = Latency {
     key: "itl_per_token",
@@ -349,6 +515,21 @@ pub const ITL_PER_TOKEN: Latency = Latency {
     compared: false,
     rows: TextRows::MeanMedianPercentiles,
     distribution: |s| &s.itl_per_token,
+    in_tag: None,
+    accumulated: Some(Accumulated {
+        state_key: "itl_per_token",
+        counts: Counts::Completed,
+        samples: |r, add| {
+            for w in r.chunks.windows(2) {
+                let gap = w[1].t_ns.saturating_sub(w[0].t_ns);
+                let tokens = w[1].tokens.max(1);
+                add(gap as f64 / f64::from(tokens), u64::from(tokens));
+            }
+        },
+        always: &[],
+        bound: Bound::Unchecked,
+        field: Some(|s| &mut s.itl_per_token),
+    }),
 };
 pub const SEND_LATENESS: Latency = Latency {
     key: "send_lateness",
@@ -358,6 +539,15 @@ pub const SEND_LATENESS: Latency = Latency {
     compared: false,
     rows: TextRows::MeanP99Max,
     distribution: |s| &s.lateness,
+    in_tag: None,
+    accumulated: Some(Accumulated {
+        state_key: "lateness",
+        counts: Counts::Every,
+        samples: |r, add| add(r.lateness_ns() as f64, 1),
+        always: &[99.0],
+        bound: Bound::EveryRequest,
+        field: Some(|s| &mut s.lateness),
+    }),
 };
 /// How long the client took to read what the kernel had received: the part of every
 /// latency that is the client's own, where the kernel stamped the chunks.
@@ -369,6 +559,8 @@ pub const CLIENT_DELAY: Latency = Latency {
     compared: false,
     rows: TextRows::MedianP99Max,
     distribution: |s| &s.client_delay,
+    in_tag: None,
+    accumulated: None,
 };
 
 /// Every latency: vLLM's four in vLLM's order, then ours in the order the text report's
@@ -396,6 +588,172 @@ pub fn scalar(key: &str) -> Option<&'static Scalar> {
 /// The latency named `key`.
 pub fn latency(key: &str) -> Option<&'static Latency> {
     LATENCIES.iter().find(|m| m.key == key)
+}
+
+/// The failed share of the finished requests; `None` when none finished.
+fn error_rate(completed: u64, failed: u64) -> Option<f64> {
+    let finished = completed + failed;
+    (finished > 0).then(|| failed as f64 / finished as f64)
+}
+
+/// The latencies a phase accumulates, in [`LATENCIES`] order: the accumulator's table of
+/// histograms, its merge state and its summary are indexed by this list.
+pub fn accumulated() -> impl Iterator<Item = (&'static Latency, &'static Accumulated)> {
+    LATENCIES
+        .iter()
+        .filter_map(|l| l.accumulated.as_ref().map(|a| (l, a)))
+}
+
+/// The position of `latency` in [`accumulated`]; `None` when the phase does not
+/// accumulate it itself.
+pub fn accumulated_index(latency: &Latency) -> Option<usize> {
+    accumulated().position(|(l, _)| l.key == latency.key)
+}
+
+/// A statistic of a latency distribution, as a metric name spells it (`p99`, `mean`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LatencyStat {
+    Mean,
+    Median,
+    Std,
+    Min,
+    Max,
+    Percentile(f64),
+}
+
+impl LatencyStat {
+    /// `mean`, `median`, `std`, `min`, `max` or `p<N>` with 0 < N ≤ 100.
+    pub fn parse(word: &str) -> Option<LatencyStat> {
+        let stat = match word {
+            "mean" => LatencyStat::Mean,
+            "median" => LatencyStat::Median,
+            "std" => LatencyStat::Std,
+            "min" => LatencyStat::Min,
+            "max" => LatencyStat::Max,
+            p => {
+                let v: f64 = p.strip_prefix('p')?.parse().ok()?;
+                if !(v > 0.0 && v <= 100.0) {
+                    return None;
+                }
+                LatencyStat::Percentile(v)
+            }
+        };
+        Some(stat)
+    }
+
+    /// Its value in `d`; `None` when `d` has no sample or lacks the percentile.
+    pub fn of(self, d: &Distribution) -> Option<f64> {
+        if d.count == 0 {
+            return None;
+        }
+        match self {
+            LatencyStat::Mean => Some(d.mean),
+            LatencyStat::Median => Some(d.median),
+            LatencyStat::Std => Some(d.std),
+            LatencyStat::Min => Some(d.min),
+            LatencyStat::Max => Some(d.max),
+            LatencyStat::Percentile(p) => d.percentile(p),
+        }
+    }
+}
+
+/// A metric name as thresholds spell it: a scalar's key, or `<stat>_<latency>_ms`.
+#[derive(Clone, Copy, Debug)]
+pub enum MetricName {
+    Scalar(&'static Scalar),
+    Latency(LatencyStat, &'static Latency),
+}
+
+impl MetricName {
+    /// The metric `name` names, if any.
+    pub fn parse(name: &str) -> Option<MetricName> {
+        if let Some(m) = scalar(name) {
+            return Some(MetricName::Scalar(m));
+        }
+        let (stat, key) = name.strip_suffix("_ms")?.split_once('_')?;
+        Some(MetricName::Latency(
+            LatencyStat::parse(stat)?,
+            latency(key)?,
+        ))
+    }
+
+    /// Its value in a phase; `None` without data.
+    pub fn value(&self, s: &PhaseSummary) -> Option<f64> {
+        match *self {
+            MetricName::Scalar(m) => (m.value)(s),
+            MetricName::Latency(stat, l) => stat.of((l.distribution)(s)),
+        }
+    }
+
+    /// Whether a tag's or a target's row has it.
+    pub fn in_tag(&self) -> bool {
+        match self {
+            MetricName::Scalar(m) => m.in_tag.is_some(),
+            MetricName::Latency(_, l) => l.in_tag.is_some(),
+        }
+    }
+
+    /// Its value in a tag's or a target's row; `None` without data or when rows lack it.
+    pub fn tag_value(&self, t: &TagSummary) -> Option<f64> {
+        match *self {
+            MetricName::Scalar(m) => (m.in_tag?)(t),
+            MetricName::Latency(stat, l) => stat.of((l.in_tag?)(t)),
+        }
+    }
+
+    /// The percentile it reads, if any.
+    pub fn percentile(&self) -> Option<f64> {
+        match self {
+            MetricName::Latency(LatencyStat::Percentile(p), _) => Some(*p),
+            _ => None,
+        }
+    }
+
+    /// Its catalogue key (a latency's, for a latency statistic).
+    pub fn key(&self) -> &'static str {
+        match self {
+            MetricName::Scalar(m) => m.key,
+            MetricName::Latency(_, l) => l.key,
+        }
+    }
+}
+
+impl PartialEq for MetricName {
+    fn eq(&self, other: &MetricName) -> bool {
+        match (self, other) {
+            (MetricName::Scalar(a), MetricName::Scalar(b)) => a.key == b.key,
+            (MetricName::Latency(s, a), MetricName::Latency(t, b)) => s == t && a.key == b.key,
+            _ => false,
+        }
+    }
+}
+
+/// What a tag's or a target's row has, for error messages.
+pub fn tag_metric_help() -> String {
+    let latencies: Vec<&str> = LATENCIES
+        .iter()
+        .filter(|l| l.in_tag.is_some())
+        .map(|l| l.key)
+        .collect();
+    let scalars: Vec<&str> = SCALARS
+        .iter()
+        .filter(|m| m.in_tag.is_some())
+        .map(|m| m.key)
+        .collect();
+    format!(
+        "`<stat>_<latency>_ms` with latency {}, or {}",
+        or_list(&latencies),
+        or_list(&scalars)
+    )
+}
+
+/// `a, b or c`.
+fn or_list(words: &[&str]) -> String {
+    match words.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        Some((last, _)) => last.to_string(),
+        None => String::new(),
+    }
 }
 
 /// vLLM's `p_word`: `str(int(p))` when integral, else `str(p)` (99 → "99", 99.9 → "99.9").

@@ -6,9 +6,12 @@
 //! 8 bytes per second of phase (output tokens per 1-second bucket, for the peak output
 //! throughput). No per-request latency is kept.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::answer::{AnswerStats, AnswerSummary};
+use super::catalogue::{self, Latency, E2EL, ITL, TPOT, TTFT};
 use super::options::{MetricsOptions, Slo};
 use super::record::{ErrorKind, RequestRecord};
 use super::stamp_source::{StampSourceStats, StampSources, CLIENT_DELAY_PERCENTILES};
@@ -170,6 +173,10 @@ pub struct PhaseSummary {
     /// Time to first answer token, the reasoning/answer token split, requests per endpoint.
     #[serde(default)]
     pub answer: AnswerSummary,
+    /// The catalogue's latencies with no field above, by key (reports read them through
+    /// the catalogue); empty while every latency has its field.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub latencies: BTreeMap<String, Distribution>,
 }
 
 /// The latencies an adaptive scenario decides on, at p50, p90 and p99 whatever
@@ -245,13 +252,8 @@ pub struct PhaseAccumulator {
     /// Output tokens by the run's tokenizer.
     text_tokens: u64,
     good: u64,
-    ttft: StreamingStat,
-    tpot: StreamingStat,
-    itl: StreamingStat,
-    e2el: StreamingStat,
-    token_latency: StreamingStat,
-    itl_per_token: StreamingStat,
-    lateness: StreamingStat,
+    /// One histogram per latency of [`catalogue::accumulated`], in its order.
+    latencies: Vec<StreamingStat>,
     /// Send times of every request with a non-empty `[sent, end)`, ascending.
     starts: Vec<u64>,
     /// End times of the same requests, ascending.
@@ -326,13 +328,9 @@ impl PhaseAccumulator {
             usage_requests: 0,
             text_tokens: 0,
             good: 0,
-            ttft: StreamingStat::new(),
-            tpot: StreamingStat::new(),
-            itl: StreamingStat::new(),
-            e2el: StreamingStat::new(),
-            token_latency: StreamingStat::new(),
-            itl_per_token: StreamingStat::new(),
-            lateness: StreamingStat::new(),
+            latencies: catalogue::accumulated()
+                .map(|_| StreamingStat::new())
+                .collect(),
             starts: Vec::new(),
             ends: Vec::new(),
             tokens_per_second: Vec::new(),
@@ -355,7 +353,11 @@ impl PhaseAccumulator {
 
     /// Adds one finished request (called in completion order, but any order is correct).
     pub fn record(&mut self, r: &RequestRecord) {
-        self.lateness.record(r.lateness_ns() as f64);
+        for ((_, a), stat) in catalogue::accumulated().zip(&mut self.latencies) {
+            if a.counts.includes(r) {
+                (a.samples)(r, &mut |ns, weight| stat.record_weighted(ns, weight));
+            }
+        }
         self.tags.record(r);
         self.answer.record(r);
         self.clock.record(r);
@@ -369,11 +371,9 @@ impl PhaseAccumulator {
 
         self.retried += u64::from(r.retried);
         if r.cancelled {
-            // A user who gave up still saw the first token: its wait counts, nothing else.
+            // A user who gave up still saw the first token: its wait counts (its TTFT, in
+            // the latencies above), nothing else.
             self.cancelled += 1;
-            if let Some(t) = r.ttft_ns() {
-                self.ttft.record(t as f64);
-            }
             return;
         }
         if let Some(err) = &r.error {
@@ -394,22 +394,6 @@ impl PhaseAccumulator {
             self.usage_requests += 1;
         }
 
-        let ttft = r.ttft_ns();
-        let e2el = r.e2el_ns();
-        let tpot = r.tpot_ns();
-        if let Some(t) = ttft {
-            self.ttft.record(t as f64);
-        }
-        if let Some(t) = tpot {
-            self.tpot.record(t);
-        }
-        if let Some(e) = e2el {
-            self.e2el.record(e as f64);
-            if r.output_tokens > 0 {
-                self.token_latency.record(e as f64 / r.output_tokens as f64);
-            }
-        }
-
         for c in &r.chunks {
             self.chunks += 1;
             self.chunk_tokens += u64::from(c.tokens);
@@ -422,15 +406,8 @@ impl PhaseAccumulator {
                 self.tokens_per_second[k] += u64::from(c.tokens);
             }
         }
-        for w in r.chunks.windows(2) {
-            let gap = w[1].t_ns.saturating_sub(w[0].t_ns);
-            self.itl.record(gap as f64);
-            let tokens = w[1].tokens.max(1);
-            self.itl_per_token
-                .record_weighted(gap as f64 / f64::from(tokens), u64::from(tokens));
-        }
-
         if let Some(slo) = &self.opts.goodput {
+            let (ttft, tpot, e2el) = (r.ttft_ns(), r.tpot_ns(), r.e2el_ns());
             let ms = |ns: f64| ns / NS_PER_MS;
             let within = |limit: Option<f64>, value_ms: f64| limit.is_none_or(|l| value_ms <= l);
             // A request with ≤ 1 output token has TPOT 0 for goodput (as in vLLM).
@@ -487,10 +464,7 @@ impl PhaseAccumulator {
             }
         };
         let pcts = &self.opts.percentiles;
-        let lateness = self.lateness.distribution(&including(pcts, &[99.0]));
-        let client_bound = lateness.percentile(99.0).unwrap_or(0.0) > CLIENT_BOUND_LATENESS_MS;
-
-        PhaseSummary {
+        let mut summary = PhaseSummary {
             name: info.name.clone(),
             completed: self.completed,
             failed: self.failed,
@@ -518,13 +492,13 @@ impl PhaseAccumulator {
             percentiles: pcts.clone(),
             peak_output_throughput: self.peak_output_throughput(info.duration_ns),
             peak_concurrency: self.peak_concurrency() as f64,
-            ttft: self.ttft.distribution(pcts),
-            tpot: self.tpot.distribution(pcts),
-            itl: self.itl.distribution(pcts),
-            e2el: self.e2el.distribution(pcts),
-            token_latency: self.token_latency.distribution(pcts),
-            itl_per_token: self.itl_per_token.distribution(pcts),
-            lateness,
+            ttft: Distribution::default(),
+            tpot: Distribution::default(),
+            itl: Distribution::default(),
+            e2el: Distribution::default(),
+            token_latency: Distribution::default(),
+            itl_per_token: Distribution::default(),
+            lateness: Distribution::default(),
             client_delay: self
                 .clock
                 .client_delay(&including(pcts, &CLIENT_DELAY_PERCENTILES)),
@@ -535,26 +509,51 @@ impl PhaseAccumulator {
             } else {
                 self.chunk_tokens as f64 / self.chunks as f64
             },
-            client_bound,
+            client_bound: false,
             tags: self.tags.summarize(),
             targets: self.targets.summarize_at(&target_percentiles(pcts)),
+            latencies: BTreeMap::new(),
+        };
+        self.summarize_latencies(&mut summary);
+        let p99_lateness = summary.lateness.percentile(99.0).unwrap_or(0.0);
+        summary.client_bound = p99_lateness > CLIENT_BOUND_LATENESS_MS;
+        summary
+    }
+
+    /// Each accumulated latency into its field of `summary`, or under its key.
+    fn summarize_latencies(&self, summary: &mut PhaseSummary) {
+        let pcts = &self.opts.percentiles;
+        for ((l, a), stat) in catalogue::accumulated().zip(&self.latencies) {
+            let d = stat.distribution(&including(pcts, a.always));
+            match a.field {
+                Some(field) => *field(summary) = d,
+                None => {
+                    summary.latencies.insert(l.key.to_string(), d);
+                }
+            }
         }
+    }
+
+    /// The histogram of an accumulated latency of the catalogue.
+    fn latency(&self, latency: &Latency) -> &StreamingStat {
+        let at = catalogue::accumulated_index(latency).expect("an accumulated latency");
+        &self.latencies[at]
     }
 
     /// TTFT, TPOT, ITL and E2EL at [`DECISION_PERCENTILES`].
     pub fn decision_latencies(&self) -> DecisionLatencies {
         let p = &DECISION_PERCENTILES;
         DecisionLatencies {
-            ttft: self.ttft.distribution(p),
-            tpot: self.tpot.distribution(p),
-            itl: self.itl.distribution(p),
-            e2el: self.e2el.distribution(p),
+            ttft: self.latency(&TTFT).distribution(p),
+            tpot: self.latency(&TPOT).distribution(p),
+            itl: self.latency(&ITL).distribution(p),
+            e2el: self.latency(&E2EL).distribution(p),
         }
     }
 
     /// Number of ITL samples so far (chunk gaps of successful requests).
     pub fn itl_samples(&self) -> u64 {
-        self.itl.count()
+        self.latency(&ITL).count()
     }
 }
 

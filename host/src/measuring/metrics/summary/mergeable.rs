@@ -6,11 +6,15 @@
 use serde::{Deserialize, Serialize};
 
 mod consistent;
+mod latency_states;
+
+pub use latency_states::LatencyStates;
 
 use super::super::answer::{AnswerState, AnswerStats};
+use super::super::catalogue;
 use super::super::options::MetricsOptions;
 use super::super::stamp_source::{StampSourceState, StampSourceStats};
-use super::super::stat::{add_count, in_field, StatState, StatStateError, StreamingStat};
+use super::super::stat::{add_count, in_field, StatStateError, StreamingStat};
 use super::super::tags::{TagState, TagStats};
 use super::{kind_index, FailureCount, PhaseAccumulator, ERROR_KINDS};
 
@@ -33,13 +37,10 @@ pub struct PhaseState {
     pub text_tokens: u64,
     /// Requests within the goodput SLO.
     pub good: u64,
-    pub ttft: StatState,
-    pub tpot: StatState,
-    pub itl: StatState,
-    pub e2el: StatState,
-    pub token_latency: StatState,
-    pub itl_per_token: StatState,
-    pub lateness: StatState,
+    /// The catalogue's accumulated latencies, each under its `state_key` (`ttft`, …,
+    /// `lateness`).
+    #[serde(flatten)]
+    pub latencies: LatencyStates,
     /// Send and end times (ns from the phase start) of every request with a non-empty
     /// `[sent, end)`, ascending, for the exact peak concurrency.
     pub starts_ns: Vec<u64>,
@@ -94,13 +95,9 @@ impl PhaseAccumulator {
             usage_requests: self.usage_requests,
             text_tokens: self.text_tokens,
             good: self.good,
-            ttft: self.ttft.state(),
-            tpot: self.tpot.state(),
-            itl: self.itl.state(),
-            e2el: self.e2el.state(),
-            token_latency: self.token_latency.state(),
-            itl_per_token: self.itl_per_token.state(),
-            lateness: self.lateness.state(),
+            latencies: LatencyStates::new(
+                self.latencies.iter().map(StreamingStat::state).collect(),
+            ),
             starts_ns: self.starts.clone(),
             ends_ns: self.ends.clone(),
             tokens_per_second: self.tokens_per_second.clone(),
@@ -118,17 +115,12 @@ impl PhaseAccumulator {
         opts: &MetricsOptions,
         s: &PhaseState,
     ) -> Result<PhaseAccumulator, StatStateError> {
-        let stat = |field: &'static str, st: &StatState| {
-            StreamingStat::from_state(st).map_err(in_field(field))
-        };
         let mut acc = PhaseAccumulator::new(opts);
-        acc.ttft = stat("ttft", &s.ttft)?;
-        acc.tpot = stat("tpot", &s.tpot)?;
-        acc.itl = stat("itl", &s.itl)?;
-        acc.e2el = stat("e2el", &s.e2el)?;
-        acc.token_latency = stat("token_latency", &s.token_latency)?;
-        acc.itl_per_token = stat("itl_per_token", &s.itl_per_token)?;
-        acc.lateness = stat("lateness", &s.lateness)?;
+        acc.latencies = s
+            .latencies
+            .iter()
+            .map(|(key, st)| StreamingStat::from_state(st).map_err(in_field(key)))
+            .collect::<Result<_, _>>()?;
         acc.tags = TagStats::from_state(&s.tags).map_err(in_field("tags"))?;
         acc.targets = TagStats::from_state(&s.targets).map_err(in_field("targets"))?;
         acc.answer = AnswerStats::from_state(&s.answer).map_err(in_field("answer"))?;
@@ -178,19 +170,10 @@ impl PhaseAccumulator {
             let field = format!("failures.{}", kind.key());
             add_count(&field, &mut self.failures[k], o.failures[k])?;
         }
-        self.ttft.merge(&o.ttft).map_err(in_field("ttft"))?;
-        self.tpot.merge(&o.tpot).map_err(in_field("tpot"))?;
-        self.itl.merge(&o.itl).map_err(in_field("itl"))?;
-        self.e2el.merge(&o.e2el).map_err(in_field("e2el"))?;
-        self.token_latency
-            .merge(&o.token_latency)
-            .map_err(in_field("token_latency"))?;
-        self.itl_per_token
-            .merge(&o.itl_per_token)
-            .map_err(in_field("itl_per_token"))?;
-        self.lateness
-            .merge(&o.lateness)
-            .map_err(in_field("lateness"))?;
+        let latencies = catalogue::accumulated().zip(&mut self.latencies);
+        for (((_, a), mine), theirs) in latencies.zip(&o.latencies) {
+            mine.merge(theirs).map_err(in_field(a.state_key))?;
+        }
         self.tags.merge(&o.tags).map_err(in_field("tags"))?;
         self.targets
             .merge(&o.targets)
@@ -231,7 +214,9 @@ impl PhaseAccumulator {
 mod tests {
     use super::super::{PhaseInfo, PhaseSummary};
     use super::*;
+    use crate::measuring::metrics::catalogue::{LATENCIES, SEND_LATENESS, TTFT};
     use crate::measuring::metrics::record::{Chunk, ErrorKind, RequestError, RequestRecord};
+    use crate::measuring::metrics::Distribution;
 
     /// A varied record; built from JSON so fields with defaults need not be listed.
     fn record(index: u64) -> RequestRecord {
@@ -343,25 +328,35 @@ mod tests {
             (a.goodput, a.peak_concurrency, a.peak_output_throughput),
             (b.goodput, b.peak_concurrency, b.peak_output_throughput)
         );
-        for (x, y) in [
-            (&a.ttft, &b.ttft),
-            (&a.tpot, &b.tpot),
-            (&a.itl, &b.itl),
-            (&a.e2el, &b.e2el),
-            (&a.token_latency, &b.token_latency),
-            (&a.itl_per_token, &b.itl_per_token),
-            (&a.lateness, &b.lateness),
-            (&a.client_delay, &b.client_delay),
-            (&a.clock.send_write, &b.clock.send_write),
-        ] {
-            assert_eq!(
-                (x.count, x.min, x.max, x.median),
-                (y.count, y.min, y.max, y.median)
-            );
-            assert_eq!(x.percentiles, y.percentiles);
-            assert!((x.mean - y.mean).abs() <= 1e-9 * y.mean.abs().max(1.0));
-            assert!((x.std - y.std).abs() <= 1e-6 * y.std.abs().max(1.0));
+        // Every latency of the catalogue, whoever accumulates it: one added to the
+        // catalogue is held to the merge here with no other edit.
+        for l in LATENCIES.iter().filter(|l| l.accumulated.is_some()) {
+            assert!((l.distribution)(&b).count > 0, "{} has samples", l.key);
         }
+        let pairs = LATENCIES
+            .iter()
+            .map(|l| (l.key, (l.distribution)(&a), (l.distribution)(&b)));
+        for (key, x, y) in pairs.chain([("send_write", &a.clock.send_write, &b.clock.send_write)]) {
+            assert_same(key, x, y);
+        }
+    }
+
+    /// The merged distribution `x` of `key` is the single process's `y`.
+    fn assert_same(key: &str, x: &Distribution, y: &Distribution) {
+        assert_eq!(
+            (x.count, x.min, x.max, x.median),
+            (y.count, y.min, y.max, y.median),
+            "{key}"
+        );
+        assert_eq!(x.percentiles, y.percentiles, "{key}");
+        assert!(
+            (x.mean - y.mean).abs() <= 1e-9 * y.mean.abs().max(1.0),
+            "{key}"
+        );
+        assert!(
+            (x.std - y.std).abs() <= 1e-6 * y.std.abs().max(1.0),
+            "{key}"
+        );
     }
 
     fn refusal(opts: &MetricsOptions, s: &PhaseState) -> String {
@@ -406,7 +401,7 @@ mod tests {
             "`good` is 50, more than `completed` (9)"
         );
         assert_eq!(
-            tampered(&|s| s.ttft.weight = 3),
+            tampered(&|s| s.latencies.get_mut(&TTFT).weight = 3),
             "`ttft`: its histogram holds 9 samples, its `weight` says 3"
         );
         assert_eq!(
@@ -431,7 +426,7 @@ mod tests {
         lateness.record_weighted(1e3, i64::MAX as u64);
         let mut half = PhaseAccumulator::new(&opts).state();
         half.completed = i64::MAX as u64;
-        half.lateness = lateness.state();
+        *half.latencies.get_mut(&SEND_LATENESS) = lateness.state();
         let mut merged = PhaseAccumulator::from_state(&opts, &half).unwrap();
         let other = PhaseAccumulator::from_state(&opts, &half).unwrap();
         merged.merge(&other).unwrap();

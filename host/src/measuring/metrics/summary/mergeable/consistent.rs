@@ -4,6 +4,7 @@
 //! rather than adding a tampered or corrupt count into a wrapped or impossible total.
 
 use super::PhaseState;
+use crate::measuring::metrics::catalogue::{self, Bound};
 use crate::measuring::metrics::stat::{in_field, StatState, StatStateError};
 use crate::measuring::metrics::tags::TagState;
 
@@ -32,6 +33,13 @@ fn at_most(field: &str, value: u64, what: &str, limit: u64) -> Result<(), StatSt
     Ok(())
 }
 
+/// What the catalogue says the histogram saved as `key` may hold.
+fn bound(key: &str) -> Bound {
+    catalogue::accumulated()
+        .find(|(_, a)| a.state_key == key)
+        .map_or(Bound::Unchecked, |(_, a)| a.bound)
+}
+
 /// Checks a phase's state: see the module's documentation.
 pub(super) fn check(s: &PhaseState) -> Result<(), StatStateError> {
     let sent = sum(&[
@@ -40,11 +48,13 @@ pub(super) fn check(s: &PhaseState) -> Result<(), StatStateError> {
         ("cancelled", s.cancelled),
     ])?;
     // Every request the phase finished recorded its send lateness, whatever its outcome.
-    if s.lateness.weight != sent {
-        return Err(inconsistent(format!(
-            "`completed` + `failed` + `cancelled` is {sent}, but the `lateness` histogram holds {} requests",
-            s.lateness.weight
-        )));
+    for (key, st) in s.latencies.iter() {
+        if bound(key) == Bound::EveryRequest && st.weight != sent {
+            return Err(inconsistent(format!(
+                "`completed` + `failed` + `cancelled` is {sent}, but the `{key}` histogram holds {} requests",
+                st.weight
+            )));
+        }
     }
     let kinds: Vec<(&str, u64)> = s.failures.iter().map(|f| (f.kind.key(), f.count)).collect();
     let failures = sum(&kinds)?;
@@ -56,18 +66,20 @@ pub(super) fn check(s: &PhaseState) -> Result<(), StatStateError> {
     }
     at_most("retried", s.retried, "the requests sent", sent)?;
     let done = "`completed`";
-    for (field, value) in [
-        ("good", s.good),
-        ("usage_requests", s.usage_requests),
-        ("tpot", s.tpot.weight),
-        ("e2el", s.e2el.weight),
-        ("token_latency", s.token_latency.weight),
-    ] {
+    for (field, value) in [("good", s.good), ("usage_requests", s.usage_requests)] {
         at_most(field, value, done, s.completed)?;
     }
     let waited = s.completed + s.cancelled;
-    at_most("ttft", s.ttft.weight, "`completed` + `cancelled`", waited)?;
-    at_most("itl", s.itl.weight, "`chunks`", s.chunks)?;
+    for (key, st) in s.latencies.iter() {
+        match bound(key) {
+            Bound::Completed => at_most(key, st.weight, done, s.completed)?,
+            Bound::CompletedOrCancelled => {
+                at_most(key, st.weight, "`completed` + `cancelled`", waited)?
+            }
+            Bound::Chunks => at_most(key, st.weight, "`chunks`", s.chunks)?,
+            Bound::EveryRequest | Bound::Unchecked => {}
+        }
+    }
     let per_second = s
         .tokens_per_second
         .iter()
