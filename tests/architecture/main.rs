@@ -30,7 +30,7 @@ use syn::spanned::Spanned;
 use syn::visit::Visit;
 
 /// The longest function allowed in `host/src`, in lines, signature to closing brace.
-const MAX_FUNCTION_LINES: usize = 100;
+const MAX_FUNCTION_LINES: usize = 80;
 
 /// Modules that must not import the simulator, nor be imported by it: all of `measuring/`
 /// and the reports.
