@@ -6,7 +6,7 @@ use super::table::columns;
 use crate::measuring::metrics::{PhaseSummary, RequestRecord};
 
 /// Columns of requests.csv; times in ms since the request's phase started.
-pub const REQUEST_CSV_HEADER: &str = "phase,phase_name,index,tag,warmup,outcome,http_status,\
+pub(super) const REQUEST_CSV_HEADER: &str = "phase,phase_name,index,tag,warmup,outcome,http_status,\
 scheduled_ms,sent_ms,lateness_ms,ttft_ms,tpot_ms,e2el_ms,mean_itl_ms,chunks,input_tokens,output_tokens,request_id\n";
 
 fn ms(ns: u64) -> String {
@@ -14,7 +14,7 @@ fn ms(ns: u64) -> String {
 }
 
 /// One CSV line (with its newline) for a record; `phase_name` is the phase's name.
-pub fn request_csv_row(r: &RequestRecord, phase_name: &str) -> String {
+pub(super) fn request_csv_row(r: &RequestRecord, phase_name: &str) -> String {
     let opt = |v: Option<f64>| v.map_or_else(String::new, |ns| format!("{:.3}", ns / 1e6));
     let gaps: Vec<u64> = r.itls_ns().collect();
     let mean_itl = (!gaps.is_empty()).then(|| gaps.iter().sum::<u64>() as f64 / gaps.len() as f64);

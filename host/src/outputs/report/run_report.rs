@@ -1,6 +1,7 @@
 //! [`RunReport`]: one run's result, whether one process ran it or `runner merge` put it
 //! together from shards. Every output is rendered from it: the text report, result.json,
-//! report.md, report.html and the CSV files.
+//! report.md, report.html and the CSV files; none of them is imported here. Also which API
+//! the requests went to (the header's), from the endpoints the records name.
 
 use super::RunHeader;
 use crate::measuring::client::Api;

@@ -67,7 +67,7 @@ pub fn index_of(t: &TagSummary) -> Option<usize> {
 
 /// The columns a tag's row and a target's share: mean tokens, then TTFT, TPOT and E2EL
 /// (mean and the percentiles the tables show; the tag table adds E2EL's median).
-pub fn latency_columns(t: &TagSummary) -> [(&'static str, String); 9] {
+fn latency_columns(t: &TagSummary) -> [(&'static str, String); 9] {
     [
         ("mean_input_tokens", format!("{:.1}", t.mean_input_tokens)),
         ("mean_output_tokens", format!("{:.1}", t.mean_output_tokens)),
@@ -90,7 +90,7 @@ const MAX_CELL_CHARS: usize = 120;
 
 /// `text` cut to [`MAX_CELL_CHARS`] for an aligned column (a name or tag may be any length;
 /// a format width must stay far below u16::MAX).
-pub fn cut_cell(text: &str) -> String {
+fn cut_cell(text: &str) -> String {
     if text.chars().count() <= MAX_CELL_CHARS {
         return text.to_string();
     }

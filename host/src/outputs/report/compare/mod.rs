@@ -388,7 +388,7 @@ fn cells(r: &Row, a: &str, b: &str) -> [String; 6] {
 }
 
 /// An aligned text table.
-pub fn render_text(a: &str, b: &str, rows: &[Row]) -> String {
+fn text_table(a: &str, b: &str, rows: &[Row]) -> String {
     let head = [
         "metric".to_string(),
         a.to_string(),
@@ -425,7 +425,7 @@ pub fn render_text(a: &str, b: &str, rows: &[Row]) -> String {
 }
 
 /// A markdown table for pasting into a document.
-pub fn render_markdown(a: &str, b: &str, rows: &[Row]) -> String {
+fn markdown_table(a: &str, b: &str, rows: &[Row]) -> String {
     let esc = |s: &str| s.replace('|', "\\|");
     let mut out = format!(
         "| metric | {} | {} | change | change % | better |\n|---|---:|---:|---:|---:|---|\n",
@@ -509,11 +509,11 @@ fn compare_pair(
         let rows = rows(pa, pb);
         if markdown {
             let _ = writeln!(text, "### `{b}` vs `{a}`{phase}\n");
-            text += &render_markdown(a, b, &rows);
+            text += &markdown_table(a, b, &rows);
             let _ = writeln!(text, "\n{}\n", summary_line(a, b, &rows));
         } else {
             let _ = writeln!(text, "== {b} vs {a}{phase} ==");
-            text += &render_text(a, b, &rows);
+            text += &text_table(a, b, &rows);
             let _ = writeln!(text, "Summary: {}\n", summary_line(a, b, &rows));
         }
     }
@@ -653,7 +653,7 @@ mod tests {
                 "p99.9_ttft_ms"
             ]
         );
-        let text = render_text("A", "B", &r);
+        let text = text_table("A", "B", &r);
         // The last four cells of a row: change, change %, direction, winner.
         let tail = |k: &str| -> String {
             let line = text.lines().find(|l| l.starts_with(k)).unwrap();
@@ -664,7 +664,7 @@ mod tests {
         assert_eq!(tail("Mean TTFT"), "+10 +20.00% ↓ A", "{text}");
         assert_eq!(tail("P99 TTFT"), "+0 +0.00% ↓ =", "{text}");
         assert_eq!(tail("Failed"), "+0 n/a ↓ =", "{text}");
-        let md = render_markdown("A", "B", &r);
+        let md = markdown_table("A", "B", &r);
         assert!(
             md.contains("| Output token throughput (tok/s) | 100 | 150 | +50 | +50.00% | ↑ B |"),
             "{md}"
@@ -818,7 +818,7 @@ mod tests {
             better: Better::Lower,
             coarse,
         };
-        let text = render_text(
+        let text = text_table(
             "A",
             "B",
             &[row("kv", 0.005, 0.01, false), row("p50", 40.0, 60.0, true)],

@@ -41,7 +41,7 @@ pub fn vllm_backend(api: &str) -> &'static str {
 /// `phases` array; warm-up phases under `warmup_phases` with their counts only; the
 /// scenario's notes under `scenario_result`; the thresholds' verdicts when any were given;
 /// a merged run's shards under `shards`.
-pub fn result_file(r: &RunReport) -> ResultFile {
+fn result_file(r: &RunReport) -> ResultFile {
     let h = &r.header;
     let mut phases: Vec<ResultJsonPhase> = r
         .phases
@@ -129,7 +129,7 @@ fn notes_json(
 
 /// One measured phase's object, dated `date` (`None` = now, local time,
 /// `YYYYmmdd-HHMMSS`).
-pub fn phase_result(h: &RunHeader, s: &PhaseSummary, date: Option<&str>) -> ResultJsonPhase {
+fn phase_result(h: &RunHeader, s: &PhaseSummary, date: Option<&str>) -> ResultJsonPhase {
     let date = date.map_or_else(
         || chrono::Local::now().format("%Y%m%d-%H%M%S").to_string(),
         str::to_string,

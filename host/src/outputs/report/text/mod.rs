@@ -19,7 +19,7 @@ use super::run_report::{ReportPhase, RunReport, ShardStarts};
 use super::table::{aligned, aligned_table, tag_columns};
 use super::RunHeader;
 use crate::measuring::metrics::catalogue as metric;
-pub use crate::measuring::metrics::catalogue::percentile_word;
+use crate::measuring::metrics::catalogue::percentile_word;
 use crate::measuring::metrics::{PhaseSummary, CLIENT_BOUND_LATENESS_MS};
 use crate::safeguards::display::{escape_control, escape_control_multiline};
 
@@ -102,7 +102,7 @@ pub fn render_header(h: &RunHeader) -> String {
 /// The exact `============ Serving Benchmark Result ============` block of `vllm bench serve`
 /// with `--percentile-metrics ttft,tpot,itl,e2el`, at the percentiles the summary was
 /// computed at; a goodput SLO adds the `Request goodput (req/s):` row.
-pub fn render_vllm_block(s: &PhaseSummary) -> String {
+fn render_vllm_block(s: &PhaseSummary) -> String {
     let mut out = String::new();
     title(&mut out, " Serving Benchmark Result ");
     metric_row(&mut out, &metric::COMPLETED, s);
@@ -161,7 +161,7 @@ fn shown(key: &str, s: &PhaseSummary) -> bool {
 /// Our own lines, printed right after the vLLM block's `=` footer, in the same 40/10 style.
 /// Labels never start like a vLLM label (e.g. "Mean per-token ITL", not "Mean ITL ..."), so
 /// parsers of the vLLM block are not confused.
-pub fn render_extras(s: &PhaseSummary) -> String {
+fn render_extras(s: &PhaseSummary) -> String {
     let mut out = String::new();
     section(&mut out, " Runner extras ");
     let ours = |rows: metric::TextRows| {
@@ -237,7 +237,7 @@ fn render_phases(phases: &[ReportPhase]) -> String {
         }
         out += &render_phase_result(s);
         if let Some(server) = &phase.server {
-            out += &server::render_text(server, s);
+            out += &server::render_section(server, s);
         }
         if let Some(ended) = &phase.ended {
             let _ = writeln!(out, "Phase ended: {ended}.");
@@ -264,13 +264,13 @@ fn render_phases(phases: &[ReportPhase]) -> String {
 }
 
 /// What the report says of a phase that sent no request, in place of its block.
-pub const NOTHING_SENT: &str = "No requests were sent in this phase: nothing to measure.";
+const NOTHING_SENT: &str = "No requests were sent in this phase: nothing to measure.";
 
 /// A measured phase's results as text, markdown and HTML show them: the vLLM block and our
 /// extras; vLLM's pooling block and ours when every request went to embeddings (nothing
 /// generated); one line when the phase sent nothing (a block of zeros would read as
 /// measured zeros).
-pub fn render_phase_result(s: &PhaseSummary) -> String {
+pub(super) fn render_phase_result(s: &PhaseSummary) -> String {
     if s.completed + s.failed + s.cancelled == 0 {
         return format!("{NOTHING_SENT}\n");
     }

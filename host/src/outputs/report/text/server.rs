@@ -103,7 +103,7 @@ fn capitalised(s: &str) -> String {
 }
 
 /// The section in the text report's layout: a 50-wide ruler, labels in 40 columns.
-pub fn render_text(server: &ServerPhase, client: &PhaseSummary) -> String {
+pub(super) fn render_section(server: &ServerPhase, client: &PhaseSummary) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{:-^50}", " Server metrics ");
     for (label, value) in lines(server, client) {
