@@ -302,6 +302,7 @@ mod tests {
                 cancelled: false,
                 target: None,
                 answer: Default::default(),
+                session: Default::default(),
             });
         }
         for i in 0..failed {
@@ -332,6 +333,7 @@ mod tests {
                 cancelled: false,
                 target: None,
                 answer: Default::default(),
+                session: Default::default(),
             });
         }
         acc.summarize(&PhaseInfo {

@@ -171,6 +171,7 @@ mod tests {
             max_requests,
             max_duration: max_duration.map(Duration::from_secs),
             warmup: false,
+            sessions: None,
         }
     }
 

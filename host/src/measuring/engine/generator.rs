@@ -454,6 +454,7 @@ fn plan(
         warmup: false,
         extras,
         target,
+        session_record: Default::default(),
     })
 }
 

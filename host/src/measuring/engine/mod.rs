@@ -205,6 +205,8 @@ struct Planned {
     extras: RequestExtras,
     /// The index of the target it goes to.
     target: usize,
+    /// Its session and step, when a session sent it (written into its record).
+    session_record: crate::measuring::metrics::SessionRecord,
 }
 
 impl Planned {

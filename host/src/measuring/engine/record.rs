@@ -82,6 +82,7 @@ impl SentRequest {
             cancelled: ex.cancelled,
             target: self.target,
             answer,
+            session: planned.session_record.clone(),
         };
         let outcome = wants_outcome.then(|| Outcome {
             phase: self.phase,
@@ -98,6 +99,7 @@ impl SentRequest {
             ttfa_ms: record.ttfa_ns().map(|t| t as f64 / 1e6),
             reasoning_tokens: record.answer.reasoning_tokens,
             cancelled: record.cancelled,
+            tool_calls: Vec::new(),
         });
         (record, outcome)
     }
@@ -132,6 +134,7 @@ fn answer_record(
         endpoint: api.path().to_string(),
         first_answer_ns,
         reasoning_tokens,
+        ..AnswerRecord::default()
     }
 }
 

@@ -10,7 +10,7 @@ pub mod summary;
 pub mod tags;
 
 pub use options::{parse_percentiles, MetricsOptions, ParseError, Slo};
-pub use record::{Chunk, ErrorKind, RequestError, RequestRecord};
+pub use record::{Chunk, ErrorKind, RequestError, RequestRecord, SessionRecord};
 pub use stamp_source::StampSources;
 pub(crate) use stat::add_count;
 pub use stat::{Distribution, StatStateError};

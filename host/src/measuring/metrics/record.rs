@@ -189,6 +189,9 @@ pub struct RequestRecord {
     /// Its endpoint, time to first answer token and reasoning tokens.
     #[serde(flatten)]
     pub answer: AnswerRecord,
+    /// Its session and step, when a session sent it.
+    #[serde(flatten)]
+    pub session: SessionRecord,
 }
 
 impl RequestRecord {
@@ -263,6 +266,41 @@ pub struct AnswerRecord {
     /// `completion_tokens_details.reasoning_tokens` where it gives them, else counted.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u64,
+    /// Tool calls the model made in the answer.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub tool_calls: u32,
+    /// The first chunk of a tool call, ns since the phase started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_tool_call_ns: Option<u64>,
+    /// Of `output_tokens`, those in tool calls (counted with the run's tokenizer over
+    /// the calls' names and arguments).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_call_tokens: u64,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A record's session fields (flattened into requests.jsonl): which session sent it, at
+/// which step, and how long the session waited before it (think time or a tool's latency).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// The session's id (`"7"`, a child `"7/review-2"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The session's step that sent it, from 0 (steps that opened children count too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_step: Option<u32>,
+    /// Requests the session sent before this one (its turn index, from 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// The wait the session asked for before it (think time or a tool's latency), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ns: Option<u64>,
+    /// The wait was for tool results: the previous answer made tool calls.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tool_wait: bool,
 }
 
 fn is_zero(n: &u64) -> bool {

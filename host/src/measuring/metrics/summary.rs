@@ -598,6 +598,7 @@ mod tests {
             cancelled: false,
             target: None,
             answer: Default::default(),
+            session: Default::default(),
         }
     }
 
@@ -629,6 +630,7 @@ mod tests {
             cancelled: false,
             target: None,
             answer: Default::default(),
+            session: Default::default(),
         }
     }
 

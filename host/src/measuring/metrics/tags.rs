@@ -235,6 +235,7 @@ mod tests {
             cancelled: false,
             target: None,
             answer: Default::default(),
+            session: Default::default(),
         }
     }
 

@@ -135,6 +135,7 @@ mod tests {
             cancelled: false,
             target: None,
             answer: Default::default(),
+            session: Default::default(),
         };
         let columns = REQUEST_CSV_HEADER.trim_end().split(',').count();
         let row = request_csv_row(&r, "2 prompts");

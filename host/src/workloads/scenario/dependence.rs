@@ -61,6 +61,7 @@ mod tests {
             max_requests: Some(100),
             max_duration: seconds.map(Duration::from_secs),
             warmup: false,
+            sessions: None,
         }
     }
 

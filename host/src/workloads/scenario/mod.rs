@@ -17,7 +17,7 @@ pub use host::HostContext;
 pub use params::{ParamSpec, ParamValue, Params};
 pub use spec::{
     ArrivalSpec, Cancel, LatencySummary, Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Prompt,
-    RequestSpec, ServerStat, ServerValues, Snapshot,
+    RequestSpec, ServerStat, ServerValues, SessionState, Snapshot, Step, ToolCall, ToolSpec,
 };
 
 /// What `runner info` shows, and the parameters `-p name=value` may override.
@@ -118,6 +118,23 @@ pub trait Scenario: Send {
     fn arrival(&mut self, phase: usize, index: u64) -> Result<f64, ScenarioError> {
         let _ = (phase, index);
         Ok(0.0)
+    }
+
+    /// The next step of a session of a phase with `sessions` (see [`SessionState`]). The
+    /// host draws this call's random numbers from the session's own stream (seeded by
+    /// the run's seed, the phase, the session's id and its step), so a session's
+    /// requests do not depend on how the others interleave, nor on which shard runs it.
+    fn session_step(&mut self, state: &SessionState) -> Result<Step, ScenarioError> {
+        let _ = state;
+        Err(ScenarioError::Unsupported {
+            file: self.describe().name.clone(),
+            message: "a phase has `sessions` but the scenario has no `session_step`".into(),
+        })
+    }
+
+    /// Whether `session_step` exists.
+    fn has_sessions(&self) -> bool {
+        false
     }
 
     /// Whether `on_response` exists (the client then keeps response texts).

@@ -63,6 +63,10 @@ pub struct PhaseSpec {
     pub max_duration: Option<Duration>,
     /// Warm-up: its requests are sent (and recorded) but left out of the statistics.
     pub warmup: bool,
+    /// A phase of sessions: this many root sessions, each driven by `session_step`
+    /// instead of `next_request`; the arrival process times their starts (a closed loop
+    /// keeps that many sessions open at once). `None`: requests by `next_request`.
+    pub sessions: Option<u64>,
 }
 
 /// Connections opened ahead of a phase whose spec bounds nothing (a burst of unknown size,
@@ -139,6 +143,28 @@ pub struct RequestSpec {
     pub cancel: Option<Cancel>,
     /// Index of the `--target` to send to (`None`: round-robin over the targets).
     pub target: Option<usize>,
+    /// Tools the model may call, sent in the endpoint's own shape (OpenAI `tools`,
+    /// Anthropic `tools`, Responses function tools).
+    pub tools: Vec<ToolSpec>,
+}
+
+/// A tool a request declares: a function the model may call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// The JSON Schema of its arguments (an object).
+    pub parameters: serde_json::Value,
+}
+
+/// A tool call the model made, as the client decoded it from the stream.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolCall {
+    /// The call's id (`call_…`, `toolu_…`), which a tool result names.
+    pub id: String,
+    pub name: String,
+    /// The arguments as the model wrote them (JSON text, not checked).
+    pub arguments: String,
 }
 
 impl RequestSpec {
@@ -158,6 +184,7 @@ impl RequestSpec {
             headers: vec![],
             cancel: None,
             target: None,
+            tools: vec![],
         }
     }
 }
@@ -194,6 +221,39 @@ pub struct Outcome {
     pub ttfa_ms: Option<f64>,
     /// Of `output_tokens`, those the model spent reasoning.
     pub reasoning_tokens: u64,
+    /// The tool calls the model made, in order (empty when it made none).
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// Where a session stands when the engine asks for its next step.
+#[derive(Clone, Debug, Default)]
+pub struct SessionState {
+    pub phase: usize,
+    /// A root session's number in its phase (`"7"`); a child's is its parent's id, a
+    /// slash and its own name (`"7/review-2"`).
+    pub id: String,
+    /// Steps the session has taken so far: 0 when it starts.
+    pub step: u32,
+    /// The outcome of its last request, when its last step was a request.
+    pub last: Option<Outcome>,
+    /// After a fan-out: the ids of the children that ended, in the order they were opened.
+    pub joined: Vec<String>,
+}
+
+/// What a session does next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Send this request `after` seconds after the previous step ended (think time, a
+    /// tool's latency); for a session's first step, after its start.
+    Send {
+        request: Box<RequestSpec>,
+        after: f64,
+    },
+    /// Open these children (named, unique within the session) now; the session's next
+    /// step comes once every one of them has ended.
+    FanOut(Vec<String>),
+    /// The session is over.
+    End,
 }
 
 /// The latest scraped value of each server metric, by metric name, summed over its

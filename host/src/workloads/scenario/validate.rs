@@ -274,6 +274,7 @@ mod tests {
             max_requests: None,
             max_duration: None,
             warmup: false,
+            sessions: None,
         }
     }
 

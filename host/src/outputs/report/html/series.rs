@@ -307,6 +307,7 @@ mod tests {
             cancelled: false,
             target: None,
             answer: Default::default(),
+            session: Default::default(),
         }
     }
 

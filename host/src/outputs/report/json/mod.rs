@@ -411,6 +411,7 @@ mod tests {
             cancelled: false,
             target: None,
             answer: Default::default(),
+            session: Default::default(),
         });
         acc.record(&RequestRecord {
             request_id: String::new(),
@@ -439,6 +440,7 @@ mod tests {
             cancelled: false,
             target: None,
             answer: Default::default(),
+            session: Default::default(),
         });
         acc.summarize(&PhaseInfo {
             name: "main".into(),

@@ -10,7 +10,9 @@ use rhai::{Array, Dynamic, Map};
 use super::api::number;
 use super::RhaiScenario;
 use crate::workloads::scenario::params::{parse_duration_secs, ParamSpec, ParamValue};
-use crate::workloads::scenario::spec::{ArrivalSpec, Cancel, Next, PhaseSpec, Prompt, RequestSpec};
+use crate::workloads::scenario::spec::{
+    ArrivalSpec, Cancel, Next, PhaseSpec, Prompt, RequestSpec, ToolSpec,
+};
 use crate::workloads::scenario::{validate, Description, ScenarioError};
 
 impl RhaiScenario {
@@ -187,6 +189,7 @@ fn phase(i: usize, d: Dynamic, has_arrival: bool) -> Result<PhaseSpec, String> {
         "max_requests",
         "max_duration",
         "warmup",
+        "sessions",
     ])?;
     let spec = PhaseSpec {
         name: fields.text("name").unwrap_or_default(),
@@ -201,6 +204,7 @@ fn phase(i: usize, d: Dynamic, has_arrival: bool) -> Result<PhaseSpec, String> {
             Some(v) => Some(max_duration(i, v)?),
         },
         warmup: fields.flag("warmup", false)?,
+        sessions: fields.count("sessions")?,
     };
     validate::phase(i, spec)
 }
@@ -303,6 +307,7 @@ fn request(map: &Map) -> Result<RequestSpec, String> {
         "cancel_after_tokens",
         "cancel_after_ms",
         "target",
+        "tools",
     ])?;
     let max_tokens = match fields.get("max_tokens") {
         None => return Err("`max_tokens` is missing".into()),
@@ -343,6 +348,7 @@ fn request(map: &Map) -> Result<RequestSpec, String> {
         target: fields
             .count("target")?
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        tools: tools(fields.get("tools"))?,
     })
 }
 
@@ -362,6 +368,51 @@ fn headers(map: Option<&Dynamic>) -> Result<Vec<(String, String)>, String> {
             Err(got) => Err(format!(
                 "the value of header `{name}` must be a string, got {got}"
             )),
+        })
+        .collect()
+}
+
+/// `tools`: an array of `#{ name, description, parameters }` (parameters: a JSON
+/// Schema object as a map; `tool(...)` builds one). Names and sizes are
+/// `validate::request`'s rule.
+fn tools(list: Option<&Dynamic>) -> Result<Vec<ToolSpec>, String> {
+    let Some(list) = list else {
+        return Ok(vec![]);
+    };
+    let list = list
+        .clone()
+        .try_cast::<Array>()
+        .ok_or("`tools` must be an array of #{ name, description, parameters }")?;
+    list.into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let map = t.try_cast::<Map>().ok_or(format!(
+                "tools[{i}] must be a map #{{ name, description, parameters }}"
+            ))?;
+            let fields = Fields {
+                map: &map,
+                at: format!("tools[{i}]: "),
+            };
+            fields.only(&["name", "description", "parameters"])?;
+            let name = fields
+                .text("name")
+                .ok_or(format!("tools[{i}] has no `name`"))?;
+            let parameters = match fields.get("parameters") {
+                None => serde_json::json!({"type": "object", "properties": {}}),
+                Some(v) => match rhai::serde::from_dynamic::<serde_json::Value>(v) {
+                    Ok(v @ serde_json::Value::Object(_)) => v,
+                    _ => {
+                        return Err(format!(
+                            "tools[{i}].parameters must be a map (a JSON Schema object)"
+                        ))
+                    }
+                },
+            };
+            Ok(ToolSpec {
+                name,
+                description: fields.text("description").unwrap_or_default(),
+                parameters,
+            })
         })
         .collect()
 }

@@ -52,6 +52,7 @@ macro_rules! conversions {
         outcome($o:ident) { $($outcome_field:ident: $outcome_value:expr,)* }
         snapshot($s:ident) { $($snapshot_field:ident: $snapshot_value:expr,)* }
         phase_summary($p:ident) { $($summary_field:ident: $summary_value:expr,)* }
+        phase($ph:ident) { $($phase_field:ident: $phase_value:expr,)* }
     ) => {
         use super::*;
 
@@ -84,7 +85,8 @@ macro_rules! conversions {
             validate::description(&description).map(|()| (description, hooks))
         }
 
-        pub fn phase(i: usize, p: wit::Phase) -> Result<PhaseSpec, String> {
+        pub fn phase(i: usize, $ph: wit::Phase) -> Result<PhaseSpec, String> {
+            let p = $ph;
             let arrival = match p.arrival {
                 wit::Arrival::Burst => spec::ArrivalSpec::Burst,
                 wit::Arrival::Poisson(rate) => spec::ArrivalSpec::Poisson { rate },
@@ -107,6 +109,7 @@ macro_rules! conversions {
                 max_requests: p.max_requests,
                 max_duration,
                 warmup: p.warmup,
+                $($phase_field: $phase_value,)*
             };
             validate::phase(i, spec)
         }
@@ -226,6 +229,7 @@ pub mod current {
             // A u32 index always fits a usize on the 32- and 64-bit hosts the runner
             // builds for; saturating keeps an absurd one out of range for validation.
             target: r.target.map(|t| usize::try_from(t).unwrap_or(usize::MAX)),
+            tools: vec![],
         }
         outcome(o) {
             cancelled: o.cancelled,
@@ -254,6 +258,9 @@ pub mod current {
                 })
                 .collect(),
         }
+        phase(p) {
+            sessions: None,
+        }
     }
 }
 
@@ -268,10 +275,14 @@ pub mod previous {
             headers: vec![],
             cancel: None,
             target: None,
+            tools: vec![],
         }
         outcome(o) {}
         snapshot(s) {}
         phase_summary(p) {}
+        phase(p) {
+            sessions: None,
+        }
     }
 }
 
