@@ -48,6 +48,32 @@ pub enum Command {
     /// Merge the --output directories of a sharded run (runner run --shard I/N) into one
     /// report: result.json, report.txt and report.html as a single run writes them
     Merge(MergeArgs),
+    /// Look at a request trace before replaying it
+    #[command(subcommand)]
+    Trace(TraceCommand),
+}
+
+#[derive(Subcommand)]
+pub enum TraceCommand {
+    /// Requests, sessions, turns, prefix reuse by hash id and the prefix-cache hit rate a
+    /// trace (Mooncake or Bailian JSONL, Azure CSV) would give
+    Analyze(TraceAnalyzeArgs),
+}
+
+#[derive(Args)]
+pub struct TraceAnalyzeArgs {
+    /// The trace file (its format is recognised from its first line)
+    pub file: PathBuf,
+    /// Tokens per hash id block (16 in Bailian traces, 512 in Mooncake's)
+    #[arg(long, value_name = "N")]
+    pub block_tokens: Option<u64>,
+    /// Cache sizes in blocks for the prefix-cache hit rate (repeatable; 0 = unlimited)
+    /// [default: unlimited, 1000 and 100]
+    #[arg(long = "cache-blocks", value_name = "N", num_args = 1..)]
+    pub cache_blocks: Vec<u64>,
+    /// Print the analysis as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]
@@ -348,7 +374,7 @@ pub fn usage_error_line(rendered: &str) -> String {
 }
 
 /// Subcommands and the flags that print and exit; any other first argument is a scenario.
-const KNOWN_FIRST: [&str; 14] = [
+const KNOWN_FIRST: [&str; 15] = [
     "run",
     "info",
     "pack",
@@ -358,6 +384,7 @@ const KNOWN_FIRST: [&str; 14] = [
     "sim",
     "compare",
     "merge",
+    "trace",
     "help",
     "-h",
     "--help",

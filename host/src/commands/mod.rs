@@ -15,6 +15,7 @@ mod run;
 mod sim;
 mod source;
 mod targets;
+mod trace;
 mod verify;
 
 use std::ffi::OsString;
@@ -52,6 +53,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Command::Sim(a) => sim::sim(*a).map(|_| 0),
         Command::Compare(a) => compare::compare(a),
         Command::Merge(a) => merge::merge(a),
+        Command::Trace(cli::TraceCommand::Analyze(a)) => trace::analyze(a).map(|_| 0),
     };
     match result {
         Ok(code) => code,
