@@ -34,6 +34,7 @@ pub(super) fn fill(body: &mut Map<String, Value>, spec: &RequestSpec) -> Result<
     if !system.is_empty() {
         body.insert("system".into(), json!(system.join("\n")));
     }
+    let messages = super::tools::to_anthropic(messages);
     body.insert("messages".into(), Value::Array(messages));
     body.insert("max_tokens".into(), json!(spec.max_tokens));
     body.insert("stream".into(), json!(spec.stream));

@@ -7,6 +7,7 @@ pub mod completions;
 pub mod embeddings;
 pub mod messages;
 pub mod responses;
+mod tools;
 
 use serde_json::{Map, Value};
 
@@ -121,6 +122,7 @@ impl Api {
             Api::Messages => messages::fill(&mut body, spec),
             Api::Embeddings => embeddings::fill(&mut body, spec),
         }?;
+        tools::fill(&mut body, spec, self)?;
         Ok(body)
     }
 }

@@ -20,7 +20,7 @@ use crate::workloads::scenario::{Prompt, RequestSpec};
 pub(super) fn fill(body: &mut Map<String, Value>, spec: &RequestSpec) -> Result<(), String> {
     let input = match &spec.prompt {
         Prompt::Text(t) => json!(t),
-        prompt => Value::Array(messages_of(prompt)?),
+        prompt => Value::Array(super::tools::to_responses(messages_of(prompt)?)),
     };
     body.insert("input".into(), input);
     body.insert("max_output_tokens".into(), json!(spec.max_tokens));
