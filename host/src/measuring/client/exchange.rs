@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use super::tool_calls::{ToolCalls, ToolDelta};
 use crate::measuring::metrics::record::{ErrorKind, RequestError};
 
 /// What one request saw on the wire, timed with the monotonic clock.
@@ -27,6 +28,14 @@ pub struct Exchange {
     /// Of `completion_tokens`, those the server says the model spent reasoning
     /// (`completion_tokens_details.reasoning_tokens`, Responses' `output_tokens_details`).
     pub reasoning_tokens: Option<u64>,
+    /// Of `prompt_tokens`, those the server read from its prefix cache, where it says
+    /// (`prompt_tokens_details.cached_tokens`, Responses' `input_tokens_details`,
+    /// Anthropic's `cache_read_input_tokens`).
+    pub cached_prompt_tokens: Option<u64>,
+    /// The tool calls the answer made, from their deltas.
+    pub tool_calls: ToolCalls,
+    /// How much of the tool calls' text the chunks so far carried.
+    tool_mark: usize,
     /// A `timings` object the server sent (llama.cpp does, on the final chunk).
     pub server_timings: Option<serde_json::Value>,
     pub error: Option<RequestError>,
@@ -54,6 +63,11 @@ pub struct ContentChunk {
     /// It carried answer content or a tool call: the first such chunk is the first
     /// answer token.
     pub answer: bool,
+    /// It carried (part of) a tool call.
+    pub tool_call: bool,
+    /// The byte range of the tool-call names and arguments it carried in the calls'
+    /// arrival-order text ([`ToolCalls::text`]).
+    pub tool_text: std::ops::Range<usize>,
     /// The completion tokens so far, when the server reports usage on every chunk.
     pub cumulative_tokens: Option<u64>,
 }
@@ -90,6 +104,9 @@ impl Exchange {
             prompt_tokens: None,
             completion_tokens: None,
             reasoning_tokens: None,
+            cached_prompt_tokens: None,
+            tool_calls: ToolCalls::default(),
+            tool_mark: 0,
             server_timings: None,
             retried: false,
             cancelled: false,
@@ -127,6 +144,7 @@ impl Exchange {
         if let Some(u) = msg.usage {
             let reasoning = u.completion_tokens_details.and_then(|d| d.reasoning_tokens);
             self.usage(u.prompt_tokens, u.completion_tokens, reasoning);
+            self.cached(u.prompt_tokens_details.and_then(|d| d.cached_tokens));
             if self.error.is_some() {
                 return;
             }
@@ -150,7 +168,12 @@ impl Exchange {
                 .find(|r| !r.is_empty());
             generated.reasoning = reasoning.map_or("", |r| r);
             generated.answer = d.content.as_deref().unwrap_or("");
-            generated.tool_call = d.tool_calls.as_ref().is_some_and(|t| !t.is_empty());
+            let calls = d.tool_calls.as_deref().unwrap_or_default();
+            generated.tool_call = !calls.is_empty();
+            self.chat_tool_calls(calls);
+        }
+        if self.error.is_some() {
+            return;
         }
         if let Some(t) = &choice.text {
             generated.answer = t;
@@ -180,6 +203,42 @@ impl Exchange {
         self.reasoning_tokens = reasoning.or(self.reasoning_tokens);
     }
 
+    /// Chat's tool-call deltas (or a whole message's calls, which have no index: each
+    /// one's place in the list is its index).
+    fn chat_tool_calls(&mut self, calls: &[ChatToolCall<'_>]) {
+        for (position, call) in calls.iter().enumerate() {
+            let function = call.function.as_ref();
+            self.tool_delta(ToolDelta {
+                index: call.index.unwrap_or(position as u64),
+                id: call.id.as_deref(),
+                name: function.and_then(|f| f.name.as_deref()),
+                arguments: function.and_then(|f| f.arguments.as_deref()).unwrap_or(""),
+            });
+        }
+    }
+
+    /// Adds a piece of a tool call; a response whose calls pass what a record holds fails.
+    pub fn tool_delta(&mut self, d: ToolDelta<'_>) {
+        if let Err(e) = self.tool_calls.add(d) {
+            self.fail(ErrorKind::TooLarge, e.to_string());
+        }
+    }
+
+    /// Call `index`'s whole arguments, sent after their pieces (or in place of them).
+    pub fn tool_arguments(&mut self, index: u64, arguments: &str) {
+        if let Err(e) = self.tool_calls.set_arguments(index, arguments) {
+            self.fail(ErrorKind::TooLarge, e.to_string());
+        }
+    }
+
+    /// The prompt tokens a server read from its cache, where it said; an implausible
+    /// count is dropped as the other usage counts are refused.
+    pub fn cached(&mut self, tokens: Option<u64>) {
+        if let Some(n) = tokens.filter(|&n| n <= MAX_USAGE_TOKENS) {
+            self.cached_prompt_tokens = Some(n);
+        }
+    }
+
     /// Appends what one message generated as a content chunk read at `at`; a message that
     /// generated nothing (a role-only delta, an empty text) is no chunk.
     pub fn generated(&mut self, at: Instant, g: Generated<'_>, cumulative_tokens: Option<u64>) {
@@ -198,14 +257,18 @@ impl Exchange {
         let start = self.text.len();
         self.text.push_str(g.reasoning);
         self.text.push_str(g.answer);
+        let tool_end = self.tool_calls.text().len();
         self.chunks.push(ContentChunk {
             at,
             read_delay: None,
             text: start..self.text.len(),
             reasoning: g.reasoning.len(),
             answer: !g.answer.is_empty() || g.tool_call,
+            tool_call: g.tool_call,
+            tool_text: self.tool_mark.min(tool_end)..tool_end,
             cumulative_tokens,
         });
+        self.tool_mark = tool_end;
     }
 
     /// The generated text without its reasoning: what a scenario hears as the answer.
@@ -283,8 +346,27 @@ struct Delta<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     reasoning: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<ChatToolCall<'a>>>,
+}
+
+/// One entry of chat's `delta.tool_calls` (or a whole message's `tool_calls`).
+#[derive(Deserialize)]
+struct ChatToolCall<'a> {
     #[serde(default)]
-    tool_calls: Option<Vec<serde::de::IgnoredAny>>,
+    index: Option<u64>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    function: Option<ChatFunction<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ChatFunction<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<Cow<'a, str>>,
 }
 
 /// The first element of a `choices` array (or `null`), the others skipped: no vector is
@@ -331,6 +413,15 @@ struct Usage {
     completion_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens_details: Option<UsageDetails>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+/// `prompt_tokens_details` (OpenAI, vLLM) or `input_tokens_details` (Responses).
+#[derive(Deserialize)]
+pub(super) struct PromptDetails {
+    #[serde(default)]
+    pub(super) cached_tokens: Option<u64>,
 }
 
 /// `completion_tokens_details` (OpenAI, vLLM) or `output_tokens_details` (Responses).

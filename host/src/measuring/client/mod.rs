@@ -9,6 +9,7 @@ pub mod headers;
 pub mod openai;
 pub mod sse;
 pub mod stream;
+pub mod tool_calls;
 pub mod transport;
 
 #[cfg(test)]

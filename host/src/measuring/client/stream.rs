@@ -281,6 +281,75 @@ mod tests {
     }
 
     #[test]
+    fn chat_tool_call_deltas_join_by_index_and_count_as_content() {
+        let ex = decode(
+            true,
+            b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":null}}]}\n\n\
+              data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]}}]}\n\n\
+              data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"city\\\":\"}}]}}]}\n\n\
+              data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_b\",\"function\":{\"name\":\"now\",\"arguments\":\"{}\"}}]}}]}\n\n\
+              data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"\\\"Paris\\\"}\"}}]}}]}\n\n\
+              data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":12,\"prompt_tokens_details\":{\"cached_tokens\":8}}}\n\n\
+              data: [DONE]\n\n",
+        );
+        assert_eq!(ex.error, None);
+        let calls: Vec<_> = ex.tool_calls.calls().cloned().collect();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].name.as_str()),
+            ("call_a", "get_weather")
+        );
+        assert_eq!(calls[0].arguments, r#"{"city":"Paris"}"#);
+        assert_eq!(
+            (calls[1].name.as_str(), calls[1].arguments.as_str()),
+            ("now", "{}")
+        );
+        assert_eq!(ex.chunks.len(), 4);
+        assert!(ex.chunks.iter().all(|c| c.tool_call && c.answer));
+        let texts: Vec<&str> = ex
+            .chunks
+            .iter()
+            .map(|c| &ex.tool_calls.text()[c.tool_text.clone()])
+            .collect();
+        assert_eq!(texts, ["get_weather", "{\"city\":", "now{}", "\"Paris\"}"]);
+        assert_eq!(ex.text, "");
+        assert_eq!(ex.cached_prompt_tokens, Some(8));
+    }
+
+    #[test]
+    fn a_whole_chat_message_keeps_its_calls() {
+        let ex = decode(
+            false,
+            br#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[
+                {"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}},
+                {"id":"call_2","type":"function","function":{"name":"g","arguments":"{}"}}]},
+                "finish_reason":"tool_calls"}],"usage":{"completion_tokens":9}}"#,
+        );
+        assert_eq!(ex.error, None);
+        let names: Vec<&str> = ex.tool_calls.calls().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["f", "g"]);
+        assert_eq!((ex.chunks.len(), ex.chunks[0].tool_call), (1, true));
+    }
+
+    #[test]
+    fn endless_tool_call_arguments_end_as_too_large() {
+        use crate::measuring::client::tool_calls::MAX_TOOL_CALL_BYTES;
+        let mut ex = Exchange::new();
+        let mut d = BodyDecoder::for_api(Api::Chat, true);
+        let piece = "x".repeat(64 << 10);
+        let event = format!(
+            "data: {{\"choices\":[{{\"delta\":{{\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":\"{piece}\"}}}}]}}}}]}}\n\n"
+        );
+        let t = Instant::now();
+        for _ in 0..(MAX_TOOL_CALL_BYTES / piece.len() + 2) {
+            d.feed(&mut ex, event.as_bytes(), t);
+        }
+        let e = ex.error.expect("refused");
+        assert_eq!(e.kind, ErrorKind::TooLarge);
+        assert!(ex.tool_calls.text().len() <= MAX_TOOL_CALL_BYTES);
+    }
+
+    #[test]
     fn a_whole_answer_is_one_chunk() {
         let ex = decode(
             false,

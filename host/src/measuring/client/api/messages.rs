@@ -1,7 +1,8 @@
 //! `/v1/messages` (Anthropic Messages): messages with the system prompt moved to the
 //! top-level `system` field, `max_tokens` (required there); the events `message_start`
-//! (`usage.input_tokens`), `content_block_delta` (`text_delta`, `thinking_delta`,
-//! `input_json_delta`), `message_delta` (`usage.output_tokens`), `message_stop` and `error`
+//! (`usage.input_tokens`), `content_block_start` (a `tool_use` block's id and name),
+//! `content_block_delta` (`text_delta`, `thinking_delta`, `input_json_delta`: a tool
+//! call's arguments), `message_delta` (`usage.output_tokens`), `message_stop` and `error`
 //! decoded into content chunks. The key goes in `x-api-key` with an `anthropic-version`
 //! (see `client::openai`).
 
@@ -13,6 +14,7 @@ use serde_json::{json, Map, Value};
 
 use super::messages_of;
 use crate::measuring::client::exchange::{error_object_text, head, Exchange, Generated};
+use crate::measuring::client::tool_calls::ToolDelta;
 use crate::measuring::metrics::record::ErrorKind;
 use crate::workloads::scenario::RequestSpec;
 
@@ -47,6 +49,12 @@ struct Event<'a> {
     kind: Cow<'a, str>,
     #[serde(default, borrow)]
     delta: Option<Delta<'a>>,
+    /// The content block an event is about: a tool call is known by it.
+    #[serde(default)]
+    index: Option<u64>,
+    /// `content_block_start`'s block.
+    #[serde(default, borrow)]
+    content_block: Option<Block<'a>>,
     /// `message_start`'s message.
     #[serde(default)]
     message: Option<Message>,
@@ -65,6 +73,9 @@ struct Delta<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     thinking: Option<Cow<'a, str>>,
+    /// `input_json_delta`'s piece of a tool call's arguments.
+    #[serde(default, borrow)]
+    partial_json: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -110,16 +121,36 @@ pub(crate) fn event(ex: &mut Exchange, data: &[u8], at: Instant) {
             if let Some(u) = event.message.and_then(|m| m.usage) {
                 // Its output_tokens is the count so far (1 or 0), not the answer's.
                 ex.usage(u.prompt_tokens(), None, None);
+                ex.cached(u.cache_read_input_tokens);
             }
         }
+        // A tool_use block opens with its id and name; its arguments come as deltas, and
+        // the first of them is the call's first chunk (as chat's first delta is).
+        "content_block_start" => match &event.content_block {
+            Some(block) if block.kind == "tool_use" => ex.tool_delta(ToolDelta {
+                index: event.index.unwrap_or(0),
+                id: block.id.as_deref(),
+                name: block.name.as_deref(),
+                arguments: "",
+            }),
+            _ => {}
+        },
         "content_block_delta" => {
             if let Some(delta) = &event.delta {
+                if delta.kind.as_deref() == Some("input_json_delta") {
+                    ex.tool_delta(ToolDelta {
+                        index: event.index.unwrap_or(0),
+                        arguments: delta.partial_json.as_deref().unwrap_or(""),
+                        ..ToolDelta::default()
+                    });
+                }
                 ex.generated(at, generated(delta), None);
             }
         }
         "message_delta" => {
             if let Some(u) = event.usage {
                 ex.usage(u.prompt_tokens(), u.output_tokens, None);
+                ex.cached(u.cache_read_input_tokens);
             }
         }
         "error" => {
@@ -128,7 +159,7 @@ pub(crate) fn event(ex: &mut Exchange, data: &[u8], at: Instant) {
                 .unwrap_or_else(|| json!({ "message": head(data) }));
             ex.fail(ErrorKind::ErrorObject, error_object_text(&err));
         }
-        // ping, content_block_start/stop, message_stop carry no tokens.
+        // ping, content_block_stop, message_stop carry no tokens.
         _ => {}
     }
 }
@@ -169,6 +200,13 @@ struct Block<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     thinking: Option<Cow<'a, str>>,
+    /// A `tool_use` block's id, name and input.
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    input: Option<Value>,
 }
 
 /// A whole non-streamed message: its thinking and text blocks as one chunk.
@@ -182,16 +220,29 @@ pub(crate) fn whole(ex: &mut Exchange, data: &[u8], at: Instant) {
         return ex.fail(ErrorKind::ErrorObject, error_object_text(&err));
     }
     let (mut reasoning, mut answer, mut tool_call) = (String::new(), String::new(), false);
-    for block in &message.content {
+    for (index, block) in message.content.iter().enumerate() {
         match block.kind.as_ref() {
             "thinking" => reasoning.push_str(block.thinking.as_deref().unwrap_or("")),
             "text" => answer.push_str(block.text.as_deref().unwrap_or("")),
-            "tool_use" => tool_call = true,
+            "tool_use" => {
+                tool_call = true;
+                let input = block.input.as_ref().map(Value::to_string);
+                ex.tool_delta(ToolDelta {
+                    index: index as u64,
+                    id: block.id.as_deref(),
+                    name: block.name.as_deref(),
+                    arguments: input.as_deref().unwrap_or("{}"),
+                });
+            }
             _ => {}
         }
     }
     if let Some(u) = message.usage {
         ex.usage(u.prompt_tokens(), u.output_tokens, None);
+        ex.cached(u.cache_read_input_tokens);
+    }
+    if ex.error.is_some() {
+        return;
     }
     let generated = Generated {
         reasoning: &reasoning,
@@ -258,6 +309,59 @@ mod tests {
             (whole.text.as_str(), whole.answer_text().as_str()),
             ("ab", "b")
         );
+    }
+
+    #[test]
+    fn a_tool_use_block_gives_its_id_name_and_split_input() {
+        let ex = decode(
+            true,
+            b"data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"cache_read_input_tokens\":16,\"output_tokens\":1}}}\n\n\
+              data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+              data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Let me look.\"}}\n\n\
+              data: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+              data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"get_weather\",\"input\":{}}}\n\n\
+              data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"\"}}\n\n\
+              data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"city\\\": \"}}\n\n\
+              data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"\\\"Paris\\\"}\"}}\n\n\
+              data: {\"type\":\"content_block_stop\",\"index\":1}\n\n\
+              data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":9}}\n\n\
+              data: {\"type\":\"message_stop\"}\n\n",
+        );
+        assert_eq!(ex.error, None);
+        let calls: Vec<_> = ex.tool_calls.calls().cloned().collect();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].name.as_str()),
+            ("toolu_1", "get_weather")
+        );
+        assert_eq!(calls[0].arguments, r#"{"city": "Paris"}"#);
+        // The text, then one chunk per input delta; the block's start is none.
+        assert_eq!(ex.chunks.len(), 4);
+        assert!(!ex.chunks[0].tool_call && ex.chunks[1..].iter().all(|c| c.tool_call));
+        assert_eq!(
+            &ex.tool_calls.text()[ex.chunks[1].tool_text.clone()],
+            "get_weather"
+        );
+        assert_eq!(ex.answer_text(), "Let me look.");
+        assert_eq!(
+            (ex.prompt_tokens, ex.cached_prompt_tokens),
+            (Some(19), Some(16))
+        );
+    }
+
+    #[test]
+    fn a_whole_message_keeps_its_tool_use() {
+        let ex = decode(
+            false,
+            br#"{"type":"message","content":[{"type":"text","text":"ok"},
+                {"type":"tool_use","id":"toolu_2","name":"f","input":{"a":[1,2]}}],
+                "stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":5}}"#,
+        );
+        assert_eq!(ex.error, None);
+        let call = ex.tool_calls.calls().next().expect("a call").clone();
+        assert_eq!((call.id.as_str(), call.name.as_str()), ("toolu_2", "f"));
+        assert_eq!(call.arguments, r#"{"a":[1,2]}"#);
+        assert_eq!((ex.chunks.len(), ex.chunks[0].tool_call), (1, true));
     }
 
     #[test]

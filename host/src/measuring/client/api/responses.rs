@@ -1,7 +1,8 @@
 //! `/v1/responses` (OpenAI Responses): the input as text or messages, `max_output_tokens`;
 //! its typed events (`response.output_text.delta`, `response.reasoning_text.delta`, …,
-//! `response.completed` with `usage.input_tokens`/`output_tokens`, `response.failed`,
-//! `error`) decoded into content chunks. Usage always comes with `response.completed`:
+//! a function call's `response.output_item.added` and `function_call_arguments.delta` /
+//! `.done`, `response.completed` with `usage.input_tokens`/`output_tokens`,
+//! `response.failed`, `error`) decoded into content chunks. Usage always comes with `response.completed`:
 //! the API has no `stream_options`.
 
 use std::borrow::Cow;
@@ -12,8 +13,9 @@ use serde_json::{json, Map, Value};
 
 use super::messages_of;
 use crate::measuring::client::exchange::{
-    error_object_text, head, Exchange, Generated, UsageDetails,
+    error_object_text, head, Exchange, Generated, PromptDetails, UsageDetails,
 };
+use crate::measuring::client::tool_calls::ToolDelta;
 use crate::measuring::metrics::record::ErrorKind;
 use crate::workloads::scenario::{Prompt, RequestSpec};
 
@@ -36,6 +38,15 @@ struct Event<'a> {
     delta: Option<Cow<'a, str>>,
     #[serde(default)]
     response: Option<Response<'a>>,
+    /// The output item an event is about: a function call is known by it.
+    #[serde(default)]
+    output_index: Option<u64>,
+    /// `response.output_item.added`'s item.
+    #[serde(default, borrow)]
+    item: Option<OutputItem<'a>>,
+    /// `response.function_call_arguments.done`'s whole arguments.
+    #[serde(default, borrow)]
+    arguments: Option<Cow<'a, str>>,
     /// An `error` event's own message.
     #[serde(default)]
     message: Option<String>,
@@ -61,6 +72,8 @@ struct Usage {
     output_tokens: Option<u64>,
     #[serde(default)]
     output_tokens_details: Option<UsageDetails>,
+    #[serde(default)]
+    input_tokens_details: Option<PromptDetails>,
 }
 
 #[derive(Deserialize)]
@@ -71,6 +84,25 @@ struct OutputItem<'a> {
     content: Vec<Part<'a>>,
     #[serde(default, borrow)]
     summary: Vec<Part<'a>>,
+    /// A `function_call` item's id (which its output names), name and arguments.
+    #[serde(default, borrow)]
+    call_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+impl OutputItem<'_> {
+    /// A `function_call` item as the first piece of call `index`.
+    fn call(&self, index: u64) -> Option<ToolDelta<'_>> {
+        (self.kind == "function_call").then(|| ToolDelta {
+            index,
+            id: self.call_id.as_deref(),
+            name: self.name.as_deref(),
+            arguments: self.arguments.as_deref().unwrap_or(""),
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -95,10 +127,30 @@ pub(crate) fn event(ex: &mut Exchange, data: &[u8], at: Instant) {
             reasoning: delta,
             ..Generated::default()
         },
-        "response.function_call_arguments.delta" => Generated {
-            tool_call: true,
-            ..Generated::default()
-        },
+        "response.function_call_arguments.delta" => {
+            ex.tool_delta(ToolDelta {
+                index: event.output_index.unwrap_or(0),
+                arguments: delta,
+                ..ToolDelta::default()
+            });
+            Generated {
+                tool_call: true,
+                ..Generated::default()
+            }
+        }
+        // A function call's item opens with its id and name, its arguments follow as
+        // deltas (the first of them is its first chunk) and whole in `.done`.
+        "response.output_item.added" => {
+            let index = event.output_index.unwrap_or(0);
+            if let Some(call) = event.item.as_ref().and_then(|i| i.call(index)) {
+                ex.tool_delta(call);
+            }
+            return;
+        }
+        "response.function_call_arguments.done" => {
+            let arguments = event.arguments.as_deref().unwrap_or("");
+            return ex.tool_arguments(event.output_index.unwrap_or(0), arguments);
+        }
         "response.completed" | "response.incomplete" | "response.failed" => {
             return finished(ex, event.response)
         }
@@ -122,6 +174,7 @@ fn finished(ex: &mut Exchange, response: Option<Response>) {
     if let Some(u) = response.usage {
         let reasoning = u.output_tokens_details.and_then(|d| d.reasoning_tokens);
         ex.usage(u.input_tokens, u.output_tokens, reasoning);
+        ex.cached(u.input_tokens_details.and_then(|d| d.cached_tokens));
     }
 }
 
@@ -132,12 +185,15 @@ pub(crate) fn whole(ex: &mut Exchange, data: &[u8], at: Instant) {
         Err(e) => return not_responses(ex, e, data),
     };
     let (mut reasoning, mut answer, mut tool_call) = (String::new(), String::new(), false);
-    for item in &response.output {
+    for (index, item) in response.output.iter().enumerate() {
         let into = match item.kind.as_ref() {
             "reasoning" => &mut reasoning,
             "message" => &mut answer,
             "function_call" => {
                 tool_call = true;
+                if let Some(call) = item.call(index as u64) {
+                    ex.tool_delta(call);
+                }
                 continue;
             }
             _ => continue,
@@ -214,6 +270,51 @@ mod tests {
         assert!(error.error.expect("error").message.contains("too long"));
         let bad = decode(true, b"data: {\"delta\":\"no type\"}\n\n");
         assert_eq!(bad.error.map(|e| e.kind), Some(ErrorKind::MalformedJson));
+    }
+
+    #[test]
+    fn a_function_call_item_gives_its_id_name_and_split_arguments() {
+        let ex = decode(
+            true,
+            b"data: {\"type\":\"response.created\",\"response\":{\"output\":[]}}\n\n\
+              data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_9\",\"name\":\"get_weather\",\"arguments\":\"\"}}\n\n\
+              data: {\"type\":\"response.function_call_arguments.delta\",\"output_index\":0,\"item_id\":\"fc_1\",\"delta\":\"{\\\"city\\\":\"}\n\n\
+              data: {\"type\":\"response.function_call_arguments.delta\",\"output_index\":0,\"item_id\":\"fc_1\",\"delta\":\"\\\"Rome\\\"\"}\n\n\
+              data: {\"type\":\"response.function_call_arguments.done\",\"output_index\":0,\"item_id\":\"fc_1\",\"arguments\":\"{\\\"city\\\":\\\"Rome\\\"}\"}\n\n\
+              data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":7,\"output_tokens\":6,\"input_tokens_details\":{\"cached_tokens\":4}}}}\n\n",
+        );
+        assert_eq!(ex.error, None);
+        let calls: Vec<_> = ex.tool_calls.calls().cloned().collect();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].name.as_str()),
+            ("call_9", "get_weather")
+        );
+        assert_eq!(calls[0].arguments, r#"{"city":"Rome"}"#);
+        assert_eq!(ex.chunks.len(), 2);
+        assert!(ex.chunks.iter().all(|c| c.tool_call && c.answer));
+        assert_eq!(ex.tool_calls.text(), r#"get_weather{"city":"Rome"}"#);
+        assert_eq!(ex.cached_prompt_tokens, Some(4));
+    }
+
+    #[test]
+    fn a_whole_response_keeps_its_function_calls() {
+        let ex = decode(
+            false,
+            br#"{"output":[{"type":"function_call","id":"fc_2","call_id":"call_2","name":"f","arguments":"{}"}],
+                "usage":{"input_tokens":3,"output_tokens":2}}"#,
+        );
+        assert_eq!(ex.error, None);
+        let call = ex.tool_calls.calls().next().expect("a call").clone();
+        assert_eq!(
+            (
+                call.id.as_str(),
+                call.name.as_str(),
+                call.arguments.as_str()
+            ),
+            ("call_2", "f", "{}")
+        );
+        assert_eq!((ex.chunks.len(), ex.chunks[0].tool_call), (1, true));
     }
 
     #[test]
