@@ -2,6 +2,7 @@
 //! `event` framing. Kept below `wire` (which picks the writer per API) so that the writers
 //! need nothing from it.
 
+use super::tool::{self, ToolAnswer};
 use super::words;
 
 /// What a writer of any API needs to know of its request.
@@ -13,6 +14,8 @@ pub struct Answer {
     pub reasoning_tokens: usize,
     /// Tokens generated so far.
     pub emitted: usize,
+    /// The answer is this tool call, not text.
+    pub tool_call: Option<ToolAnswer>,
 }
 
 impl Answer {
@@ -23,6 +26,21 @@ impl Answer {
         words::push_tokens(&mut reasoning, self.id, first, split - first);
         words::push_tokens(&mut answer, self.id, split, self.emitted - split);
         (reasoning, answer)
+    }
+
+    /// The tool call's arguments of tokens `first..self.emitted` (none without a call).
+    pub fn arguments_since(&self, first: usize) -> String {
+        self.tool_call.as_ref().map_or_else(String::new, |call| {
+            call.arguments(first, self.emitted - first, self.max_tokens)
+        })
+    }
+
+    /// The tool call's id, name (a JSON string) and whole arguments so far (a JSON
+    /// string), for the writers' closing events.
+    pub fn call_fields(&self) -> Option<(&str, String, String)> {
+        let call = self.tool_call.as_ref()?;
+        let arguments = tool::json_string(&self.arguments_since(0));
+        Some((&call.id, call.name_json(), arguments))
     }
 
     /// Of the tokens so far, those spent reasoning.

@@ -16,7 +16,8 @@
 //! - `metrics`: `/metrics` in vLLM's names; `prefix`: the `default` profile's prefix cache.
 //! - `send_log`: `--sim-send-log`, the actual send time of every chunk; `arrival`: when
 //!   each request arrived (the kernel's receive time of its headers).
-//! - `words`: the output text, one OpenAI token per word.
+//! - `words`: the output text, one OpenAI token per word; `tool`: answers that are a
+//!   tool call (`tool_choice`, `sim_tool_call`, `--sim-tool-call-ratio`).
 
 mod answer;
 mod arrival;
@@ -33,6 +34,7 @@ pub mod profile;
 mod responses;
 mod send_log;
 pub mod server;
+mod tool;
 mod wire;
 mod words;
 

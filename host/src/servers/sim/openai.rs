@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::prefix::PromptBlocks;
 use super::profile::SimConfig;
+use super::tool::{self, ToolAnswer, ToolAsk};
 use super::words;
 
 /// vLLM's default when a request gives no max_tokens.
@@ -34,6 +35,12 @@ pub struct Job {
     pub reasoning_tokens: usize,
     /// The prompt's block hashes, for the prefix cache.
     pub blocks: PromptBlocks,
+    /// The answer is this tool call, not text (chat only; see `tool`).
+    pub tool_call: Option<ToolAnswer>,
+    /// Where the answer's words start in the word list: a hash of the request's body, so
+    /// the same request gets the same answer whenever it arrives (a session that carries
+    /// its answers into its next prompt sends the same stream on every run).
+    pub text_seed: u64,
 }
 
 /// An error answered with an OpenAI error object.
@@ -115,6 +122,71 @@ struct ChatRequest {
     stream: Option<bool>,
     stream_options: Option<StreamOptions>,
     n: Option<i64>,
+    tools: Option<Value>,
+    tool_choice: Option<Value>,
+    /// The simulator's own field: answer with a tool call.
+    sim_tool_call: Option<bool>,
+}
+
+/// What either endpoint's request gave, before the checks they share.
+struct Read {
+    model: Option<String>,
+    prompt_tokens: usize,
+    blocks: PromptBlocks,
+    max_tokens: Option<i64>,
+    stream: Option<bool>,
+    options: Option<StreamOptions>,
+    n: Option<i64>,
+    tool_call: Option<ToolAnswer>,
+}
+
+fn read(endpoint: GenerationEndpoint, body: &[u8], config: &SimConfig) -> Result<Read, ApiError> {
+    let bad_json = |e: serde_json::Error| ApiError::bad_request(format!("invalid JSON body: {e}"));
+    match endpoint {
+        GenerationEndpoint::Completions => {
+            let r: CompletionRequest = serde_json::from_slice(body).map_err(bad_json)?;
+            let prompt = r
+                .prompt
+                .ok_or_else(|| ApiError::bad_request("the field `prompt` is required"))?;
+            let (prompt_tokens, blocks) = prompt_tokens(&prompt, config)?;
+            Ok(Read {
+                model: r.model,
+                prompt_tokens,
+                blocks,
+                max_tokens: r.max_tokens,
+                stream: r.stream,
+                options: r.stream_options,
+                n: r.n,
+                tool_call: None,
+            })
+        }
+        GenerationEndpoint::Chat => {
+            let r: ChatRequest = serde_json::from_slice(body).map_err(bad_json)?;
+            let messages = r
+                .messages
+                .ok_or_else(|| ApiError::bad_request("the field `messages` is required"))?;
+            let (mut prompt_tokens, blocks) = chat_prompt_tokens(&messages, config)?;
+            // The tools' schemas are part of the prompt, as a chat template renders them.
+            if let Some(tools) = r.tools.as_ref().filter(|t| !t.is_null()) {
+                prompt_tokens += config.count_prompt_tokens(&tools.to_string());
+            }
+            let ask = ToolAsk {
+                tools: r.tools.as_ref(),
+                tool_choice: r.tool_choice.as_ref(),
+                forced: r.sim_tool_call.unwrap_or(false),
+            };
+            Ok(Read {
+                model: r.model,
+                prompt_tokens,
+                blocks,
+                max_tokens: r.max_completion_tokens.or(r.max_tokens),
+                stream: r.stream,
+                options: r.stream_options,
+                n: r.n,
+                tool_call: tool::choose(&ask, config.tool_call_ratio, body),
+            })
+        }
+    }
 }
 
 /// Parse and validate a request body for `endpoint`.
@@ -123,42 +195,16 @@ pub fn parse(
     body: &[u8],
     config: &SimConfig,
 ) -> Result<Job, ApiError> {
-    let bad_json = |e: serde_json::Error| ApiError::bad_request(format!("invalid JSON body: {e}"));
-    let (model, prompt_tokens, blocks, max_tokens, stream, options, n) = match endpoint {
-        GenerationEndpoint::Completions => {
-            let r: CompletionRequest = serde_json::from_slice(body).map_err(bad_json)?;
-            let prompt = r
-                .prompt
-                .ok_or_else(|| ApiError::bad_request("the field `prompt` is required"))?;
-            let (tokens, blocks) = prompt_tokens(&prompt, config)?;
-            (
-                r.model,
-                tokens,
-                blocks,
-                r.max_tokens,
-                r.stream,
-                r.stream_options,
-                r.n,
-            )
-        }
-        GenerationEndpoint::Chat => {
-            let r: ChatRequest = serde_json::from_slice(body).map_err(bad_json)?;
-            let messages = r
-                .messages
-                .ok_or_else(|| ApiError::bad_request("the field `messages` is required"))?;
-            let (tokens, blocks) = chat_prompt_tokens(&messages, config)?;
-            let max = r.max_completion_tokens.or(r.max_tokens);
-            (
-                r.model,
-                tokens,
-                blocks,
-                max,
-                r.stream,
-                r.stream_options,
-                r.n,
-            )
-        }
-    };
+    let Read {
+        model,
+        prompt_tokens,
+        blocks,
+        max_tokens,
+        stream,
+        options,
+        n,
+        tool_call,
+    } = read(endpoint, body, config)?;
     if let Some(name) = model {
         if name != config.model {
             return Err(ApiError::not_found(format!(
@@ -187,11 +233,21 @@ pub fn parse(
         stream: stream.unwrap_or(false),
         include_usage,
         continuous_usage: include_usage && options.continuous_usage_stats.unwrap_or(false),
+        // A tool call is the whole answer: no reasoning before it.
         reasoning_tokens: match endpoint {
-            GenerationEndpoint::Chat => config.reasoning_tokens,
-            GenerationEndpoint::Completions => 0,
+            GenerationEndpoint::Chat if tool_call.is_none() => config.reasoning_tokens,
+            _ => 0,
         },
         blocks,
+        tool_call,
+        text_seed: body_seed(body),
+    })
+}
+
+/// FNV-1a over the body: cheap, and the same on every run and machine.
+fn body_seed(body: &[u8]) -> u64 {
+    body.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
 }
 
@@ -246,12 +302,10 @@ fn chat_prompt_tokens(
         match message.get("content") {
             None | Some(Value::Null) => {}
             Some(Value::String(s)) => text.push_str(s),
-            // Content parts: only text parts carry tokens here.
+            // Content parts: text, and the text of tool results and calls, carry tokens.
             Some(Value::Array(parts)) => {
                 for part in parts {
-                    if let Some(t) = part.get("text").and_then(Value::as_str) {
-                        text.push_str(t);
-                    }
+                    push_part_text(part, &mut text);
                 }
             }
             Some(_) => {
@@ -260,9 +314,38 @@ fn chat_prompt_tokens(
                 ))
             }
         }
+        push_tool_history(message, &mut text);
     }
     let tokens = config.count_prompt_tokens(&text) + 4 * messages.len();
     Ok((tokens, PromptBlocks::of_text(&text)))
+}
+
+/// The text of one content part: a text part's text, an Anthropic `tool_result`'s
+/// content, a `tool_use` block's input.
+fn push_part_text(part: &Value, text: &mut String) {
+    if let Some(t) = part.get("text").and_then(Value::as_str) {
+        text.push_str(t);
+    } else if let Some(t) = part.get("content").and_then(Value::as_str) {
+        text.push_str(t);
+    } else if let Some(input) = part.get("input").filter(|i| i.is_object()) {
+        text.push_str(&input.to_string());
+    }
+}
+
+/// The tool history a message carries beside its content: a chat assistant's call
+/// arguments, a Responses `function_call`'s arguments or `function_call_output`'s output.
+fn push_tool_history(message: &serde_json::Map<String, Value>, text: &mut String) {
+    let calls = message.get("tool_calls").and_then(Value::as_array);
+    for call in calls.into_iter().flatten() {
+        if let Some(a) = call.pointer("/function/arguments").and_then(Value::as_str) {
+            text.push_str(a);
+        }
+    }
+    for key in ["arguments", "output"] {
+        if let Some(t) = message.get(key).and_then(Value::as_str) {
+            text.push_str(t);
+        }
+    }
 }
 
 /// Formats the responses of one request. Builds JSON by hand around a pre-escaped header so
@@ -296,7 +379,7 @@ impl Writer {
         Writer {
             endpoint,
             head,
-            seed: id,
+            seed: job.text_seed,
             emitted: 0,
             job: job.clone(),
         }
@@ -333,6 +416,13 @@ impl Writer {
                     self.head
                 )
             }
+            GenerationEndpoint::Chat if self.job.tool_call.is_some() => {
+                let delta = self.tool_delta(first);
+                format!(
+                    r#"{}"choices":[{{"index":0,"delta":{{{delta}}},"logprobs":null,"finish_reason":{finish}}}]{usage}}}"#,
+                    self.head
+                )
+            }
             GenerationEndpoint::Chat => {
                 let split = self.job.reasoning_tokens.clamp(first, self.emitted);
                 let mut delta = String::with_capacity(8 * tokens + 32);
@@ -355,6 +445,25 @@ impl Writer {
                 )
             }
         })
+    }
+
+    /// The tool call's delta of tokens `first..emitted`: the first opens the call (index,
+    /// id, type, name) as OpenAI's does, every one carries its piece of the arguments.
+    fn tool_delta(&self, first: usize) -> String {
+        let Some(call) = &self.job.tool_call else {
+            return String::new();
+        };
+        let piece = call.arguments(first, self.emitted - first, self.job.max_tokens);
+        let arguments = tool::json_string(&piece);
+        if first == 0 {
+            format!(
+                r#""tool_calls":[{{"index":0,"id":"{}","type":"function","function":{{"name":{},"arguments":{arguments}}}}}]"#,
+                call.id,
+                call.name_json()
+            )
+        } else {
+            format!(r#""tool_calls":[{{"index":0,"function":{{"arguments":{arguments}}}}}]"#)
+        }
     }
 
     /// The `include_usage` event: no choices, token counts so far.
@@ -383,6 +492,11 @@ impl Writer {
                 r#"{}"choices":[{{"index":0,"text":"{text}","logprobs":null,"finish_reason":{finish},"stop_reason":null}}],"usage":{usage}}}"#,
                 self.head
             ),
+            GenerationEndpoint::Chat if self.job.tool_call.is_some() => format!(
+                r#"{}"choices":[{{"index":0,"message":{{"role":"assistant","content":null,"tool_calls":[{}]}},"logprobs":null,"finish_reason":{finish}}}],"usage":{usage}}}"#,
+                self.head,
+                self.whole_call()
+            ),
             GenerationEndpoint::Chat => {
                 // As vLLM with a reasoning parser: no content is null, not "".
                 let content = if reasoning > 0 && text.is_empty() {
@@ -404,12 +518,27 @@ impl Writer {
         }
     }
 
+    /// The whole tool call of a non-streamed answer, as one `tool_calls` entry.
+    fn whole_call(&self) -> String {
+        let Some(call) = &self.job.tool_call else {
+            return String::new();
+        };
+        let arguments = call.arguments(0, self.emitted, self.job.max_tokens);
+        format!(
+            r#"{{"id":"{}","type":"function","function":{{"name":{},"arguments":{}}}}}"#,
+            call.id,
+            call.name_json(),
+            tool::json_string(&arguments)
+        )
+    }
+
     fn finish_reason(&self) -> &'static str {
-        // The model never stops early, so the only finish is the length limit.
-        if self.emitted >= self.job.max_tokens {
-            r#""length""#
-        } else {
-            "null"
+        // The model never stops early, so the only finish is the length limit, or the
+        // end of its tool call (whose arguments close on the last token).
+        match (self.emitted >= self.job.max_tokens, &self.job.tool_call) {
+            (true, Some(_)) => r#""tool_calls""#,
+            (true, None) => r#""length""#,
+            (false, _) => "null",
         }
     }
 
@@ -518,6 +647,8 @@ mod tests {
             continuous_usage: false,
             reasoning_tokens: 0,
             blocks: PromptBlocks::default(),
+            tool_call: None,
+            text_seed: 0,
         };
         let mut w = Writer::new(GenerationEndpoint::Chat, &j, 1, 2, r#""m\"x""#);
         let parse = |b: Bytes| -> Value {

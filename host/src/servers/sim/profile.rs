@@ -91,6 +91,9 @@ pub struct SimArgs {
     /// Chat completions: the first N generated tokens of each response are reasoning, sent as `delta.reasoning_content` (`message.reasoning_content` when not streaming) as vLLM does with a reasoning parser; they count in usage and max_tokens [default: 0]
     #[arg(long = "sim-reasoning-tokens", value_name = "N")]
     pub reasoning_tokens: Option<usize>,
+    /// Chat, Responses and Messages: the share of requests that declare `tools` answered with one tool call in place of text (arguments of max_tokens tokens, finish `tool_calls` / `tool_use`), the same requests every run; a request's `tool_choice` of "required" or a named function, or its body field `"sim_tool_call": true`, always gets one, `tool_choice` "none" never [default: 0]
+    #[arg(long = "sim-tool-call-ratio", value_name = "SHARE")]
+    pub tool_call_ratio: Option<f64>,
     /// Every K-th request received (K, 2K, 3K, ...) is delayed by --sim-slow-ms before its first token; needs --sim-slow-ms
     #[arg(long = "sim-slow-every", value_name = "K")]
     pub slow_every: Option<u64>,
@@ -122,6 +125,7 @@ impl Default for SimArgs {
             tokens_per_chunk: None,
             workers: None,
             reasoning_tokens: None,
+            tool_call_ratio: None,
             slow_every: None,
             slow_ms: None,
             send_log: None,
@@ -209,6 +213,8 @@ pub struct SimConfig {
     pub workers: usize,
     /// Chat completions: leading tokens of each response sent as `reasoning_content` (0 = none).
     pub reasoning_tokens: usize,
+    /// The share of requests with tools answered with a tool call, in [0, 1].
+    pub tool_call_ratio: f64,
     /// Requests slowed down before their first token, if any.
     pub slow: Option<SlowRequests>,
     /// Prompt token counter; when `None`, the estimate is ceil(bytes / 4).
@@ -226,6 +232,7 @@ impl Default for SimConfig {
             tokens_per_chunk: 1,
             workers: 1,
             reasoning_tokens: 0,
+            tool_call_ratio: 0.0,
             slow: None,
             prompt_token_counter: None,
             send_log: None,
@@ -242,6 +249,7 @@ impl fmt::Debug for SimConfig {
             .field("tokens_per_chunk", &self.tokens_per_chunk)
             .field("workers", &self.workers)
             .field("reasoning_tokens", &self.reasoning_tokens)
+            .field("tool_call_ratio", &self.tool_call_ratio)
             .field("slow", &self.slow)
             .field("prompt_token_counter", &self.prompt_token_counter.is_some())
             .field("send_log", &self.send_log)
@@ -318,10 +326,23 @@ impl SimArgs {
             tokens_per_chunk: at_least_one("tokens-per-chunk", self.tokens_per_chunk, 1)?,
             workers: bounded("workers", self.workers.unwrap_or(1), 1, MAX_WORKERS)?,
             reasoning_tokens: self.reasoning_tokens.unwrap_or(0),
+            tool_call_ratio: self.tool_call_ratio()?,
             slow: self.slow()?,
             prompt_token_counter: None,
             send_log: self.send_log.clone(),
         })
+    }
+
+    fn tool_call_ratio(&self) -> Result<f64, SimError> {
+        match self.tool_call_ratio {
+            None => Ok(0.0),
+            Some(r) if (0.0..=1.0).contains(&r) => Ok(r),
+            Some(r) => Err(invalid(
+                "tool-call-ratio",
+                &r.to_string(),
+                "it must be a share between 0 and 1",
+            )),
+        }
     }
 
     fn slow(&self) -> Result<Option<SlowRequests>, SimError> {
@@ -585,6 +606,7 @@ mod tests {
             .to_config()
             .expect(name);
             assert_eq!(c.reasoning_tokens, 5);
+            assert_eq!(c.tool_call_ratio, 0.0);
             let slow = c.slow.expect("slow requests");
             let slow_ones: Vec<u64> = (1..=9).filter(|&n| !slow.delay_of(n).is_zero()).collect();
             assert_eq!(slow_ones, vec![3, 6, 9]);
@@ -592,6 +614,19 @@ mod tests {
         }
         let d = SimConfig::from_profile("fixed").expect("fixed");
         assert_eq!((d.reasoning_tokens, d.slow), (0, None));
+        let ratio = |r| {
+            SimArgs {
+                tool_call_ratio: Some(r),
+                ..SimArgs::default()
+            }
+            .to_config()
+            .map(|c| c.tool_call_ratio)
+        };
+        assert_eq!(ratio(0.25).expect("a share"), 0.25);
+        for bad in [-0.1, 1.5, f64::NAN] {
+            let e = ratio(bad).expect_err("not a share");
+            assert!(e.to_string().contains("--sim-tool-call-ratio"), "{e}");
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! OpenAI's Responses API (`/v1/responses`) as vLLM serves it: the request's `input`
 //! (text, or messages) and `max_output_tokens`; the stream `response.created`,
-//! `response.reasoning_text.delta` / `response.output_text.delta` per chunk, then
-//! `response.completed` with `usage.input_tokens`/`output_tokens`.
+//! `response.reasoning_text.delta` / `response.output_text.delta` per chunk (for an answer
+//! that is a tool call, `response.output_item.added` of a `function_call` and
+//! `response.function_call_arguments.delta`s, then `.done`), then `response.completed`
+//! with `usage.input_tokens`/`output_tokens`.
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -16,6 +18,9 @@ struct Request {
     input: Option<Value>,
     max_output_tokens: Option<i64>,
     stream: Option<bool>,
+    tools: Option<Value>,
+    tool_choice: Option<Value>,
+    sim_tool_call: Option<Value>,
 }
 
 /// The chat request a Responses request means: the input as messages (a text as one
@@ -42,6 +47,16 @@ pub fn as_chat(body: &[u8]) -> Result<Vec<u8>, ApiError> {
     }
     if let Some(max) = r.max_output_tokens {
         chat["max_completion_tokens"] = max.into();
+    }
+    // As they are: `tool` reads every API's shape of tools and tool_choice.
+    for (key, value) in [
+        ("tools", r.tools),
+        ("tool_choice", r.tool_choice),
+        ("sim_tool_call", r.sim_tool_call),
+    ] {
+        if let Some(v) = value {
+            chat[key] = v;
+        }
     }
     Ok(chat.to_string().into_bytes())
 }
@@ -71,8 +86,42 @@ pub fn created(a: &Answer) -> Bytes {
     Bytes::from(event("response.created", &json))
 }
 
+/// A function call's output item; `arguments` is a JSON string.
+fn call_item(a: &Answer, status: &str, arguments: &str) -> String {
+    let Some((call_id, name, _)) = a.call_fields() else {
+        return String::new();
+    };
+    format!(
+        r#"{{"type":"function_call","id":"fc_{}","call_id":"{call_id}","name":{name},"arguments":{arguments},"status":"{status}"}}"#,
+        a.id
+    )
+}
+
+/// A tool call's events of tokens `first..a.emitted`: its item with the first, then its
+/// piece of the arguments.
+fn tool_delta(a: &Answer, first: usize) -> Bytes {
+    let mut out = String::new();
+    if first == 0 {
+        let json = format!(
+            r#"{{"type":"response.output_item.added","output_index":0,"item":{}}}"#,
+            call_item(a, "in_progress", r#""""#)
+        );
+        out += &event("response.output_item.added", &json);
+    }
+    let piece = super::tool::json_string(&a.arguments_since(first));
+    let json = format!(
+        r#"{{"type":"response.function_call_arguments.delta","item_id":"fc_{}","output_index":0,"delta":{piece}}}"#,
+        a.id
+    );
+    out += &event("response.function_call_arguments.delta", &json);
+    Bytes::from(out)
+}
+
 /// The delta events of tokens `first..a.emitted`: reasoning first, then answer text.
 pub fn delta(a: &Answer, first: usize) -> Bytes {
+    if a.tool_call.is_some() {
+        return tool_delta(a, first);
+    }
     let (reasoning, answer) = a.text_since(first);
     let mut out = String::new();
     if !reasoning.is_empty() {
@@ -95,6 +144,9 @@ pub fn delta(a: &Answer, first: usize) -> Bytes {
 
 /// The output items of the whole answer so far.
 fn output(a: &Answer) -> String {
+    if let Some((_, _, arguments)) = a.call_fields() {
+        return call_item(a, "completed", &arguments);
+    }
     let (reasoning, answer) = a.text_since(0);
     let message = format!(
         r#"{{"type":"message","id":"msg_{}","role":"assistant","content":[{{"type":"output_text","text":"{answer}"}}]}}"#,
@@ -111,21 +163,31 @@ fn output(a: &Answer) -> String {
 
 /// `response.completed` (`response.incomplete` when the length limit cut it, as OpenAI
 /// says for `max_output_tokens`).
+/// A tool call's arguments close on its last token, so its response is complete.
 pub fn completed(a: &Answer) -> Bytes {
-    let (kind, status) = if a.finished() {
+    let (kind, status) = if a.finished() && a.tool_call.is_none() {
         ("response.incomplete", "incomplete")
     } else {
         ("response.completed", "completed")
     };
+    let mut out = String::new();
+    if let Some((_, _, arguments)) = a.call_fields() {
+        let json = format!(
+            r#"{{"type":"response.function_call_arguments.done","item_id":"fc_{}","output_index":0,"arguments":{arguments}}}"#,
+            a.id
+        );
+        out += &event("response.function_call_arguments.done", &json);
+    }
     let json = format!(
         r#"{{"type":"{kind}","response":{}}}"#,
         response_json(a, status, &output(a))
     );
-    Bytes::from(event(kind, &json))
+    out += &event(kind, &json);
+    Bytes::from(out)
 }
 
 pub fn whole(a: &Answer) -> String {
-    let status = if a.finished() {
+    let status = if a.finished() && a.tool_call.is_none() {
         "incomplete"
     } else {
         "completed"

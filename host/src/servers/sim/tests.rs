@@ -792,3 +792,96 @@ mod quiet_machine {
         assert!((gap - 10.0).abs() < 0.5, "mean gap {gap:.2} ms");
     }
 }
+
+/// A request of each API that declares one tool, with `extra` fields, for 6 tokens.
+fn with_tool(path: &str, stream: bool, extra: Value) -> Value {
+    let weather = json!({"name": "get_weather", "description": "a city's weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}});
+    let mut body = match path {
+        "/v1/chat/completions" => json!({"messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 6, "stream_options": {"include_usage": true},
+            "tools": [{"type": "function", "function": weather}]}),
+        "/v1/messages" => json!({"messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 6, "tools": [{"name": "get_weather", "input_schema": weather["parameters"]}]}),
+        _ => json!({"input": "hi", "max_output_tokens": 6,
+            "tools": [{"type": "function", "name": "get_weather", "parameters": weather["parameters"]}]}),
+    };
+    body["stream"] = stream.into();
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        body[k] = v.clone();
+    }
+    body
+}
+
+/// What the client's own decoder makes of the simulator's answer to `body` on `path`.
+async fn decoded(sim: &SimServer, path: &str, body: Value) -> crate::measuring::client::Exchange {
+    use crate::measuring::client::{stream::decode_whole, Api};
+    let stream = body["stream"] == true;
+    let response = post(format!("{}{path}", sim.base_url()), body).await;
+    assert_eq!(response.status(), 200);
+    let bytes = response.bytes().await.expect("body");
+    let api = Api::of_path(path).expect("an API path");
+    decode_whole(api, stream, &bytes)
+}
+
+const TOOL_PATHS: [&str; 3] = ["/v1/chat/completions", "/v1/messages", "/v1/responses"];
+
+#[tokio::test]
+async fn a_required_tool_choice_is_answered_with_one_call_in_every_api() {
+    let sim = server(profile("zero"));
+    for path in TOOL_PATHS {
+        for stream in [true, false] {
+            let ex = decoded(&sim, path, with_tool(path, stream, choice_of(path))).await;
+            let what = format!("{path} stream={stream}");
+            assert_eq!(ex.error, None, "{what}");
+            let calls: Vec<_> = ex.tool_calls.calls().cloned().collect();
+            assert_eq!(calls.len(), 1, "{what}");
+            assert_eq!(calls[0].name, "get_weather", "{what}");
+            assert!(calls[0].id.starts_with("call_"), "{what}: {}", calls[0].id);
+            let args: Value = serde_json::from_str(&calls[0].arguments).expect(&what);
+            assert!(args.is_object(), "{what}: {args}");
+            assert_eq!(ex.completion_tokens, Some(6), "{what}");
+            assert_eq!(ex.chunks.len(), if stream { 6 } else { 1 }, "{what}");
+            assert!(ex.chunks.iter().all(|c| c.tool_call), "{what}");
+            assert_eq!(ex.text, "", "{what}");
+            // The same body, the same call.
+            let again = decoded(&sim, path, with_tool(path, stream, choice_of(path))).await;
+            assert_eq!(again.tool_calls.calls().next(), Some(&calls[0]), "{what}");
+        }
+    }
+}
+
+/// `tool_choice` that demands a call, in `path`'s API's words.
+fn choice_of(path: &str) -> Value {
+    json!({"tool_choice": if path == "/v1/messages" { json!({"type": "any"}) } else { json!("required") }})
+}
+
+#[tokio::test]
+async fn the_ratio_and_sim_tool_call_ask_for_calls_and_none_refuses_them() {
+    let sim = server(profile("zero"));
+    let path = "/v1/chat/completions";
+    let text = decoded(&sim, path, with_tool(path, true, json!({}))).await;
+    assert!(text.tool_calls.is_empty() && !text.text.is_empty());
+    let forced = decoded(
+        &sim,
+        path,
+        with_tool(path, true, json!({"sim_tool_call": true})),
+    )
+    .await;
+    assert_eq!(forced.tool_calls.len(), 1);
+    let all = server(SimArgs {
+        tool_call_ratio: Some(1.0),
+        ..profile("zero")
+    });
+    for path in TOOL_PATHS {
+        let ex = decoded(&all, path, with_tool(path, true, json!({}))).await;
+        assert_eq!(ex.tool_calls.len(), 1, "{path}");
+        let none = decoded(
+            &all,
+            path,
+            with_tool(path, true, json!({"tool_choice": "none"})),
+        )
+        .await;
+        assert!(none.tool_calls.is_empty(), "{path}");
+    }
+}

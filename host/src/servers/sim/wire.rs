@@ -50,6 +50,7 @@ impl Wire {
             max_tokens: job.max_tokens,
             reasoning_tokens: job.reasoning_tokens,
             emitted: 0,
+            tool_call: job.tool_call.clone(),
         };
         match route {
             Route::OpenAi(endpoint) => {
