@@ -68,7 +68,7 @@ pub struct TraceAnalyzeArgs {
     #[arg(long, value_name = "N")]
     pub block_tokens: Option<u64>,
     /// Cache sizes in blocks for the prefix-cache hit rate (repeatable; 0 = unlimited)
-    /// [default: unlimited, 1000 and 100]
+    /// [default: unlimited, half and a tenth of the trace's distinct blocks]
     #[arg(long = "cache-blocks", value_name = "N", num_args = 1..)]
     pub cache_blocks: Vec<u64>,
     /// Print the analysis as JSON
@@ -194,6 +194,12 @@ pub struct RunArgs {
     /// names (authorization, api keys, tokens, cookies, passwords) are never printed
     #[arg(long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
+    /// Send every request of a session (a scenario's `session_step`) with this header,
+    /// its value the session's own (the same on every request of one session, different
+    /// for any two), so a router or a KV-aware scheduler sees the session: vLLM's
+    /// `X-Session-ID` when given without a name
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "X-Session-ID")]
+    pub session_header: Option<String>,
     /// Model name; by default the first one the server lists at /v1/models
     #[arg(long = "model", id = "target_model", value_name = "NAME")]
     pub model: Option<String>,

@@ -53,6 +53,8 @@ pub struct RunConfig {
     pub api_key: Option<String>,
     /// `--header`s, sent with every request.
     pub headers: Vec<(String, String)>,
+    /// `--session-header`: the header naming each request's session.
+    pub session_header: Option<String>,
     /// `--receive-clock`: what the latencies' chunk times are.
     pub receive_clock: ReceiveClock,
     pub drain_timeout: Duration,
@@ -113,6 +115,14 @@ impl RunConfig {
                 .iter()
                 .map(|h| parse_header_arg(h).map_err(|e| anyhow!("--header: {e}")))
                 .collect::<Result<_>>()?,
+            session_header: match &a.session_header {
+                Some(name) => Some(
+                    parse_header_arg(&format!("{name}: s"))
+                        .map_err(|e| anyhow!("--session-header: {e}"))?
+                        .0,
+                ),
+                None => None,
+            },
             receive_clock: a.receive_clock,
             drain_timeout: a.drain_timeout,
             max_error_rate: a.max_error_rate,
@@ -188,9 +198,16 @@ fn plan_shard(
     }
     // Phases or requests that depend on responses differ from shard to shard: their
     // union would not be the single run's stream.
-    if scenario.has_next_phase() || scenario.wants_responses() {
+    // Sessions split whole (each shard runs its own, decided by a hash of their ids), so
+    // a scenario whose sessions carry its conversations shards; one that adapts to the
+    // whole run's responses does not. (`stop` is each shard's own: it sees its snapshot.)
+    let adapts = [
+        (scenario.has_next_phase(), "next_phase"),
+        (scenario.wants_responses(), "on_response"),
+    ];
+    if let Some((_, hook)) = adapts.iter().find(|(has, _)| *has) {
         bail!(
-            "{} adapts to responses (next_phase or on_response), so its request stream cannot be split into shards; run it unsharded",
+            "{} adapts to the whole run ({hook}), so its request stream cannot be split into shards: each shard would see only its own responses; run it unsharded, or carry its conversations in sessions (session_step), which shard whole",
             a.source.scenario.display()
         );
     }

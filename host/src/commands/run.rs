@@ -217,6 +217,7 @@ fn engine_config(config: &RunConfig, model: String) -> EngineConfig {
             TargetSpec::Simulator { .. } => 1,
         },
         target_models: vec![],
+        session_header: config.session_header.clone(),
         stream_log: config
             .shard
             .as_ref()

@@ -14,7 +14,7 @@ use super::signals::Signals;
 use super::{Collect, EngineConfig, EngineError, FromScenario, Planned, StopReason};
 use crate::both_sides::timer::{Timer, TimerHandle};
 use crate::measuring::client::Client;
-use crate::measuring::digest::RequestDigest;
+use crate::measuring::digest::{RequestDigest, RequestKey};
 use crate::workloads::scenario::PhaseSpec;
 use crate::workloads::tokenizer::Tokenizer;
 
@@ -98,6 +98,10 @@ pub(super) struct PhaseDispatch<'a> {
     start: Instant,
     signals: &'a mut Signals,
     digest: &'a mut RequestDigest,
+    /// A phase of sessions: the keys of its requests, added to the digest at its end in
+    /// index order (the order sessions interleave in depends on the server's timing;
+    /// their indices do not).
+    session_keys: Option<Vec<RequestKey>>,
     /// Concurrency slots, under a limit.
     slots: Option<Arc<Semaphore>>,
     deadline: Option<tokio::time::Instant>,
@@ -130,6 +134,7 @@ impl<'a> PhaseDispatch<'a> {
             start,
             signals,
             digest,
+            session_keys: spec.sessions.map(|_| Vec::new()),
             slots: spec
                 .concurrency_limit()
                 .map(|n| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS as u64) as usize))),
@@ -205,7 +210,11 @@ impl<'a> PhaseDispatch<'a> {
         {
             return Err(StopReason::MaxDuration);
         }
-        self.digest.add(&planned.key(self.phase));
+        let key = planned.key(self.phase);
+        match &mut self.session_keys {
+            Some(keys) => keys.push(key),
+            None => self.digest.add(&key),
+        }
         self.run
             .live
             .lock()
@@ -353,6 +362,10 @@ impl<'a> PhaseDispatch<'a> {
             cut = self.tasks.len() as u64;
             let _ = self.cancel.send(true);
             while self.tasks.join_next().await.is_some() {}
+        }
+        if let Some(mut keys) = self.session_keys.take() {
+            keys.sort_by_key(|k| k.index);
+            keys.iter().for_each(|k| self.digest.add(k));
         }
         let stop =
             if !drained && stop != StopReason::Interrupted && *self.signals.interrupt.borrow() {

@@ -21,11 +21,11 @@ use crate::workloads::scenario::{
 use crate::workloads::tokenizer::Tokenizer;
 
 /// How often a scenario's `stop` function sees a fresh snapshot.
-const STOP_CHECK_INTERVAL: Duration = Duration::from_millis(20);
+pub(super) const STOP_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 
 /// How long the generator sleeps with its queue full before it looks again (an outcome
 /// or the end of the phase wakes it at once).
-const QUEUE_FULL_WAIT: Duration = Duration::from_millis(2);
+pub(super) const QUEUE_FULL_WAIT: Duration = Duration::from_millis(2);
 
 /// What the scenario thread shares with the dispatcher.
 pub(super) struct ThreadContext {
@@ -96,7 +96,7 @@ pub(super) fn spawn(
 }
 
 /// What happens after a command or a generated request.
-enum Flow {
+pub(super) enum Flow {
     /// Go on with the phase.
     Continue,
     /// The phase ended (acknowledged to the engine).
@@ -106,14 +106,14 @@ enum Flow {
 }
 
 /// The scenario and the thread's ends of its channels.
-struct ScenarioThread<'a> {
-    scenario: &'a mut dyn Scenario,
+pub(super) struct ScenarioThread<'a> {
+    pub(super) scenario: &'a mut dyn Scenario,
     /// The scenario's name, for errors.
-    name: String,
-    context: &'a ThreadContext,
-    commands: std_mpsc::Receiver<ToScenario>,
-    queue: mpsc::Sender<FromScenario>,
-    primed: Arc<Notify>,
+    pub(super) name: String,
+    pub(super) context: &'a ThreadContext,
+    pub(super) commands: std_mpsc::Receiver<ToScenario>,
+    pub(super) queue: mpsc::Sender<FromScenario>,
+    pub(super) primed: Arc<Notify>,
     /// The stream log of a sharded run (`EngineConfig::stream_log`).
     stream_log: Option<BufWriter<File>>,
 }
@@ -132,6 +132,9 @@ impl ScenarioThread<'_> {
             .map(BufWriter::new);
         while let Ok(cmd) = self.commands.recv() {
             let flow = match cmd {
+                ToScenario::Start(p, spec) if spec.sessions.is_some() => {
+                    super::sessions::SessionGenerator::new(&mut self, p, &spec).run()
+                }
                 ToScenario::Start(p, spec) => PhaseGenerator::new(&mut self, p, &spec).run(),
                 // Between phases: an adaptive scenario picks the next one.
                 ToScenario::NextPhase(history) => {
@@ -153,7 +156,7 @@ impl ScenarioThread<'_> {
     }
 
     /// Applies a command that is not a phase start; the phase's end is acknowledged.
-    fn apply(&mut self, cmd: ToScenario) -> Flow {
+    pub(super) fn apply(&mut self, cmd: ToScenario) -> Flow {
         let result = match cmd {
             ToScenario::Outcome(o) => self.scenario.on_response(&o).map(|()| Flow::Continue),
             ToScenario::EndPhase => Ok(Flow::PhaseEnded),
@@ -171,7 +174,7 @@ impl ScenarioThread<'_> {
 
     /// Queues the scenario's error behind the requests generated ahead, after telling the
     /// dispatcher not to wait for those.
-    fn fail(&self, e: ScenarioError) -> Flow {
+    pub(super) fn fail(&self, e: ScenarioError) -> Flow {
         self.primed.notify_one();
         self.context.failed.send_replace(true);
         let _ = self.queue.blocking_send(FromScenario::Failed(e));
@@ -179,7 +182,7 @@ impl ScenarioThread<'_> {
     }
 
     /// Appends one request's line to the stream log (see [`StreamEntry`]).
-    fn log(&mut self, phase: usize, planned: &Planned) {
+    pub(super) fn log(&mut self, phase: usize, planned: &Planned) {
         let Some(log) = self.stream_log.as_mut() else {
             return;
         };
@@ -420,7 +423,7 @@ enum Generated {
 }
 
 /// Prepares one request off the I/O path: body, digest, prompt length.
-fn plan(
+pub(super) fn plan(
     spec: RequestSpec,
     index: u64,
     offset: Option<f64>,
@@ -455,6 +458,7 @@ fn plan(
         extras,
         target,
         session_record: Default::default(),
+        key_offset: offset,
     })
 }
 

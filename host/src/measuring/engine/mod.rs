@@ -6,6 +6,7 @@
 //!
 //! - `phases`: the run loop, phase after phase (and an adaptive scenario's `next_phase`).
 //! - `generator`: the scenario thread, one phase's generation at a time.
+//! - `sessions`: a phase of sessions on that thread: each step asked when the last ends.
 //! - `dispatch`: one phase's sends, then its drain.
 //! - `record` and `record_builder`: a finished exchange to its record, off the I/O threads.
 //! - `collect` and `record_file`: statistics, requests.jsonl, outcomes back to the scenario.
@@ -19,6 +20,7 @@ mod phases;
 mod record;
 mod record_builder;
 mod record_file;
+mod sessions;
 mod signals;
 
 use std::path::PathBuf;
@@ -89,6 +91,9 @@ pub struct EngineConfig {
     pub targets: usize,
     /// The model of each target, when they were discovered one by one (else `model`).
     pub target_models: Vec<String>,
+    /// The header every request of a session carries with the session's own value, for
+    /// routers and KV-aware schedulers (`--session-header`, vLLM's `X-Session-ID`).
+    pub session_header: Option<String>,
 }
 
 /// Finished requests a phase needs before `max_error_rate` is checked, so one early
@@ -207,12 +212,16 @@ struct Planned {
     target: usize,
     /// Its session and step, when a session sent it (written into its record).
     session_record: crate::measuring::metrics::SessionRecord,
+    /// The offset its digest key takes: its `offset`, except a session's later steps,
+    /// whose send time depends on when the previous answer ended; they take the wait the
+    /// session asked for, which does not.
+    key_offset: Option<f64>,
 }
 
 impl Planned {
     /// The request's identity in the run digest.
     fn key(&self, phase: usize) -> RequestKey {
-        RequestKey::new(phase, self.index, self.offset, self.body_sha256)
+        RequestKey::new(phase, self.index, self.key_offset, self.body_sha256)
     }
 }
 
@@ -262,7 +271,8 @@ pub async fn run(
         Some(path) => Some(RecordFile::create(path.clone())?),
         None => None,
     };
-    let wants_outcomes = scenario.wants_responses();
+    // A session's next step is asked when its last request ends.
+    let wants_outcomes = scenario.wants_responses() || scenario.has_sessions();
     let adaptive = scenario.has_next_phase();
     let scenario_name = scenario.describe().name.clone();
     let live = config.live.0.clone();

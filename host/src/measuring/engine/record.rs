@@ -99,6 +99,7 @@ impl SentRequest {
             ttfa_ms: record.ttfa_ns().map(|t| t as f64 / 1e6),
             reasoning_tokens: record.answer.reasoning_tokens,
             cancelled: record.cancelled,
+            end_s: record.end_ns as f64 / 1e9,
             tool_calls: Vec::new(),
         });
         (record, outcome)

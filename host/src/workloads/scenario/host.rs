@@ -11,13 +11,17 @@ use rand_distr::{Distribution, Exp, Gamma, Normal};
 
 use super::budget::{self, LogBudget, NoteBudget, OverBudget};
 use super::files::FileAccess;
-use super::spec::NoteValue;
+use super::spec::{NoteValue, SessionState};
 use crate::workloads::tokenizer::Tokenizer;
 
 pub struct HostContext {
     pub scenario: String,
     pub tokenizer: Arc<Tokenizer>,
     rng: ChaCha8Rng,
+    /// The run's seed, from which each session's own stream is derived.
+    seed: u64,
+    /// The run's stream, kept aside while a session's step draws from its own.
+    run_rng: Option<ChaCha8Rng>,
     /// The files the scenario may read.
     files: FileAccess,
     quiet: bool,
@@ -33,6 +37,8 @@ impl HostContext {
             scenario: String::new(),
             tokenizer,
             rng: ChaCha8Rng::seed_from_u64(0),
+            seed: 0,
+            run_rng: None,
             files,
             quiet,
             notes: Vec::new(),
@@ -54,6 +60,27 @@ impl HostContext {
     /// Restarts the random stream; the same seed gives the same stream on every run.
     pub fn reseed(&mut self, seed: u64) {
         self.rng = ChaCha8Rng::seed_from_u64(seed);
+        self.seed = seed;
+        self.run_rng = None;
+    }
+
+    /// Until [`leave_session`](Self::leave_session), the random functions draw from the
+    /// stream of this step of this session: seeded by the run's seed, the phase, the
+    /// session's id and the step, so a session's draws are the same whichever sessions
+    /// ran before it, on one machine or in any shard.
+    pub fn enter_session(&mut self, state: &SessionState) {
+        let seed = state.stream_seed(self.seed);
+        let session = ChaCha8Rng::seed_from_u64(seed);
+        let run = std::mem::replace(&mut self.rng, session);
+        // Entered twice (a call that failed before leaving): the run's stream stays kept.
+        self.run_rng.get_or_insert(run);
+    }
+
+    /// Back to the run's own stream, where it was before the session's step.
+    pub fn leave_session(&mut self) {
+        if let Some(run) = self.run_rng.take() {
+            self.rng = run;
+        }
     }
 
     pub fn rng(&mut self) -> &mut dyn RngCore {

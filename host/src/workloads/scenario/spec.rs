@@ -91,8 +91,13 @@ impl PhaseSpec {
         n
     }
 
-    /// Effective concurrency limit: the explicit cap, or the closed loop's width.
+    /// Effective concurrency limit: the explicit cap, or the closed loop's width (which,
+    /// in a phase of sessions, counts sessions open, not requests: their children run
+    /// beside them).
     pub fn concurrency_limit(&self) -> Option<u64> {
+        if self.sessions.is_some() {
+            return self.max_concurrency;
+        }
         match (self.max_concurrency, &self.arrival) {
             (Some(m), ArrivalSpec::Closed { concurrency }) => Some(m.min(*concurrency)),
             (Some(m), _) => Some(m),
@@ -223,6 +228,9 @@ pub struct Outcome {
     pub reasoning_tokens: u64,
     /// The tool calls the model made, in order (empty when it made none).
     pub tool_calls: Vec<ToolCall>,
+    /// When the request ended, seconds since its phase started (the engine schedules a
+    /// session's next step from it; not shown to scenarios).
+    pub end_s: f64,
 }
 
 /// Where a session stands when the engine asks for its next step.
@@ -238,6 +246,22 @@ pub struct SessionState {
     pub last: Option<Outcome>,
     /// After a fan-out: the ids of the children that ended, in the order they were opened.
     pub joined: Vec<String>,
+}
+
+impl SessionState {
+    /// The seed of this step's random stream under the run's seed: the first 8 bytes of
+    /// sha256 over the run's seed, the phase, the session's id and the step.
+    pub fn stream_seed(&self, run_seed: u64) -> u64 {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(run_seed.to_le_bytes());
+        h.update((self.phase as u64).to_le_bytes());
+        h.update((self.id.len() as u64).to_le_bytes());
+        h.update(self.id.as_bytes());
+        h.update(self.step.to_le_bytes());
+        let d = h.finalize();
+        u64::from_le_bytes(d[..8].try_into().expect("8 of 32 bytes"))
+    }
 }
 
 /// What a session does next.

@@ -11,7 +11,7 @@
 use std::fmt::Display;
 use std::time::Duration;
 
-use super::spec::{ArrivalSpec, Cancel, Next, PhaseSpec, Prompt, RequestSpec};
+use super::spec::{ArrivalSpec, Cancel, Next, PhaseSpec, Prompt, RequestSpec, Step};
 use super::Description;
 
 /// `describe`: a name, and parameters with distinct names and usable defaults.
@@ -73,6 +73,17 @@ pub fn phase(i: usize, mut spec: PhaseSpec) -> Result<PhaseSpec, String> {
     if spec.max_concurrency == Some(0) {
         return Err(format!("phase {i}: `max_concurrency` must be at least 1"));
     }
+    match spec.sessions {
+        Some(0) => return Err(format!("phase {i}: `sessions` must be at least 1")),
+        // A session's requests are counted by its steps: a cap on requests would cut
+        // sessions in the middle, and differently in each shard.
+        Some(_) if spec.max_requests.is_some() => {
+            return Err(format!(
+                "phase {i}: a phase of `sessions` ends when its sessions end; leave out `max_requests` (bound it by `sessions` or `max_duration`)"
+            ))
+        }
+        _ => {}
+    }
     Ok(spec)
 }
 
@@ -125,6 +136,51 @@ pub fn next(next: Next, hears_responses: bool) -> Result<Next, String> {
         Next::Request(r) => request(&r).map(|()| Next::Request(r)),
         other => Ok(other),
     }
+}
+
+/// Children one fan-out step may open.
+pub const MAX_FAN_OUT: usize = 64;
+
+/// A session's step (Rhai's `session_step`, Wasm's `session-step`): its request follows
+/// the rules of any request but is timed by `after` alone (finite, >= 0; `at` and `delay`
+/// belong to the pull model), and a fan-out names 1 to [`MAX_FAN_OUT`] children, each
+/// non-empty, unique and without `/` (the separator of a child's id).
+pub fn step(step: Step) -> Result<Step, String> {
+    match &step {
+        Step::Send { request: r, after } => {
+            if !after.is_finite() || *after < 0.0 {
+                return Err(format!(
+                    "`after` must be a finite number of seconds >= 0, got {after}"
+                ));
+            }
+            if r.at.is_some() || r.delay.is_some() {
+                return Err("a session's request is timed by the step's `after`; leave out `at` and `delay`".into());
+            }
+            request(r)?;
+        }
+        Step::FanOut(names) => {
+            if names.is_empty() || names.len() > MAX_FAN_OUT {
+                return Err(format!(
+                    "a fan-out opens 1 to {MAX_FAN_OUT} children, got {}",
+                    names.len()
+                ));
+            }
+            let mut seen = std::collections::HashSet::new();
+            for name in names {
+                if name.is_empty() || name.contains('/') || name.len() > 64 {
+                    return Err(format!(
+                        "child name `{}` must be 1 to 64 bytes without `/`",
+                        crate::safeguards::display::excerpt(name)
+                    ));
+                }
+                if !seen.insert(name) {
+                    return Err(format!("child name `{name}` is given twice"));
+                }
+            }
+        }
+        Step::End => {}
+    }
+    Ok(step)
 }
 
 /// One request: at least one token to generate, at least one chat message or embedding

@@ -11,7 +11,7 @@ use super::api::number;
 use super::RhaiScenario;
 use crate::workloads::scenario::params::{parse_duration_secs, ParamSpec, ParamValue};
 use crate::workloads::scenario::spec::{
-    ArrivalSpec, Cancel, Next, PhaseSpec, Prompt, RequestSpec, ToolSpec,
+    ArrivalSpec, Cancel, Next, PhaseSpec, Prompt, RequestSpec, Step, ToolSpec,
 };
 use crate::workloads::scenario::{validate, Description, ScenarioError};
 
@@ -283,6 +283,53 @@ fn next(d: Dynamic) -> Result<Next, String> {
         .try_cast::<Map>()
         .ok_or("expected a map #{ prompt, max_tokens, … }, \"wait\", or () to end the phase")?;
     request(&map).map(|r| Next::Request(Box::new(r)))
+}
+
+/// What `session_step` returned: `#{ request: #{…}, after: seconds }` to send (after 0
+/// s when `after` is left out), `#{ fan_out: ["name", …] }` to open children, or `()` to
+/// end the session.
+pub(super) fn step(d: Dynamic) -> Result<Step, String> {
+    const SHAPE: &str = "expected #{ request: #{ … }, after: seconds }, #{ fan_out: [names] }, or () to end the session";
+    if d.is_unit() {
+        return Ok(Step::End);
+    }
+    let map = d.try_cast::<Map>().ok_or(SHAPE)?;
+    let fields = Fields {
+        map: &map,
+        at: String::new(),
+    };
+    fields.only(&["request", "after", "fan_out"])?;
+    match (fields.get("request"), fields.get("fan_out")) {
+        (Some(r), None) => {
+            let r = r
+                .clone()
+                .try_cast::<Map>()
+                .ok_or("`request` must be a request map #{ messages, max_tokens, … }")?;
+            let after = match fields.get("after") {
+                None => 0.0,
+                Some(v) => number(v, "after").map_err(|_| validate::not_seconds("after", v))?,
+            };
+            Ok(Step::Send {
+                request: Box::new(request(&r)?),
+                after,
+            })
+        }
+        (None, Some(names)) => {
+            let names = names
+                .clone()
+                .try_cast::<Array>()
+                .ok_or("`fan_out` must be an array of child names")?;
+            names
+                .into_iter()
+                .map(|n| {
+                    n.into_string()
+                        .map_err(|got| format!("a child name must be a string, got {got}"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Step::FanOut)
+        }
+        _ => Err(SHAPE.into()),
+    }
 }
 
 fn request(map: &Map) -> Result<RequestSpec, String> {

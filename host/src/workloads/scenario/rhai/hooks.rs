@@ -3,7 +3,7 @@
 //! called, and without a warning the mistake would pass silently.
 
 /// Every hook: its name, its parameters, and how the runner calls it.
-pub const HOOKS: [(&str, usize, &str); 7] = [
+pub const HOOKS: [(&str, usize, &str); 8] = [
     ("describe", 0, "describe()"),
     ("phases", 0, "phases()"),
     ("next_request", 2, "next_request(phase, index)"),
@@ -11,6 +11,7 @@ pub const HOOKS: [(&str, usize, &str); 7] = [
     ("on_response", 1, "on_response(outcome)"),
     ("stop", 1, "stop(snapshot)"),
     ("next_phase", 1, "next_phase(history)"),
+    ("session_step", 1, "session_step(s)"),
 ];
 
 /// One warning for each defined function that looks like a hook the script does not

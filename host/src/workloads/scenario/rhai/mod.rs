@@ -10,6 +10,7 @@ mod convert;
 mod deadline;
 mod hooks;
 mod record;
+mod session;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -21,7 +22,7 @@ use rhai::{
 use super::params::Params;
 use super::spec::{
     LatencySummary, Next, NoteValue, Outcome, PhaseReport, PhaseSpec, ServerStat, ServerValues,
-    Snapshot,
+    SessionState, Snapshot, Step,
 };
 use super::{validate, Description, HostContext, Scenario, ScenarioError};
 use api::{number, register_host, sandboxed_engine};
@@ -51,6 +52,7 @@ pub struct RhaiScenario {
     has_on_response: bool,
     has_stop: bool,
     has_next_phase: bool,
+    has_session_step: bool,
     /// Phases given so far, so `next_phase`'s phases are numbered after them.
     phases_given: usize,
     /// The wall-clock limit of the call in progress.
@@ -92,6 +94,7 @@ impl RhaiScenario {
             has_on_response: has("on_response", 1),
             has_stop: has("stop", 1),
             has_next_phase: has("next_phase", 1),
+            has_session_step: has("session_step", 1),
             file,
             engine,
             ast: ast.clone(),
@@ -197,14 +200,19 @@ fn compile(engine: &Engine, file: &str, source: &str) -> Result<AST, ScenarioErr
     })
 }
 
-/// The three hooks every script defines must be there; a function that looks like a
+/// The three hooks every script defines must be there (`next_request` may be left out by
+/// a script of sessions only, which defines `session_step`); a function that looks like a
 /// misspelled hook gets a warning (it would never be called).
 fn check_hooks(file: &str, ast: &AST) -> Result<(), ScenarioError> {
     let defined: Vec<(String, usize)> = ast
         .iter_functions()
         .map(|f| (f.name.to_string(), f.params.len()))
         .collect();
+    let sessions = defined.iter().any(|(n, a)| n == "session_step" && *a == 1);
     for &(name, arity, sig) in &hooks::HOOKS[..3] {
+        if sessions && name == "next_request" {
+            continue;
+        }
         if !defined.iter().any(|(n, a)| n == name && *a == arity) {
             return Err(ScenarioError::Invalid {
                 file: file.to_string(),
@@ -297,47 +305,15 @@ impl Scenario for RhaiScenario {
     }
 
     fn on_response(&mut self, o: &Outcome) -> Result<(), ScenarioError> {
-        let mut m = Map::new();
-        m.insert("phase".into(), Dynamic::from_int(o.phase as INT));
-        m.insert("index".into(), Dynamic::from_int(o.index as INT));
-        m.insert(
-            "tag".into(),
-            o.tag.clone().map(Dynamic::from).unwrap_or(Dynamic::UNIT),
-        );
-        m.insert(
-            "session".into(),
-            o.session
-                .clone()
-                .map(Dynamic::from)
-                .unwrap_or(Dynamic::UNIT),
-        );
-        m.insert("ok".into(), Dynamic::from_bool(o.ok));
-        m.insert(
-            "error".into(),
-            o.error.clone().map(Dynamic::from).unwrap_or(Dynamic::UNIT),
-        );
-        m.insert("text".into(), Dynamic::from(o.text.clone()));
-        m.insert("ttft_ms".into(), Dynamic::from_float(o.ttft_ms));
-        m.insert("e2el_ms".into(), Dynamic::from_float(o.e2el_ms));
-        m.insert(
-            "input_tokens".into(),
-            Dynamic::from_int(o.input_tokens as INT),
-        );
-        m.insert(
-            "output_tokens".into(),
-            Dynamic::from_int(o.output_tokens as INT),
-        );
-        m.insert("cancelled".into(), Dynamic::from_bool(o.cancelled));
-        m.insert(
-            "ttfa_ms".into(),
-            o.ttfa_ms.map(Dynamic::from_float).unwrap_or(Dynamic::UNIT),
-        );
-        m.insert(
-            "reasoning_tokens".into(),
-            Dynamic::from_int(o.reasoning_tokens as INT),
-        );
-        self.call("on_response", (HostRecord::dynamic("outcome", m),))
-            .map(|_| ())
+        self.call("on_response", (outcome_map(o),)).map(|_| ())
+    }
+
+    fn has_sessions(&self) -> bool {
+        self.has_session_step
+    }
+
+    fn session_step(&mut self, state: &SessionState) -> Result<Step, ScenarioError> {
+        session::step(self, state)
     }
 
     fn has_stop(&self) -> bool {
@@ -369,6 +345,51 @@ impl Scenario for RhaiScenario {
         d.as_bool()
             .map_err(|_| self.invalid("stop", format!("expected true or false, got {d}")))
     }
+}
+
+/// A finished request as the map `on_response(outcome)` (and a session's `s.last`)
+/// receives.
+fn outcome_map(o: &Outcome) -> Dynamic {
+    let mut m = Map::new();
+    m.insert("phase".into(), Dynamic::from_int(o.phase as INT));
+    m.insert("index".into(), Dynamic::from_int(o.index as INT));
+    m.insert(
+        "tag".into(),
+        o.tag.clone().map(Dynamic::from).unwrap_or(Dynamic::UNIT),
+    );
+    m.insert(
+        "session".into(),
+        o.session
+            .clone()
+            .map(Dynamic::from)
+            .unwrap_or(Dynamic::UNIT),
+    );
+    m.insert("ok".into(), Dynamic::from_bool(o.ok));
+    m.insert(
+        "error".into(),
+        o.error.clone().map(Dynamic::from).unwrap_or(Dynamic::UNIT),
+    );
+    m.insert("text".into(), Dynamic::from(o.text.clone()));
+    m.insert("ttft_ms".into(), Dynamic::from_float(o.ttft_ms));
+    m.insert("e2el_ms".into(), Dynamic::from_float(o.e2el_ms));
+    m.insert(
+        "input_tokens".into(),
+        Dynamic::from_int(o.input_tokens as INT),
+    );
+    m.insert(
+        "output_tokens".into(),
+        Dynamic::from_int(o.output_tokens as INT),
+    );
+    m.insert("cancelled".into(), Dynamic::from_bool(o.cancelled));
+    m.insert(
+        "ttfa_ms".into(),
+        o.ttfa_ms.map(Dynamic::from_float).unwrap_or(Dynamic::UNIT),
+    );
+    m.insert(
+        "reasoning_tokens".into(),
+        Dynamic::from_int(o.reasoning_tokens as INT),
+    );
+    HostRecord::dynamic("outcome", m)
 }
 
 /// A finished phase as the map `next_phase(history)` receives; latencies in ms, with
