@@ -4,6 +4,7 @@ pub mod answer;
 pub mod catalogue;
 pub mod options;
 pub mod record;
+pub mod sessions;
 pub mod stamp_source;
 pub mod stat;
 pub mod summary;
@@ -11,6 +12,7 @@ pub mod tags;
 
 pub use options::{parse_percentiles, MetricsOptions, ParseError, Slo};
 pub use record::{Chunk, ErrorKind, RequestError, RequestRecord, SessionRecord};
+pub use sessions::SessionsSummary;
 pub use stamp_source::StampSources;
 pub(crate) use stat::add_count;
 pub use stat::{Distribution, StatStateError};

@@ -14,6 +14,7 @@ use super::answer::{AnswerStats, AnswerSummary};
 use super::catalogue::{self, Latency, E2EL, ITL, TPOT, TTFT};
 use super::options::{MetricsOptions, Slo};
 use super::record::{ErrorKind, RequestRecord};
+use super::sessions::{SessionStats, SessionsSummary};
 use super::stamp_source::{StampSourceStats, StampSources, CLIENT_DELAY_PERCENTILES};
 use super::stat::{Distribution, StreamingStat};
 
@@ -177,6 +178,9 @@ pub struct PhaseSummary {
     /// the catalogue); empty while every latency has its field.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub latencies: BTreeMap<String, Distribution>,
+    /// Per-session figures and TTFT by turn index; `None` when no request named a session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<SessionsSummary>,
 }
 
 /// The latencies an adaptive scenario decides on, at p50, p90 and p99 whatever
@@ -265,6 +269,7 @@ pub struct PhaseAccumulator {
     targets: TagStats,
     answer: AnswerStats,
     clock: StampSourceStats,
+    sessions: SessionStats,
 }
 
 /// The per-target table's percentiles (the per-tag table's) and the report's, which hold
@@ -338,6 +343,7 @@ impl PhaseAccumulator {
             targets: TagStats::default(),
             answer: AnswerStats::default(),
             clock: StampSourceStats::default(),
+            sessions: SessionStats::default(),
         }
     }
 
@@ -361,6 +367,7 @@ impl PhaseAccumulator {
         self.tags.record(r);
         self.answer.record(r);
         self.clock.record(r);
+        self.sessions.record(r);
         if let Some(target) = r.target {
             self.targets.record_as(&target.to_string(), r);
         }
@@ -513,6 +520,7 @@ impl PhaseAccumulator {
             tags: self.tags.summarize(),
             targets: self.targets.summarize_at(&target_percentiles(pcts)),
             latencies: BTreeMap::new(),
+            sessions: self.sessions.summarize(),
         };
         self.summarize_latencies(&mut summary);
         let p99_lateness = summary.lateness.percentile(99.0).unwrap_or(0.0);

@@ -5,9 +5,10 @@
 use std::fmt::Write as _;
 
 use super::run_report::RunReport;
+use super::sessions::{overflow_notes, session_rows, turn_columns};
 use super::table::{columns, markdown_table, tag_columns, target_columns};
 use super::text::{render_header, render_phase_result, server_lines};
-use crate::measuring::metrics::PhaseSummary;
+use crate::measuring::metrics::{PhaseSummary, SessionsSummary};
 use crate::servers::server_metrics::ServerPhase;
 use crate::workloads::scenario::NoteValue;
 
@@ -24,6 +25,11 @@ pub fn render_markdown(report: &RunReport) -> String {
             s.name,
             markdown_table(s.tags.iter().map(tag_columns).collect())
         );
+    }
+    for s in &measured {
+        if let Some(sessions) = &s.sessions {
+            md += &format!("\n## Sessions: {}\n{}", s.name, session_tables(sessions));
+        }
     }
     md += &endings(&report.endings());
     let servers = report.phases.iter().filter(|p| !p.warmup);
@@ -138,7 +144,69 @@ fn server_table(server: &ServerPhase, client: &PhaseSummary) -> String {
     out
 }
 
+/// A phase's session figures as a table of rows, then TTFT by turn index (report.md gives
+/// them their heading).
+fn session_tables(s: &SessionsSummary) -> String {
+    let mut out = String::from("\n| metric | value |\n|---|---|\n");
+    for (label, value) in session_rows(s) {
+        let _ = writeln!(out, "| {} | {value} |", label.trim_end_matches(':'));
+    }
+    for note in overflow_notes(s) {
+        let _ = write!(out, "\n{note}\n");
+    }
+    if !s.turns.is_empty() {
+        out += "\n### TTFT by turn index\n\n";
+        out += &markdown_table(s.turns.iter().map(turn_columns).collect());
+    }
+    out
+}
+
 /// The per-target table in markdown (nothing with one target).
 pub(super) fn target_table(s: &PhaseSummary, urls: &[String]) -> String {
     markdown_table(s.targets.iter().map(|t| target_columns(t, urls)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two sessions of three turns of `metrics::sessions`'s tests.
+    const SESSIONS_MD: &str = "
+| metric | value |
+|---|---|
+| Sessions | 2 |
+| Root sessions | 1 |
+| Child sessions | 1 |
+| Session requests | 6 |
+| Mean session duration (s) | 0.82 |
+| Median session duration (s) | 0.82 |
+| P99 session duration (s) | 1.15 |
+| Mean requests per session | 3.00 |
+| Max requests per session | 3 |
+| Tool calls | 3 |
+| Mean tool calls per session | 1.50 |
+| Max tool calls per session | 3 |
+| Answers with tool calls | 2 |
+| Tool-call tokens | 21 |
+| Mean time to first tool call (ms) | 5.00 |
+| P99 time to first tool call (ms) | 5.00 |
+| Total tool wait (s) | 0.40 |
+| Mean tool wait per session (s) | 0.20 |
+| Total think time (s) | 1.00 |
+| Mean think time per session (s) | 0.50 |
+
+### TTFT by turn index
+
+| turn | requests | mean TTFT ms | P50 TTFT ms | P99 TTFT ms | mean input tokens |
+|---|---|---|---|---|---|
+| 0 | 2 | 20.00 | 20.00 | 29.80 | 100.00 |
+| 1 | 2 | 30.00 | 30.00 | 39.80 | 250.00 |
+| 2 | 2 | 40.00 | 40.00 | 49.80 | 400.00 |
+";
+
+    #[test]
+    fn session_tables_golden() {
+        let s = crate::measuring::metrics::sessions::tests::example();
+        assert_eq!(session_tables(&s), SESSIONS_MD);
+    }
 }

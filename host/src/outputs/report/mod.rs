@@ -10,6 +10,7 @@ pub mod json;
 pub mod markdown;
 pub mod output;
 pub mod run_report;
+mod sessions;
 pub mod table;
 pub mod text;
 

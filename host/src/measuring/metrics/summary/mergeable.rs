@@ -13,6 +13,7 @@ pub use latency_states::LatencyStates;
 use super::super::answer::{AnswerState, AnswerStats};
 use super::super::catalogue;
 use super::super::options::MetricsOptions;
+use super::super::sessions::{SessionStats, SessionsState};
 use super::super::stamp_source::{StampSourceState, StampSourceStats};
 use super::super::stat::{add_count, in_field, StatStateError, StreamingStat};
 use super::super::tags::{TagState, TagStats};
@@ -58,6 +59,10 @@ pub struct PhaseState {
     /// Chunks and sends by clock, the client delay and the send write durations.
     #[serde(default)]
     pub clock: StampSourceState,
+    /// Per-session aggregates and TTFT by turn index; absent when no request named a
+    /// session (and in shards written before sessions).
+    #[serde(default, skip_serializing_if = "SessionsState::is_empty")]
+    pub sessions: SessionsState,
 }
 
 /// Two sorted vectors as one.
@@ -105,6 +110,7 @@ impl PhaseAccumulator {
             targets: self.targets.state(),
             answer: self.answer.state(),
             clock: self.clock.state(),
+            sessions: self.sessions.state(),
         }
     }
 
@@ -125,6 +131,7 @@ impl PhaseAccumulator {
         acc.targets = TagStats::from_state(&s.targets).map_err(in_field("targets"))?;
         acc.answer = AnswerStats::from_state(&s.answer).map_err(in_field("answer"))?;
         acc.clock = StampSourceStats::from_state(&s.clock).map_err(in_field("clock"))?;
+        acc.sessions = SessionStats::from_state(&s.sessions).map_err(in_field("sessions"))?;
         consistent::check(s)?;
         acc.completed = s.completed;
         acc.failed = s.failed;
@@ -180,6 +187,9 @@ impl PhaseAccumulator {
             .map_err(in_field("targets"))?;
         self.answer.merge(&o.answer).map_err(in_field("answer"))?;
         self.clock.merge(&o.clock).map_err(in_field("clock"))?;
+        self.sessions
+            .merge(&o.sessions)
+            .map_err(in_field("sessions"))?;
         self.merge_totals(o);
         Ok(())
     }

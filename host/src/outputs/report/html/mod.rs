@@ -6,6 +6,7 @@ pub mod charts;
 pub mod escape;
 pub mod series;
 mod server_charts;
+mod sessions;
 
 use std::fmt::Write as _;
 
@@ -67,6 +68,7 @@ pub fn render(report: &RunReport, series: &Series) -> Result<String, ChartError>
         summary_block(&mut out, s);
     }
     charts(&mut out, report, series)?;
+    sessions::sessions_section(&mut out, &phases)?;
     tables_and_blocks(&mut out, &phases, &h.targets);
     let _ = writeln!(
         out,

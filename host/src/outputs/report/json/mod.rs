@@ -16,17 +16,18 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use self::result_file::{
-    ClockResult, DistributionResult, Infinite, MultiPhaseResult, PackageId, RequestRate,
-    ResultFile, ResultJsonPhase, RunSections, RunnerMetrics, RunnerSection, ShardResult,
-    ShardsResult, SinglePhaseResult, TagResult, TargetResult, TokenAccountingResult, VerdictResult,
-    VllmMetrics, WarmupPhase,
+    ClockResult, DistributionResult, Infinite, MultiPhaseResult, PackageId, PerSessionResult,
+    RequestRate, ResultFile, ResultJsonPhase, RunSections, RunnerMetrics, RunnerSection,
+    SessionsResult, ShardResult, ShardsResult, SinglePhaseResult, TagResult, TargetResult,
+    TokenAccountingResult, TurnResult, VerdictResult, VllmMetrics, WarmupPhase,
 };
 use super::run_report::RunReport;
 use super::RunHeader;
 use crate::measuring::metrics::catalogue::{
     self, percentile_key, InResult, Scalar, LATENCIES, SCALARS,
 };
-use crate::measuring::metrics::{Distribution, PhaseSummary, StampSources};
+use crate::measuring::metrics::sessions::PerSession;
+use crate::measuring::metrics::{Distribution, PhaseSummary, SessionsSummary, StampSources};
 
 /// vLLM's backend name for our API: "openai" (completions) or "openai-chat" (chat).
 pub fn vllm_backend(api: &str) -> &'static str {
@@ -247,6 +248,48 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary) -> RunnerSection {
         targets: target_results(s, &h.targets),
         server_metrics: None,
         ended: None,
+        sessions: s.sessions.as_ref().map(sessions_result),
+    }
+}
+
+/// result.json's `runner.sessions`.
+fn sessions_result(s: &SessionsSummary) -> SessionsResult {
+    let per = |p: &PerSession| PerSessionResult {
+        total: p.total,
+        mean: p.mean,
+        max: p.max,
+    };
+    SessionsResult {
+        sessions: s.sessions,
+        root_sessions: s.root_sessions,
+        child_sessions: s.child_sessions,
+        requests: s.requests,
+        failed: s.failed,
+        duration: distribution_result(&s.duration),
+        requests_per_session: per(&s.requests_per_session),
+        tool_calls_per_session: per(&s.tool_calls_per_session),
+        tool_wait_ms: per(&s.tool_wait_ms),
+        think_ms: per(&s.think_ms),
+        tool_call_requests: s.tool_call_requests,
+        tool_calls: s.tool_calls,
+        tool_call_tokens: s.tool_call_tokens,
+        time_to_first_tool_call: distribution_result(&s.time_to_first_tool_call),
+        cache_sessions: s.cache_sessions,
+        mean_cache_hit_share: s.mean_cache_hit_share,
+        turns: s
+            .turns
+            .iter()
+            .map(|t| TurnResult {
+                turn: t.turn,
+                requests: t.requests,
+                completed: t.completed,
+                mean_input_tokens: t.mean_input_tokens,
+                ttft: distribution_result(&t.ttft),
+            })
+            .collect(),
+        overflow_sessions: s.overflow_sessions,
+        overflow_requests: s.overflow_requests,
+        overflow_turn_requests: s.overflow_turn_requests,
     }
 }
 
@@ -638,5 +681,32 @@ mod tests {
         );
         assert_eq!(r.send_write.percentiles.get("p99_ms"), Some(&0.012));
         assert_eq!(r.send_write.max_ms, 0.040);
+    }
+
+    #[test]
+    fn sessions_sit_under_runner_only_for_a_session_phase() {
+        let plain = object(phase_result(
+            &header("chat"),
+            &summary(false),
+            &[99.0],
+            None,
+        ));
+        assert!(plain["runner"].get("sessions").is_none());
+        let mut s = summary(false);
+        s.sessions = Some(crate::measuring::metrics::sessions::tests::example());
+        let with = object(phase_result(&header("chat"), &s, &[99.0], None));
+        let sessions = &with["runner"]["sessions"];
+        assert_eq!(sessions["sessions"], 2);
+        assert_eq!(sessions["child_sessions"], 1);
+        assert_eq!(sessions["duration"]["mean_ms"], 822.5);
+        assert_eq!(sessions["duration"]["p99_ms"], 490.0 + 0.99 * 665.0);
+        assert_eq!(sessions["tool_wait_ms"]["total"], 400.0);
+        assert_eq!(sessions["think_ms"]["mean"], 502.5);
+        assert_eq!(sessions["tool_call_tokens"], 21);
+        assert_eq!(sessions["mean_cache_hit_share"], Value::Null);
+        let turns = sessions["turns"].as_array().unwrap();
+        assert_eq!(turns.len(), 3);
+        assert_eq!(turns[1]["ttft"]["mean_ms"], 30.0);
+        assert_eq!(turns[2]["mean_input_tokens"], 400.0);
     }
 }

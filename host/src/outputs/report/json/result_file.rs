@@ -213,6 +213,9 @@ pub struct RunnerSection {
     /// Why the phase ended, when it did not simply send all its requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
+    /// The phase's sessions, when its requests named any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<SessionsResult>,
 }
 
 /// Which clock a phase's latencies were read on. A chunk's time is the kernel's receive
@@ -303,6 +306,61 @@ pub struct TargetResult {
     pub ttft: DistributionResult,
     pub tpot: DistributionResult,
     pub e2el: DistributionResult,
+}
+
+/// A phase's sessions: counts, per-session figures, tool calls, waits and TTFT by turn
+/// index. Times in ms; `total`, `mean` (per session) and `max` of each per-session figure.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(deny_unknown_fields))]
+pub struct SessionsResult {
+    pub sessions: u64,
+    pub root_sessions: u64,
+    pub child_sessions: u64,
+    pub requests: u64,
+    pub failed: u64,
+    /// Each session's first send to its last end.
+    pub duration: DistributionResult,
+    pub requests_per_session: PerSessionResult,
+    pub tool_calls_per_session: PerSessionResult,
+    /// Waits before a request for tool results, and otherwise (think time), ms.
+    pub tool_wait_ms: PerSessionResult,
+    pub think_ms: PerSessionResult,
+    pub tool_call_requests: u64,
+    pub tool_calls: u64,
+    pub tool_call_tokens: u64,
+    /// From send to the first chunk of a tool call.
+    pub time_to_first_tool_call: DistributionResult,
+    /// Sessions whose server reported cached prompt tokens, and the mean of their cached
+    /// shares (0 to 1); `null` when none did.
+    pub cache_sessions: u64,
+    pub mean_cache_hit_share: Option<f64>,
+    pub turns: Vec<TurnResult>,
+    /// What the caps on kept sessions and turn indices left out.
+    pub overflow_sessions: u64,
+    pub overflow_requests: u64,
+    pub overflow_turn_requests: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(deny_unknown_fields))]
+pub struct PerSessionResult {
+    pub total: f64,
+    pub mean: f64,
+    pub max: f64,
+}
+
+/// TTFT at one turn index (the requests a session sent before).
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(deny_unknown_fields))]
+pub struct TurnResult {
+    pub turn: u32,
+    pub requests: u64,
+    pub completed: u64,
+    pub mean_input_tokens: f64,
+    pub ttft: DistributionResult,
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ mod clock;
 mod embeddings;
 mod format;
 mod server;
+mod sessions;
 mod targets;
 
 use std::fmt::Write as _;
@@ -236,6 +237,9 @@ fn render_phases(phases: &[ReportPhase]) -> String {
             continue;
         }
         out += &render_phase_result(s);
+        if let Some(sessions) = &s.sessions {
+            out += &sessions::render_sessions(sessions);
+        }
         if let Some(server) = &phase.server {
             out += &server::render_section(server, s);
         }
