@@ -9,7 +9,7 @@ use crate::measuring::client::Api;
 use crate::measuring::client::Exchange;
 use crate::measuring::metrics::answer::AnswerRecord;
 use crate::measuring::metrics::record::{Chunk, ErrorKind, Reach, RequestRecord};
-use crate::workloads::scenario::Outcome;
+use crate::workloads::scenario::{Outcome, ToolCall};
 use crate::workloads::tokenizer::Tokenizer;
 
 /// A request as it was sent: what the record needs besides the exchange itself.
@@ -35,7 +35,9 @@ impl SentRequest {
     ) -> (RequestRecord, Option<Outcome>) {
         let ns = |t: Instant| t.saturating_duration_since(self.phase_start).as_nanos() as u64;
         let usage_output = ex.completion_tokens.filter(|&n| n > 0);
-        let text_tokens = tokenizer.count(&ex.text) as u64;
+        let tool_call_tokens = tool_call_tokens(&ex, tokenizer);
+        // Tool calls are generated tokens too: counted with the text where usage is absent.
+        let text_tokens = (tokenizer.count(&ex.text) as u64).saturating_add(tool_call_tokens);
         let chunks = chunk_tokens(&ex, usage_output, text_tokens, tokenizer)
             .zip(&ex.chunks)
             .map(|(tokens, c)| Chunk {
@@ -45,13 +47,8 @@ impl SentRequest {
             })
             .collect();
         let planned = self.planned;
-        let answer = answer_record(&ex, planned.prepared.api, tokenizer, ns);
-        // What a scenario hears as the answer: the text without the reasoning.
-        let text = if wants_outcome {
-            ex.answer_text()
-        } else {
-            String::new()
-        };
+        let answer = answer_record(&ex, planned.prepared.api, tokenizer, tool_call_tokens, ns);
+        let (text, tool_calls) = heard(&ex, wants_outcome);
         let record = RequestRecord {
             phase: self.phase,
             index: planned.index,
@@ -100,19 +97,21 @@ impl SentRequest {
             reasoning_tokens: record.answer.reasoning_tokens,
             cancelled: record.cancelled,
             end_s: record.end_ns as f64 / 1e9,
-            tool_calls: Vec::new(),
+            tool_calls,
         });
         (record, outcome)
     }
 }
 
-/// The endpoint, first answer chunk and reasoning tokens of an exchange sent to `api`.
+/// The endpoint, first answer chunk, reasoning tokens, tool calls and cached prompt tokens
+/// of an exchange sent to `api` (its tool-call tokens are counted with the text).
 /// Reasoning tokens are the server's count where it gave one, else the tokenizer's count
 /// of the reasoning text; none for a failed request (as its output tokens).
 fn answer_record(
     ex: &Exchange,
     api: Api,
     tokenizer: &Tokenizer,
+    tool_call_tokens: u64,
     ns: impl Fn(Instant) -> u64,
 ) -> AnswerRecord {
     let first_answer_ns = ex
@@ -131,12 +130,46 @@ fn answer_record(
         }),
         _ => 0,
     };
+    let first_tool_call_ns = ex.chunks.iter().find(|c| c.tool_call).map(|c| ns(c.at));
     AnswerRecord {
         endpoint: api.path().to_string(),
         first_answer_ns,
         reasoning_tokens,
-        ..AnswerRecord::default()
+        // As output tokens: none for a failed request.
+        tool_calls: match ex.error {
+            None => u32::try_from(ex.tool_calls.len()).unwrap_or(u32::MAX),
+            Some(_) => 0,
+        },
+        tool_call_tokens: if ex.error.is_none() {
+            tool_call_tokens
+        } else {
+            0
+        },
+        first_tool_call_ns,
+        cached_prompt_tokens: ex.cached_prompt_tokens,
     }
+}
+
+/// What a scenario hears of the answer when it `wants_outcome`: the text without the
+/// reasoning, and the tool calls (none from a failed request).
+fn heard(ex: &Exchange, wants_outcome: bool) -> (String, Vec<ToolCall>) {
+    if !wants_outcome {
+        return (String::new(), Vec::new());
+    }
+    let calls = match ex.error {
+        None => ex.tool_calls.calls().cloned().collect(),
+        Some(_) => Vec::new(),
+    };
+    (ex.answer_text(), calls)
+}
+
+/// The run tokenizer's count of the tool calls' names and arguments, each on its own
+/// (a name and its arguments are separate texts to the model).
+fn tool_call_tokens(ex: &Exchange, tokenizer: &Tokenizer) -> u64 {
+    ex.tool_calls
+        .calls()
+        .map(|c| (tokenizer.count(&c.name) + tokenizer.count(&c.arguments)) as u64)
+        .sum()
 }
 
 /// Whether the request reached the server: an answer says yes; a refused connection on
@@ -179,7 +212,12 @@ fn chunk_tokens<'a>(
         } else if whole {
             text_tokens
         } else {
-            tokenizer.count(&ex.text[chunk.text.clone()]) as u64
+            let tools = ex
+                .tool_calls
+                .text()
+                .get(chunk.tool_text.clone())
+                .unwrap_or("");
+            (tokenizer.count(&ex.text[chunk.text.clone()]) + tokenizer.count(tools)) as u64
         };
         n.clamp(1, u64::from(u32::MAX)) as u32
     })

@@ -276,6 +276,11 @@ pub struct AnswerRecord {
     /// the calls' names and arguments).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tool_call_tokens: u64,
+    /// Of `input_tokens`, those the server read from its prefix cache, where its usage
+    /// says (`prompt_tokens_details.cached_tokens`, Responses' `input_tokens_details`,
+    /// Anthropic's `cache_read_input_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_prompt_tokens: Option<u64>,
 }
 
 fn is_zero_u32(n: &u32) -> bool {
