@@ -47,7 +47,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         }
         return Err(e);
     }
-    exit_code(&report, failure)
+    exit_code(&report, failure, config.shard.is_some())
 }
 
 /// What holds for the whole command: the run's secrets are hidden in every line, record
@@ -305,7 +305,7 @@ fn write_and_print(config: &RunConfig, report: &RunReport) -> Result<()> {
 
 /// The exit code: the run's own error first, then an interrupt (130), failed thresholds
 /// (99, what CI reads), then a run that stopped early or where nothing succeeded (1).
-fn exit_code(report: &RunReport, outcome: Outcome) -> Result<i32> {
+fn exit_code(report: &RunReport, outcome: Outcome, sharded: bool) -> Result<i32> {
     let Outcome { result, failure } = outcome;
     if let Some(e) = failure {
         return Err(e.into());
@@ -330,6 +330,11 @@ fn exit_code(report: &RunReport, outcome: Outcome) -> Result<i32> {
     }
     if let Some(cancelled) = all_cancelled(&result) {
         bail!("all {cancelled} requests were cancelled before they finished (by the scenario's cancel_after_tokens or cancel_after_ms, or by an interrupt): nothing was measured but their time to first token");
+    }
+    // A shard may own none of a run's few sessions: its empty part still merges.
+    if nothing_sent(&result) && sharded {
+        crate::errln!("note: this shard had none of the run's requests to send (its shard.json merges as an empty part)");
+        return Ok(0);
     }
     if nothing_sent(&result) {
         bail!("nothing was sent: the scenario's phases ended before their first request (an empty dataset, or max_requests of 0?)");

@@ -183,10 +183,20 @@ impl ScenarioThread<'_> {
 
     /// Appends one request's line to the stream log (see [`StreamEntry`]).
     pub(super) fn log(&mut self, phase: usize, planned: &Planned) {
+        self.log_key(&planned.key(phase));
+    }
+
+    /// Whether this run keeps a stream log (a shard's).
+    pub(super) fn logs_stream(&self) -> bool {
+        self.stream_log.is_some()
+    }
+
+    /// Appends one request's key to the stream log.
+    pub(super) fn log_key(&mut self, key: &RequestKey) {
         let Some(log) = self.stream_log.as_mut() else {
             return;
         };
-        if let Ok(mut line) = serde_json::to_vec(&StreamEntry::from(&planned.key(phase))) {
+        if let Ok(mut line) = serde_json::to_vec(&StreamEntry::from(key)) {
             line.push(b'\n');
             let _ = log.write_all(&line);
         }

@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 
 use super::generator::{plan, Flow, ScenarioThread, QUEUE_FULL_WAIT, STOP_CHECK_INTERVAL};
 use super::{FromScenario, Planned, ToScenario};
+use crate::measuring::digest::RequestKey;
 use crate::measuring::metrics::SessionRecord;
 use crate::measuring::schedule::Schedule;
 use crate::workloads::scenario::{
@@ -116,6 +117,9 @@ pub(super) struct SessionGenerator<'t, 'a> {
     seq: u64,
     /// The session of each request in flight, by its index.
     in_flight: HashMap<u64, String>,
+    /// A shard's stream log of this phase, written in index order at the phase's end
+    /// (`runner merge` reads each log in that order, as a single run's digest takes it).
+    logged: Vec<RequestKey>,
     /// The scenario's `stop` held: nothing more is asked.
     stopped: bool,
     exhausted: bool,
@@ -157,6 +161,7 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
             due: BinaryHeap::new(),
             seq: 0,
             in_flight: HashMap::new(),
+            logged: Vec::new(),
             stopped: false,
             exhausted: false,
             priming: true,
@@ -172,6 +177,10 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
                 Err(e) => self.thread.fail(e),
             };
             if !matches!(flow, Flow::Continue) {
+                self.logged.sort_by_key(|k| k.index);
+                for key in std::mem::take(&mut self.logged) {
+                    self.thread.log_key(&key);
+                }
                 return flow;
             }
         }
@@ -478,7 +487,9 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
             let Some(Reverse(due)) = self.due.pop() else {
                 break;
             };
-            self.thread.log(self.phase, &due.planned);
+            if self.thread.logs_stream() {
+                self.logged.push(due.planned.key(self.phase));
+            }
             permit.send(FromScenario::Request(due.planned));
         }
         Flow::Continue

@@ -5,6 +5,7 @@
 //! file, clock or system access beyond the host functions, and limits on operations,
 //! call depth and sizes so a runaway script ends with a clear error.
 
+mod agent_api;
 mod api;
 mod convert;
 mod deadline;
@@ -81,6 +82,7 @@ impl RhaiScenario {
         let params = Arc::new(Mutex::new(Params::default()));
         let mut engine = sandboxed_engine();
         register_host(&mut engine, &host, &params);
+        agent_api::register(&mut engine, &host);
         record::register(&mut engine);
         let deadline = CallDeadline::install(&mut engine);
         let ast = compile(&engine, &file, &source)?;
@@ -389,6 +391,18 @@ fn outcome_map(o: &Outcome) -> Dynamic {
         "reasoning_tokens".into(),
         Dynamic::from_int(o.reasoning_tokens as INT),
     );
+    let calls: Array = o
+        .tool_calls
+        .iter()
+        .map(|c| {
+            let mut call = Map::new();
+            call.insert("id".into(), Dynamic::from(c.id.clone()));
+            call.insert("name".into(), Dynamic::from(c.name.clone()));
+            call.insert("arguments".into(), Dynamic::from(c.arguments.clone()));
+            HostRecord::dynamic("tool call", call)
+        })
+        .collect();
+    m.insert("tool_calls".into(), Dynamic::from_array(calls));
     HostRecord::dynamic("outcome", m)
 }
 

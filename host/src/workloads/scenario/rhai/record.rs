@@ -43,6 +43,25 @@ impl HostRecord {
     }
 }
 
+/// Field `name` of a record or a plain map a script passed back to a host function; an
+/// error names the field when there is none.
+pub fn field(value: &Dynamic, name: &str) -> Result<Dynamic, Box<EvalAltResult>> {
+    if let Some(r) = value.read_lock::<HostRecord>() {
+        return r.get(name);
+    }
+    if let Some(m) = value.read_lock::<Map>() {
+        return m
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("the map has no field `{name}`").into());
+    }
+    Err(format!(
+        "expected a record or a map with `{name}`, got {}",
+        value.type_name()
+    )
+    .into())
+}
+
 /// Teaches `engine` the record: `r.field` and `r["field"]` (the property falls back to the
 /// indexer), `"field" in r`, `r.keys()`, `r.to_map()` for a script that wants a plain map,
 /// and printing.
