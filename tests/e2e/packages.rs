@@ -112,7 +112,7 @@ fn a_packed_scenario_runs_from_its_archive_and_records_what_it_was() {
     assert_eq!(r["package"]["name"], "team-a/long-ctx");
     assert_eq!(r["package"]["version"], "1.2.0");
     assert_eq!(r["scenario_digest"], digest.as_str());
-    assert_eq!(r["wit_version"], "0.3.0");
+    assert_eq!(r["wit_version"], "0.4.0");
     assert_eq!(r["params"]["requests"], "6", "{r}");
     assert_eq!(from_archive["completed"], 6);
     assert_eq!(from_archive["total_input_tokens"], 6 * 300);

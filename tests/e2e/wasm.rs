@@ -243,19 +243,20 @@ fn the_sdk_twin_of_slo_search_runs_the_same_search_as_the_rhai_original() {
     assert_same_search(&a, &b);
 }
 
-/// A component built against the previous interface version, kept as a binary in
-/// tests/fixtures/wit-0.2 (never rebuilt).
-fn previous_version_component(name: &str) -> String {
+/// A component built against an earlier interface version, kept as a binary in
+/// tests/fixtures/wit-VERSION (never rebuilt).
+fn earlier_version_component(version: &str, name: &str) -> String {
     repo()
-        .join("tests/fixtures/wit-0.2")
+        .join(format!("tests/fixtures/wit-{version}"))
         .join(format!("{name}.wasm"))
         .display()
         .to_string()
 }
 
-#[test]
-fn a_multi_turn_component_built_against_0_2_sends_the_same_conversation_as_the_rhai_original() {
-    let wasm = previous_version_component("multi_turn");
+/// The multi-turn component built against `version` sends the Rhai original's
+/// conversation, and `runner info` describes it.
+fn assert_earlier_multi_turn(version: &str) {
+    let wasm = earlier_version_component(version, "multi_turn");
     let (a, b) = run_against_rhai("multi_turn", &wasm, &MULTI_TURN_ARGS);
     assert_eq!(
         (a["completed"].as_u64(), b["completed"].as_u64()),
@@ -264,26 +265,56 @@ fn a_multi_turn_component_built_against_0_2_sends_the_same_conversation_as_the_r
     // Its answers reached it through on-response: every turn carries the earlier ones.
     assert_eq!(turns(&a), turns(&b));
     // The runner names the version it implements, not the component's.
-    assert_eq!(b["runner"]["wit_version"], "0.3.0");
+    assert_eq!(b["runner"]["wit_version"], "0.4.0");
     let info = runner(&["info", &wasm]);
     assert!(info.status.success(), "{}", stderr(&info));
     assert!(stdout(&info).contains("multi_turn"), "{}", stdout(&info));
 }
 
 #[test]
+fn a_multi_turn_component_built_against_0_2_sends_the_same_conversation_as_the_rhai_original() {
+    assert_earlier_multi_turn("0.2");
+}
+
+#[test]
 fn an_slo_search_component_built_against_0_2_runs_the_same_search_as_the_rhai_original() {
-    let wasm = previous_version_component("slo_search");
+    let wasm = earlier_version_component("0.2", "slo_search");
+    let (a, b) = run_against_rhai("slo_search", &wasm, &SLO_SEARCH_ARGS);
+    assert_same_search(&a, &b);
+}
+
+#[test]
+fn a_multi_turn_component_built_against_0_3_sends_the_same_conversation_as_the_rhai_original() {
+    assert_earlier_multi_turn("0.3");
+}
+
+#[test]
+fn an_slo_search_component_built_against_0_3_runs_the_same_search_as_the_rhai_original() {
+    let wasm = earlier_version_component("0.3", "slo_search");
     let (a, b) = run_against_rhai("slo_search", &wasm, &SLO_SEARCH_ARGS);
     assert_same_search(&a, &b);
 }
 
 #[test]
 fn the_fields_of_0_3_flow_both_ways_through_a_component() {
+    assert_outcome_probe(&component("outcome_probe"));
+}
+
+/// The probe as built against 0.3.0 (tests/fixtures/wit-0.3), linked through the frozen
+/// 0.3 bindings: the same fields flow as through the probe built with today's SDK.
+#[test]
+fn the_fields_of_0_3_flow_both_ways_through_a_component_built_against_0_3() {
+    assert_outcome_probe(&earlier_version_component("0.3", "outcome_probe"));
+}
+
+/// The outcome probe's notes: the 0.3 request fields went out and the 0.3 outcome,
+/// snapshot and phase-summary fields came back.
+fn assert_outcome_probe(probe: &str) {
     // Reasoning first (3 tokens of 8), every other request cancelled after 2 tokens, the
     // simulator's metrics scraped every 100 ms so the short phase has samples.
     let start = Instant::now();
     let (_, r) = run_ok(&[
-        &component("outcome_probe"),
+        probe,
         "--api",
         "chat",
         "--sim-reasoning-tokens",

@@ -21,6 +21,9 @@ pub fn describe<T: Scenario>() -> Description {
     if T::NEXT_PHASE {
         d.hooks |= Hooks::NEXT_PHASE;
     }
+    if T::SESSIONS {
+        d.hooks |= Hooks::SESSIONS;
+    }
     d
 }
 

@@ -3,7 +3,7 @@
 
 use crate::{
     Arrival, Cancel, Description, GammaArrival, Header, Hooks, Message, Next, ParamSpec, Phase,
-    PhaseSummary, Prompt, Request, ServerStat, Snapshot, Value,
+    PhaseSummary, Prompt, Request, SendStep, ServerStat, Snapshot, Step, Tool, ToolCall, Value,
 };
 
 impl From<i64> for Value {
@@ -88,6 +88,7 @@ impl Phase {
             max_requests: None,
             max_duration: None,
             warmup: false,
+            sessions: None,
         }
     }
 
@@ -148,6 +149,14 @@ impl Phase {
         self.warmup = true;
         self
     }
+
+    /// A phase of `n` root sessions driven by `Scenario::session_step` (set
+    /// `Scenario::SESSIONS`); the arrival process times their starts, and a closed loop
+    /// keeps that many sessions open at once.
+    pub fn sessions(mut self, n: u64) -> Phase {
+        self.sessions = Some(n);
+        self
+    }
 }
 
 impl Message {
@@ -155,6 +164,26 @@ impl Message {
         Message {
             role: role.to_string(),
             content: content.into(),
+            tool_calls: vec![],
+            tool_call_id: None,
+        }
+    }
+
+    /// An assistant turn that called tools (its content empty), sent as OpenAI's
+    /// `{"role": "assistant", "content": "", "tool_calls": [...]}`.
+    pub fn assistant_tool_calls(calls: Vec<ToolCall>) -> Message {
+        Message {
+            tool_calls: calls,
+            ..Message::new("assistant", "")
+        }
+    }
+
+    /// The result of the tool call `call_id`, sent as `{"role": "tool", "tool_call_id":
+    /// …, "content": …}`.
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Message {
+        Message {
+            tool_call_id: Some(call_id.into()),
+            ..Message::new("tool", content)
         }
     }
 
@@ -187,6 +216,7 @@ impl Request {
             headers: vec![],
             cancel: None,
             target: None,
+            tools: vec![],
         }
     }
 
@@ -300,6 +330,50 @@ impl Request {
     pub fn target(mut self, index: u32) -> Request {
         self.target = Some(index);
         self
+    }
+
+    /// A tool the model may call (see `sessions::ToolSchema` to build one); call again
+    /// for more.
+    pub fn tool(mut self, tool: Tool) -> Request {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Tools the model may call, after any given before.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Tool>) -> Request {
+        self.tools.extend(tools);
+        self
+    }
+}
+
+impl Tool {
+    /// A tool whose arguments' JSON Schema is the text `parameters_json` (an object).
+    pub fn new(name: &str, description: &str, parameters_json: impl Into<String>) -> Tool {
+        Tool {
+            name: name.to_string(),
+            description: description.to_string(),
+            parameters_json: parameters_json.into(),
+        }
+    }
+}
+
+impl Step {
+    /// Send `request` `after` seconds after the session's previous step ended (think
+    /// time, a tool's latency).
+    pub fn send(request: Request, after: f64) -> Step {
+        Step::Send(SendStep { request, after })
+    }
+
+    /// Open these children now; the session's next step comes once all have ended.
+    pub fn fan_out<S: Into<String>>(names: impl IntoIterator<Item = S>) -> Step {
+        Step::FanOut(names.into_iter().map(Into::into).collect())
+    }
+}
+
+/// A request sent at once.
+impl From<Request> for Step {
+    fn from(r: Request) -> Step {
+        Step::send(r, 0.0)
     }
 }
 

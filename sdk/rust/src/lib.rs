@@ -2,9 +2,10 @@
 //!
 //! A scenario decides what to send and when; the runner owns the HTTP client, the clock,
 //! the scheduler, the statistics and the reports. This crate wraps the bindings of the
-//! `bench:scenario@0.3.0` WIT package (`wit/scenario.wit`, the contract itself) in a
+//! `bench:scenario@0.4.0` WIT package (`wit/scenario.wit`, the contract itself) in a
 //! [`Scenario`] trait, builders for requests and phases, and helpers for arrival
-//! processes and stop conditions.
+//! processes, stop conditions and sessions (`sessions`: chat history, tool schemas,
+//! think times, fan-out and join, a growing shared prefix).
 //!
 //! # A complete scenario
 //!
@@ -104,6 +105,7 @@ pub mod bindings {
 mod builders;
 pub mod gaps;
 mod host;
+pub mod sessions;
 pub mod stops;
 
 #[doc(hidden)]
@@ -111,23 +113,25 @@ pub mod __export;
 
 pub use bindings::bench::scenario::types::{
     Arrival, Cancel, Description, GammaArrival, Header, Hooks, Latency, Message, Next, Outcome,
-    ParamSpec, Phase, PhaseSummary, Prompt, Request, ServerStat, ServerValue, Snapshot, Value,
+    ParamSpec, Phase, PhaseSummary, Prompt, Request, SendStep, ServerStat, ServerValue,
+    SessionState, Snapshot, Step, Tool, ToolCall, Value,
 };
 pub use host::*;
 
 /// The version of the WIT package this SDK implements; the runner refuses components
 /// built against an incompatible one.
-pub const WIT_VERSION: &str = "0.3.0";
+pub const WIT_VERSION: &str = "0.4.0";
 
 /// Everything a scenario usually needs: `use bench_scenario_sdk::prelude::*;`.
 pub mod prelude {
+    pub use crate::sessions::{self, Chat, Prefix, ThinkTime, ToolSchema};
     pub use crate::stops::StopWhen;
     pub use crate::{
         count_tokens, decode, encode, exponential, export_scenario, gamma, gaps, log, normal, note,
         param, param_bool, param_f64, param_i64, param_str, param_u32, param_u64, rand_int, random,
         random_token_text, read_file, synthetic_text, uniform, Arrival, Description, Latency,
         Message, Next, Outcome, Phase, PhaseSummary, Prompt, Request, Scenario, ServerStat,
-        Snapshot, Value,
+        SessionState, Snapshot, Step, Tool, ToolCall, Value,
     };
 }
 
@@ -154,8 +158,12 @@ pub trait Scenario: Sized + 'static {
     /// `Ok(Next::Done)` when the phase's dataset is exhausted, or `Ok(Next::Wait)` to be
     /// asked again (same index) after the next response — the next turn of a
     /// conversation needs the last answer; only with [`Scenario::ON_RESPONSE`]. An `Err`
-    /// ends the run with your message.
-    fn next_request(&mut self, phase: u32, index: u64) -> Result<Next, String>;
+    /// ends the run with your message. A scenario whose phases all have sessions may
+    /// leave it out: it is never called then.
+    fn next_request(&mut self, phase: u32, index: u64) -> Result<Next, String> {
+        let _ = (phase, index);
+        Err("the scenario has a phase without sessions but no next_request".into())
+    }
 
     /// For phases with [`Phase::custom`] arrivals: seconds after the previous request's
     /// scheduled time (see [`gaps`]). Called right after `next_request` of the same index.
@@ -194,6 +202,22 @@ pub trait Scenario: Sized + 'static {
         let _ = history;
         Ok(None)
     }
+
+    /// Whether the runner should call [`Scenario::session_step`] for the phases with
+    /// [`Phase::sessions`].
+    const SESSIONS: bool = false;
+
+    /// The next step of a session (only when [`Scenario::SESSIONS`] is true): called when
+    /// it starts (`state.step == 0`), after each of its requests ends (`state.last`), and
+    /// once the children of a fan-out have all ended (`state.joined`). Return
+    /// `Step::send(request, after)` (or `request.into()` to send at once),
+    /// `Step::fan_out(names)` or `Step::End`. The random functions draw from the
+    /// session's own stream here, so a session's requests are the same however the
+    /// sessions interleave. See [`sessions`] for the helpers.
+    fn session_step(&mut self, state: SessionState) -> Result<Step, String> {
+        let _ = state;
+        Err("the scenario has phases with sessions but no session_step".into())
+    }
 }
 
 /// Exports a type implementing [`Scenario`] as the component's `bench:scenario/workload`.
@@ -230,6 +254,11 @@ macro_rules! export_scenario {
                 history: ::std::vec::Vec<$crate::PhaseSummary>,
             ) -> ::core::result::Result<::core::option::Option<$crate::Phase>, ::std::string::String> {
                 $crate::__export::with_state::<$ty, _>(|s| s.next_phase(history))
+            }
+            fn session_step(
+                state: $crate::SessionState,
+            ) -> ::core::result::Result<$crate::Step, ::std::string::String> {
+                $crate::__export::with_state::<$ty, _>(|s| s.session_step(state))
             }
         }
 

@@ -1,8 +1,8 @@
 //! The `host` interface of the WIT package: what a component may call. Each function is
 //! the same host service a Rhai script gets, so twins written in either language draw
 //! the same random numbers and texts in the same order. The interface is the same in every
-//! version the host runs (wit/scenario.wit and wit/compat/0.2.0), so one macro implements
-//! it for the bindings of each.
+//! version the host runs (wit/scenario.wit, wit/compat/0.3.0 and wit/compat/0.2.0), so one
+//! macro implements it for the bindings of each.
 //!
 //! Host functions run outside the guest's memory cap and between its epoch checks, so
 //! the costly ones check the call's deadline before starting and refuse a request over
@@ -153,7 +153,14 @@ mod current {
     host_functions!();
 }
 
-mod previous {
+mod v0_3 {
+    use super::super::v0_3::bench::scenario::{host, types};
+    use super::*;
+
+    host_functions!();
+}
+
+mod v0_2 {
     use super::super::v0_2::bench::scenario::{host, types};
     use super::*;
 

@@ -1,9 +1,9 @@
 //! A component linked and called through the bindings of the interface version it was
 //! built against (`version::check` reads it before linking), the way Spin keeps
 //! components of older WIT versions running: each version has bindings of its own
-//! (`bindings`, `v0_2`), and each call converts its values from and to the host's types
-//! with that version's conversions (`convert::current`, `convert::previous`), so the rest
-//! of the host sees one scenario whatever its version.
+//! (`bindings`, `v0_3`, `v0_2`), and each call converts its values from and to the host's
+//! types with that version's conversions (`convert::current`, `convert::v0_3`,
+//! `convert::v0_2`), so the rest of the host sees one scenario whatever its version.
 
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Engine, Store};
@@ -11,8 +11,10 @@ use wasmtime::{Engine, Store};
 use super::convert::Hooks;
 use super::sandbox::GuestState;
 use super::version::Interface;
-use super::{bindings, v0_2};
-use crate::workloads::scenario::spec::{Next, Outcome, PhaseReport, PhaseSpec, Snapshot};
+use super::{bindings, v0_2, v0_3};
+use crate::workloads::scenario::spec::{
+    Next, Outcome, PhaseReport, PhaseSpec, SessionState, Snapshot, Step,
+};
 use crate::workloads::scenario::Description;
 
 /// Why a call into the component gave no usable value.
@@ -33,7 +35,8 @@ fn answer<T>(r: wasmtime::Result<Result<T, String>>) -> Result<T, CallError> {
 /// A component linked to the host and the sandbox, ready to instantiate.
 pub enum Pre {
     Current(bindings::ScenarioPre<GuestState>),
-    Previous(v0_2::ScenarioPre<GuestState>),
+    V0_3(v0_3::ScenarioPre<GuestState>),
+    V0_2(v0_2::ScenarioPre<GuestState>),
 }
 
 /// Why linking failed: the host's own interface could not be added (a runner bug), or the
@@ -51,36 +54,33 @@ impl Pre {
     ) -> Result<Pre, LinkError> {
         let mut linker: Linker<GuestState> = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(LinkError::Host)?;
+        // The same three steps for each version's bindings: add its host interface, link
+        // the component, keep the result as that version's case.
+        macro_rules! link {
+            ($bindings:ident, $case:ident) => {{
+                $bindings::Scenario::add_to_linker::<GuestState, HasSelf<GuestState>>(
+                    &mut linker,
+                    |s| s,
+                )
+                .map_err(LinkError::Host)?;
+                let pre = linker.instantiate_pre(component);
+                pre.and_then($bindings::ScenarioPre::new)
+                    .map(Pre::$case)
+                    .map_err(LinkError::Component)
+            }};
+        }
         match interface {
-            Interface::Current => {
-                bindings::Scenario::add_to_linker::<GuestState, HasSelf<GuestState>>(
-                    &mut linker,
-                    |s| s,
-                )
-                .map_err(LinkError::Host)?;
-                let pre = linker.instantiate_pre(component);
-                pre.and_then(bindings::ScenarioPre::new)
-                    .map(Pre::Current)
-                    .map_err(LinkError::Component)
-            }
-            Interface::Previous => {
-                v0_2::Scenario::add_to_linker::<GuestState, HasSelf<GuestState>>(
-                    &mut linker,
-                    |s| s,
-                )
-                .map_err(LinkError::Host)?;
-                let pre = linker.instantiate_pre(component);
-                pre.and_then(v0_2::ScenarioPre::new)
-                    .map(Pre::Previous)
-                    .map_err(LinkError::Component)
-            }
+            Interface::Current => link!(bindings, Current),
+            Interface::V0_3 => link!(v0_3, V0_3),
+            Interface::V0_2 => link!(v0_2, V0_2),
         }
     }
 
     pub fn instantiate(&self, store: &mut Store<GuestState>) -> wasmtime::Result<Instance> {
         match self {
             Pre::Current(pre) => pre.instantiate(store).map(Instance::Current),
-            Pre::Previous(pre) => pre.instantiate(store).map(Instance::Previous),
+            Pre::V0_3(pre) => pre.instantiate(store).map(Instance::V0_3),
+            Pre::V0_2(pre) => pre.instantiate(store).map(Instance::V0_2),
         }
     }
 }
@@ -88,7 +88,8 @@ impl Pre {
 /// A running component, in the bindings of its version.
 pub enum Instance {
     Current(bindings::Scenario),
-    Previous(v0_2::Scenario),
+    V0_3(v0_3::Scenario),
+    V0_2(v0_2::Scenario),
 }
 
 /// Runs `$body` with `$workload` the instance's exports and `$convert` the conversions of
@@ -101,8 +102,13 @@ macro_rules! with_version {
                 let $workload = i.bench_scenario_workload();
                 $body
             }
-            Instance::Previous(i) => {
-                use super::convert::previous as $convert;
+            Instance::V0_3(i) => {
+                use super::convert::v0_3 as $convert;
+                let $workload = i.bench_scenario_workload();
+                $body
+            }
+            Instance::V0_2(i) => {
+                use super::convert::v0_2 as $convert;
                 let $workload = i.bench_scenario_workload();
                 $body
             }
@@ -168,7 +174,11 @@ impl Instance {
                 i.bench_scenario_workload()
                     .call_arrival(store, phase, index),
             ),
-            Instance::Previous(i) => answer(
+            Instance::V0_3(i) => answer(
+                i.bench_scenario_workload()
+                    .call_arrival(store, phase, index),
+            ),
+            Instance::V0_2(i) => answer(
                 i.bench_scenario_workload()
                     .call_arrival(store, phase, index),
             ),
@@ -182,17 +192,37 @@ impl Instance {
     }
 
     /// Written out per version: the 0.2 snapshot holds only numbers, so its bindings take
-    /// it by value, and the 0.3 one (with the server's metrics) by reference.
+    /// it by value, and the later ones (with the server's metrics) by reference.
     pub fn stop(&self, store: &mut Guest, snapshot: &Snapshot) -> Result<bool, CallError> {
         match self {
             Instance::Current(i) => {
                 let s = super::convert::current::snapshot(snapshot);
                 answer(i.bench_scenario_workload().call_stop(store, &s))
             }
-            Instance::Previous(i) => {
-                let s = super::convert::previous::snapshot(snapshot);
+            Instance::V0_3(i) => {
+                let s = super::convert::v0_3::snapshot(snapshot);
+                answer(i.bench_scenario_workload().call_stop(store, &s))
+            }
+            Instance::V0_2(i) => {
+                let s = super::convert::v0_2::snapshot(snapshot);
                 answer(i.bench_scenario_workload().call_stop(store, s))
             }
+        }
+    }
+
+    /// The next step of a session. Only the current version has sessions: an earlier
+    /// component cannot announce the hook, so the host never asks it (and an error says
+    /// so if it did).
+    pub fn session_step(&self, store: &mut Guest, state: &SessionState) -> Result<Step, CallError> {
+        match self {
+            Instance::Current(i) => {
+                let state = super::convert::current::session_state(state);
+                let step = answer(i.bench_scenario_workload().call_session_step(store, &state))?;
+                super::convert::current::step(step).map_err(CallError::Invalid)
+            }
+            Instance::V0_3(_) | Instance::V0_2(_) => Err(CallError::Invalid(
+                "the component was built against a version of bench:scenario without sessions (before 0.4)".into(),
+            )),
         }
     }
 }

@@ -1,8 +1,8 @@
 //! WebAssembly components as scenarios, behind the same trait as Rhai scripts. A component
-//! implements the `bench:scenario` WIT package (wit/scenario.wit, or the previous version
-//! kept in wit/compat/0.2.0: see `instance`); it is compiled once per run and runs in a
-//! sandbox (see `sandbox`): no network, no environment, no clock, a read-only view of its
-//! own directory, a memory cap, and a time limit on every call.
+//! implements the `bench:scenario` WIT package (wit/scenario.wit, or an earlier version
+//! kept in wit/compat/0.3.0 or wit/compat/0.2.0: see `instance`); it is compiled once per
+//! run and runs in a sandbox (see `sandbox`): no network, no environment, no clock, a
+//! read-only view of its own directory, a memory cap, and a time limit on every call.
 
 mod compile_cache;
 mod convert;
@@ -18,7 +18,7 @@ use std::time::Duration;
 use wasmtime::{Engine, Store, Trap, WasmBacktrace};
 
 use super::params::Params;
-use super::spec::{Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Snapshot};
+use super::spec::{Next, NoteValue, Outcome, PhaseReport, PhaseSpec, SessionState, Snapshot, Step};
 use super::{validate, Description, HostContext, Scenario, ScenarioError};
 use convert::Hooks;
 use imports::HostTrap;
@@ -36,8 +36,17 @@ mod bindings {
     });
 }
 
-/// The bindings of the previous version, frozen in wit/compat/0.2.0, for components built
-/// against it.
+/// The bindings of 0.3, frozen in wit/compat/0.3.0, for components built against it (no
+/// sessions, no tools).
+mod v0_3 {
+    wasmtime::component::bindgen!({
+        world: "scenario",
+        path: "../wit/compat/0.3.0",
+        imports: { default: trappable },
+    });
+}
+
+/// The bindings of 0.2, frozen in wit/compat/0.2.0, for components built against it.
 mod v0_2 {
     wasmtime::component::bindgen!({
         world: "scenario",
@@ -364,6 +373,29 @@ impl Scenario for WasmScenario {
         let phase = phase as u32;
         let gap = self.call("arrival", CALL_LIMIT, |i, s| i.arrival(s, phase, index))?;
         validate::gap(gap).map_err(|m| self.invalid("arrival", m))
+    }
+
+    fn has_sessions(&self) -> bool {
+        self.hooks.sessions
+    }
+
+    /// The guest's call draws from the session's own random stream: the host context
+    /// switches to it for the call and back after it, whether the call succeeded or not.
+    fn session_step(&mut self, state: &SessionState) -> Result<Step, ScenarioError> {
+        if !self.hooks.sessions {
+            return Err(ScenarioError::Unsupported {
+                file: self.file.clone(),
+                message: "a phase has `sessions` but the component's `describe` did not announce `sessions` in its hooks".into(),
+            });
+        }
+        if let Some(live) = &mut self.live {
+            live.store.data_mut().host.enter_session(state);
+        }
+        let step = self.call("session-step", CALL_LIMIT, |i, s| i.session_step(s, state));
+        if let Some(live) = &mut self.live {
+            live.store.data_mut().host.leave_session();
+        }
+        validate::step(step?).map_err(|m| self.invalid("session-step", m))
     }
 
     fn wants_responses(&self) -> bool {

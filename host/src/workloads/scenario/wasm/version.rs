@@ -1,5 +1,5 @@
 //! Which version of the `bench:scenario` WIT package a component was built against, read
-//! from its import and export names (`bench:scenario/workload@0.3.0`), and whether this
+//! from its import and export names (`bench:scenario/workload@0.4.0`), and whether this
 //! runner can run it. Checked before linking, so that the host links the bindings of that
 //! version (the way Spin keeps components of older WIT versions running), and so that a
 //! version it cannot run gets a message naming the versions instead of a linker error
@@ -7,18 +7,29 @@
 
 /// The WIT package this runner implements (wit/scenario.wit).
 pub const PACKAGE: &str = "bench:scenario";
-pub const VERSION: &str = "0.3.0";
-/// The previous version, still run through a frozen copy of its WIT
-/// (wit/compat/0.2.0/scenario.wit) and converted to and from the current types.
-pub const PREVIOUS: &str = "0.2.0";
+pub const VERSION: &str = "0.4.0";
+/// The earlier versions still run, newest first, each through a frozen copy of its WIT
+/// (wit/compat/VERSION/scenario.wit) and converted to and from the current types.
+pub const EARLIER: [&str; 2] = ["0.3.0", "0.2.0"];
 
 /// The interface versions this runner links, each with bindings of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Interface {
     /// `VERSION`: wit/scenario.wit.
     Current,
-    /// `PREVIOUS`: wit/compat/0.2.0/scenario.wit.
-    Previous,
+    /// `EARLIER[0]`: wit/compat/0.3.0/scenario.wit (no sessions, no tools).
+    V0_3,
+    /// `EARLIER[1]`: wit/compat/0.2.0/scenario.wit.
+    V0_2,
+}
+
+impl Interface {
+    /// Each interface with the version it implements, in the order they are tried.
+    const ALL: [(Interface, &'static str); 3] = [
+        (Interface::Current, VERSION),
+        (Interface::V0_3, EARLIER[0]),
+        (Interface::V0_2, EARLIER[1]),
+    ];
 }
 
 /// `major.minor.patch` of a WIT package version (pre-release tags are ignored).
@@ -40,22 +51,19 @@ fn compatible(ours: (u64, u64, u64), theirs: (u64, u64, u64)) -> bool {
 /// The bindings that run a component built against `version`, if any.
 fn interface_for(version: &str) -> Option<Interface> {
     let theirs = parse(version)?;
-    let ours = |v: &str| parse(v).expect("the runner's versions are valid");
-    if compatible(ours(VERSION), theirs) {
-        Some(Interface::Current)
-    } else if compatible(ours(PREVIOUS), theirs) {
-        Some(Interface::Previous)
-    } else {
-        None
-    }
+    Interface::ALL
+        .into_iter()
+        .find(|(_, ours)| parse(ours).is_some_and(|ours| compatible(ours, theirs)))
+        .map(|(interface, _)| interface)
 }
 
-/// The versions this runner runs, for messages.
+/// The versions this runner runs, for messages: each earlier one by its frozen version
+/// (a later patch of it runs too).
 pub fn supported() -> String {
-    let minor = |v: &str| v.rsplit_once('.').map_or(v, |(m, _)| m).to_string();
+    let earlier: Vec<String> = EARLIER.iter().map(|v| format!("{PACKAGE}@{v}")).collect();
     format!(
-        "{PACKAGE}@{VERSION} (and components built against {}.*, the previous version)",
-        minor(PREVIOUS)
+        "{PACKAGE}@{VERSION} (and components built against the earlier {})",
+        earlier.join(" and ")
     )
 }
 
@@ -127,26 +135,28 @@ mod tests {
     }
 
     #[test]
-    fn the_current_and_the_previous_minor_are_run_each_by_its_bindings() {
-        assert_eq!(interface_of("0.3.0"), Ok(Interface::Current));
+    fn the_current_and_the_two_earlier_minors_are_run_each_by_its_bindings() {
+        assert_eq!(interface_of("0.4.0"), Ok(Interface::Current));
         // A later patch release of the same minor is compatible.
-        assert_eq!(interface_of("0.3.7"), Ok(Interface::Current));
-        assert_eq!(interface_of("0.2.0"), Ok(Interface::Previous));
-        assert_eq!(interface_of("0.2.3"), Ok(Interface::Previous));
+        assert_eq!(interface_of("0.4.7"), Ok(Interface::Current));
+        assert_eq!(interface_of("0.3.0"), Ok(Interface::V0_3));
+        assert_eq!(interface_of("0.3.7"), Ok(Interface::V0_3));
+        assert_eq!(interface_of("0.2.0"), Ok(Interface::V0_2));
+        assert_eq!(interface_of("0.2.3"), Ok(Interface::V0_2));
     }
 
     #[test]
     fn other_versions_are_refused_naming_the_supported_ones() {
         // For 0.x, a different minor is a different major: components built against
         // 0.1 (before `next-phase`) are refused, as are 1.0 and the next minor.
-        for theirs in ["1.0.0", "0.1.0", "0.4.0"] {
+        for theirs in ["1.0.0", "0.1.0", "0.5.0"] {
             let e = interface_of(theirs).unwrap_err();
             assert!(
                 e.contains(&format!("built against bench:scenario@{theirs}")),
                 "{e}"
             );
             assert!(
-                e.contains("supports bench:scenario@0.3.0 (and components built against 0.2.*"),
+                e.contains("supports bench:scenario@0.4.0 (and components built against the earlier bench:scenario@0.3.0 and bench:scenario@0.2.0)"),
                 "{e}"
             );
         }
@@ -157,8 +167,8 @@ mod tests {
     #[test]
     fn a_component_naming_two_versions_is_refused() {
         let e = check(
-            ["bench:scenario/host@0.2.0"].into_iter(),
-            ["bench:scenario/workload@0.3.0"].into_iter(),
+            ["bench:scenario/host@0.3.0"].into_iter(),
+            ["bench:scenario/workload@0.4.0"].into_iter(),
         )
         .unwrap_err();
         assert!(e.contains("mixes versions"), "{e}");
@@ -207,10 +217,10 @@ mod tests {
             check([].into_iter(), exports.iter().map(String::as_str)),
             Ok(Interface::Current)
         );
-        let frozen = version_after(
-            "../wit/compat/0.2.0/scenario.wit",
-            "package bench:scenario@",
-        );
-        assert_eq!(frozen, PREVIOUS, "the frozen WIT against PREVIOUS");
+        for earlier in EARLIER {
+            let file = format!("../wit/compat/{earlier}/scenario.wit");
+            let frozen = version_after(&file, "package bench:scenario@");
+            assert_eq!(frozen, earlier, "{file} against EARLIER");
+        }
     }
 }
