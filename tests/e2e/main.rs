@@ -43,6 +43,7 @@ mod signals;
 mod skew;
 mod slurm;
 mod thresholds;
+mod tools;
 mod wasm;
 mod wheel;
 mod workloads;
