@@ -255,6 +255,17 @@ fn index_of(body: &[u8]) -> Option<u64> {
         .ok()
 }
 
+/// The request index from its `x-request-id` (`<prefix><phase>-<index>`): a session's
+/// requests cannot name their index in the prompt (the host gives it).
+fn index_of_request_id(headers: &HashMap<String, String>) -> Option<u64> {
+    headers
+        .get("x-request-id")?
+        .rsplit('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
 async fn connection(mut stream: TcpStream, plan: Plan, seen: Arc<Mutex<Seen>>, dead: SocketAddr) {
     let mut buf = Vec::new();
     while let Some(req) = read_request(&mut stream, &mut buf).await {
@@ -267,7 +278,7 @@ async fn connection(mut stream: TcpStream, plan: Plan, seen: Arc<Mutex<Seen>>, d
         let index = req
             .path
             .ends_with("/completions")
-            .then(|| index_of(&req.body))
+            .then(|| index_of(&req.body).or_else(|| index_of_request_id(&req.headers)))
             .flatten();
         let fault = if req.path.ends_with("/completions") {
             let mut s = seen.lock().unwrap();

@@ -38,6 +38,7 @@ mod report;
 mod requests;
 mod schema;
 mod server_metrics;
+mod sessions;
 mod shards;
 mod signals;
 mod skew;

@@ -89,7 +89,7 @@ fn a_phase_without_an_end_is_refused_against_a_real_server() {
     let err = stderr(&out);
     assert_eq!(error_lines(&err).len(), 1, "{err}");
     assert!(
-        err.contains("phase `endless` has no max_requests and no max_duration")
+        err.contains("phase `endless` has no max_requests, no max_duration and no sessions")
             && err.contains("--unbounded"),
         "{err}"
     );

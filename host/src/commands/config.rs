@@ -165,14 +165,15 @@ fn resolve_params(a: &RunArgs, description: &Description) -> Result<(Params, u64
 }
 
 /// A phase with no bound on requests or time runs against a real server until the
-/// scenario runs out of requests, which may be never: refused unless asked for.
+/// scenario runs out of requests, which may be never: refused unless asked for. A phase
+/// of sessions is bounded by its count of them, as a dataset bounds its phase (each
+/// session ends by its script's own turn count).
 fn refuse_unbounded(file: &Path, phases: &[PhaseSpec]) -> Result<()> {
-    match phases
-        .iter()
-        .find(|p| p.max_requests.is_none() && p.max_duration.is_none())
-    {
+    match phases.iter().find(|p| {
+        p.max_requests.is_none() && p.max_duration.is_none() && p.sessions.is_none()
+    }) {
         Some(p) => bail!(
-            "{}: phase `{}` has no max_requests and no max_duration, so against a real server it ends only when the scenario runs out of requests, if ever; set one, or pass --unbounded",
+            "{}: phase `{}` has no max_requests, no max_duration and no sessions, so against a real server it ends only when the scenario runs out of requests, if ever; set one, or pass --unbounded",
             file.display(),
             p.name
         ),
