@@ -145,6 +145,8 @@ fn a_sweep_writes_a_self_contained_html_report_that_a_browser_renders() {
     }
     // The x axis of the sweep curves is labelled with numbers of prompts.
     assert!(html.contains("number of prompts"));
+    // No request named a session: no session section.
+    assert!(!html.contains("TTFT by turn index") && !html.contains("<h2>Sessions"));
 
     // The exports beside it: one CSV row per request, the result as markdown.
     let csv = std::fs::read_to_string(out_dir.join("requests.csv")).expect("requests.csv");
@@ -159,6 +161,7 @@ fn a_sweep_writes_a_self_contained_html_report_that_a_browser_renders() {
         5
     );
     assert!(md.contains("| `p99_ttft_ms<5000` | 16 prompts |"), "{md}");
+    assert!(!md.contains("## Sessions"), "{md}");
 
     let Some(browser) = chromium() else {
         assert!(
@@ -185,4 +188,104 @@ fn a_sweep_writes_a_self_contained_html_report_that_a_browser_renders() {
     if std::fs::copy(&png, &keep).is_ok() {
         println!("screenshot of report.html: {}", keep.display());
     }
+}
+
+#[test]
+fn a_session_run_reports_its_sessions_in_every_format_and_a_browser_draws_the_turn_chart() {
+    let _quiet = exclusive();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out_dir = dir.path().join("out");
+    let o = out_dir.display().to_string();
+    let fixture = fixture("session_report.rhai");
+    let run = runner(&[
+        &fixture,
+        "--sim-profile",
+        "fixed",
+        "--api",
+        "chat",
+        "--output",
+        &o,
+        "--quiet",
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+
+    // Four sessions of three turns: the text block after the extras, in the 40/10 rows.
+    let text = std::fs::read_to_string(out_dir.join("report.txt")).expect("report.txt");
+    assert_eq!(report_row(&text, "Sessions:"), Some(4));
+    assert_eq!(report_row(&text, "Session requests:"), Some(12));
+    assert_eq!(report_row(&text, "Max requests per session:"), Some(3));
+    let extras = text.find("Runner extras").expect("extras");
+    let block = text.find("-- Sessions --").expect("the Sessions block");
+    assert!(
+        extras < block && text.contains("TTFT by Turn Index"),
+        "{text}"
+    );
+
+    // result.json: runner.sessions, one row per turn index, the prompt growing by turn.
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("result.json")).unwrap())
+            .expect("result.json");
+    let sessions = &result["runner"]["sessions"];
+    assert_eq!(
+        (sessions["sessions"].as_u64(), sessions["requests"].as_u64()),
+        (Some(4), Some(12))
+    );
+    assert_eq!(sessions["requests_per_session"]["mean"], 3.0);
+    // Two waits of 20 ms in each session, none for tools (the answers made none we count).
+    assert!(
+        (num(&sessions["think_ms"], "total") + num(&sessions["tool_wait_ms"], "total") - 160.0)
+            .abs()
+            < 1e-6
+    );
+    let turns = sessions["turns"].as_array().expect("turns");
+    let prompt: Vec<f64> = turns.iter().map(|t| num(t, "mean_input_tokens")).collect();
+    assert_eq!(turns.len(), 3);
+    assert!(prompt[0] < prompt[1] && prompt[1] < prompt[2], "{prompt:?}");
+    assert!(turns
+        .iter()
+        .all(|t| t["requests"] == 4 && num(&t["ttft"], "mean_ms") > 0.0));
+
+    let md = std::fs::read_to_string(out_dir.join("report.md")).expect("report.md");
+    assert!(
+        md.contains("## Sessions: sessions") && md.contains("| Sessions | 4 |"),
+        "{md}"
+    );
+    assert!(md.contains("### TTFT by turn index"), "{md}");
+    let page = out_dir.join("report.html");
+    let html = std::fs::read_to_string(&page).expect("report.html");
+    // The session table and its chart, beside the 4 CDFs, 3 time series and 2 gauges.
+    for wanted in [
+        "<h2>Sessions</h2>",
+        "TTFT by turn index",
+        "<th>Sessions</th><td>4</td>",
+    ] {
+        assert!(html.contains(wanted), "report.html lacks `{wanted}`");
+    }
+    assert_eq!(html.matches("<svg").count(), 10);
+    browser_draws(dir.path(), &page, 10);
+}
+
+/// With Chromium on PATH, it renders `page` with `charts` charts, to a non-blank screenshot.
+fn browser_draws(dir: &Path, page: &Path, charts: usize) {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("RUNNER_REQUIRE_CHROMIUM").is_none(),
+            "RUNNER_REQUIRE_CHROMIUM is set but no chromium is on PATH"
+        );
+        println!("SKIPPED the browser check: no `chromium` on PATH (apt-get install chromium)");
+        return;
+    };
+    let png = dir.join("report.png");
+    let dom = render(browser, page, &png, &dir.join("profile"));
+    assert_eq!(dom.matches("<svg").count(), charts, "{dom}");
+    assert!(
+        dom.contains("TTFT by turn index") && dom.contains("mean TTFT") && dom.contains("P99 TTFT")
+    );
+    let bytes = std::fs::read(&png).expect("screenshot");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        bytes.len() > 60_000,
+        "screenshot only {} bytes",
+        bytes.len()
+    );
 }
