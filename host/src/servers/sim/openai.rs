@@ -648,7 +648,8 @@ mod tests {
             reasoning_tokens: 0,
             blocks: PromptBlocks::default(),
             tool_call: None,
-            text_seed: 0,
+            // The words from index 1, as the expected texts below read.
+            text_seed: 1,
         };
         let mut w = Writer::new(GenerationEndpoint::Chat, &j, 1, 2, r#""m\"x""#);
         let parse = |b: Bytes| -> Value {
@@ -679,7 +680,10 @@ mod tests {
             reasoning_tokens: 3,
             ..SimConfig::default()
         };
-        let j = parse(GenerationEndpoint::Chat, body.as_bytes(), &config).expect("valid");
+        let mut j = parse(GenerationEndpoint::Chat, body.as_bytes(), &config).expect("valid");
+        // The words from index 1, as the expected texts below read (a body's own seed is
+        // its hash).
+        j.text_seed = 1;
         assert_eq!((j.continuous_usage, j.reasoning_tokens), (true, 3));
         let c = parse(
             GenerationEndpoint::Completions,
