@@ -39,6 +39,7 @@ mod requests;
 mod schema;
 mod server_metrics;
 mod sessions;
+mod sessions_languages;
 mod shards;
 mod signals;
 mod skew;

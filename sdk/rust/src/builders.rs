@@ -2,8 +2,9 @@
 //! `Request::text(p).max_tokens(100).ignore_eos()` rather than a struct literal.
 
 use crate::{
-    Arrival, Cancel, Description, GammaArrival, Header, Hooks, Message, Next, ParamSpec, Phase,
-    PhaseSummary, Prompt, Request, SendStep, ServerStat, Snapshot, Step, Tool, ToolCall, Value,
+    Arrival, Cancel, Description, GammaArrival, Header, Hooks, Message, Next, Outcome, ParamSpec,
+    Phase, PhaseSummary, Prompt, Request, SendStep, ServerStat, Snapshot, Step, Tool, ToolCall,
+    Value,
 };
 
 impl From<i64> for Value {
@@ -175,6 +176,15 @@ impl Message {
         Message {
             tool_calls: calls,
             ..Message::new("assistant", "")
+        }
+    }
+
+    /// The model's answer as the turn that continues a history: its text, and its tool
+    /// calls when it made any (Rhai's `assistant_turn(outcome)`).
+    pub fn assistant_turn(outcome: &Outcome) -> Message {
+        Message {
+            tool_calls: outcome.tool_calls.clone(),
+            ..Message::new("assistant", outcome.text.clone())
         }
     }
 

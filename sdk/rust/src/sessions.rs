@@ -12,9 +12,7 @@
 //! use bench_scenario_sdk::prelude::*;
 //!
 //! fn first_turn(context: &Prefix, question: &str) -> Request {
-//!     let read = ToolSchema::new("read_file", "Read a file of the repository")
-//!         .string("path", "the file's path")
-//!         .build();
+//!     let read = sessions::tool("read_file", "Read a file of the repository", &[("path", "string")]);
 //!     let mut chat = Chat::new();
 //!     chat.system(context.text()).user(question);
 //!     chat.request().max_tokens(64).tool(read)
@@ -68,14 +66,10 @@ impl Chat {
         self.push(Message::tool_result(call_id, content))
     }
 
-    /// The model's turn from a finished request: the tool calls it made, or else its
-    /// text.
+    /// The model's turn from a finished request: its text, and the tool calls it made
+    /// (Rhai's `assistant_turn(outcome)`).
     pub fn answer(&mut self, outcome: &Outcome) -> &mut Chat {
-        if outcome.tool_calls.is_empty() {
-            self.assistant(outcome.text.clone())
-        } else {
-            self.assistant_tool_calls(outcome.tool_calls.clone())
-        }
+        self.push(Message::assistant_turn(outcome))
     }
 
     pub fn messages(&self) -> &[Message] {
@@ -96,8 +90,21 @@ impl Chat {
     }
 }
 
+/// A tool whose arguments are an object of these properties, each a JSON type
+/// ("string", "integer", …), all required: Rhai's `tool(name, description, #{ path:
+/// "string" })`, which lists them in name order, as this does.
+pub fn tool(name: &str, description: &str, properties: &[(&str, &str)]) -> Tool {
+    properties
+        .iter()
+        .fold(ToolSchema::new(name, description), |s, (p, t)| {
+            s.param(p, t)
+        })
+        .build()
+}
+
 /// A tool's JSON Schema, built parameter by parameter: `{"type": "object",
-/// "properties": {…}, "required": […]}`.
+/// "properties": {…}, "required": […]}`. `required` lists the names in name order, as
+/// Rhai's `tool` does, so a twin sends the same bytes.
 #[derive(Clone, Debug)]
 pub struct ToolSchema {
     name: String,
@@ -118,31 +125,44 @@ impl ToolSchema {
     }
 
     /// A required parameter of a JSON type ("string", "integer", "number", "boolean").
-    pub fn param(self, name: &str, json_type: &str, description: &str) -> ToolSchema {
-        let mut s = self.optional(name, json_type, description);
-        s.required.push(name.to_string());
-        s
+    pub fn param(self, name: &str, json_type: &str) -> ToolSchema {
+        let schema = format!("{{\"type\":{}}}", json_string(json_type));
+        self.schema(name, schema, true)
     }
 
-    /// A parameter the model may leave out.
-    pub fn optional(mut self, name: &str, json_type: &str, description: &str) -> ToolSchema {
+    /// A required parameter of a JSON type, with a description for the model.
+    pub fn described(self, name: &str, json_type: &str, description: &str) -> ToolSchema {
         let schema = format!(
             "{{\"type\":{},\"description\":{}}}",
             json_string(json_type),
             json_string(description)
         );
-        self.properties.push((name.to_string(), schema));
+        self.schema(name, schema, true)
+    }
+
+    /// A parameter the model may leave out.
+    pub fn optional(self, name: &str, json_type: &str) -> ToolSchema {
+        let schema = format!("{{\"type\":{}}}", json_string(json_type));
+        self.schema(name, schema, false)
+    }
+
+    /// A parameter whose schema is this JSON text (an object).
+    pub fn schema(mut self, name: &str, schema_json: String, required: bool) -> ToolSchema {
+        self.properties.push((name.to_string(), schema_json));
+        if required {
+            self.required.push(name.to_string());
+        }
         self
     }
 
     /// A required string parameter.
-    pub fn string(self, name: &str, description: &str) -> ToolSchema {
-        self.param(name, "string", description)
+    pub fn string(self, name: &str) -> ToolSchema {
+        self.param(name, "string")
     }
 
     /// A required integer parameter.
-    pub fn integer(self, name: &str, description: &str) -> ToolSchema {
-        self.param(name, "integer", description)
+    pub fn integer(self, name: &str) -> ToolSchema {
+        self.param(name, "integer")
     }
 
     /// The schema's JSON text.
@@ -152,7 +172,9 @@ impl ToolSchema {
             .iter()
             .map(|(name, schema)| format!("{}:{schema}", json_string(name)))
             .collect();
-        let required: Vec<String> = self.required.iter().map(|r| json_string(r)).collect();
+        let mut required: Vec<&String> = self.required.iter().collect();
+        required.sort();
+        let required: Vec<String> = required.into_iter().map(|r| json_string(r)).collect();
         format!(
             "{{\"type\":\"object\",\"properties\":{{{}}},\"required\":[{}]}}",
             properties.join(","),
@@ -186,29 +208,32 @@ fn json_string(s: &str) -> String {
 }
 
 /// A distribution of seconds (think time, a tool's latency), drawn through the host's
-/// random functions so the seed fixes every draw.
+/// random functions so the seed fixes every draw, as Rhai's `draw(#{ dist: … })` draws.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ThinkTime {
     /// Always this many seconds; draws nothing.
     Constant(f64),
     /// Uniform in [lo, hi): one `uniform(lo, hi)`.
     Uniform { lo: f64, hi: f64 },
-    /// Exponential with this mean: one `exponential(1 / mean)`.
+    /// Exponential with this mean (> 0): one `exponential(1 / mean)`.
     Exponential { mean: f64 },
-    /// `exp(normal(mu, sigma))`: one `normal(mu, sigma)`. Its median is `exp(mu)`.
-    LogNormal { mu: f64, sigma: f64 },
+    /// Log-normal with this median (> 0): `exp` of one `normal(ln median, sigma)`.
+    LogNormal { median: f64, sigma: f64 },
 }
 
 impl ThinkTime {
     /// A distribution by name, as a parameter would give it: `constant` (a = seconds),
-    /// `uniform` (a = lo, b = hi), `exponential` (a = mean), `lognormal` (a = mu, b =
+    /// `uniform` (a = lo, b = hi), `exponential` (a = mean), `lognormal` (a = median, b =
     /// sigma of the underlying normal).
     pub fn named(name: &str, a: f64, b: f64) -> Result<ThinkTime, String> {
         let t = match name {
             "constant" => ThinkTime::Constant(a),
             "uniform" => ThinkTime::Uniform { lo: a, hi: b },
             "exponential" => ThinkTime::Exponential { mean: a },
-            "lognormal" => ThinkTime::LogNormal { mu: a, sigma: b },
+            "lognormal" => ThinkTime::LogNormal {
+                median: a,
+                sigma: b,
+            },
             other => {
                 return Err(format!(
                     "unknown distribution `{other}`: constant, uniform, exponential or lognormal"
@@ -216,14 +241,6 @@ impl ThinkTime {
             }
         };
         Ok(t)
-    }
-
-    /// A log-normal with this median (seconds, > 0) and `sigma`.
-    pub fn lognormal_median(median: f64, sigma: f64) -> ThinkTime {
-        ThinkTime::LogNormal {
-            mu: median.ln(),
-            sigma,
-        }
     }
 
     /// One draw, seconds.
@@ -240,7 +257,15 @@ impl ThinkTime {
                     ))
                 }
             }
-            ThinkTime::LogNormal { mu, sigma } => crate::normal(mu, sigma).map(f64::exp),
+            ThinkTime::LogNormal { median, sigma } => {
+                if median > 0.0 && median.is_finite() {
+                    crate::normal(median.ln(), sigma).map(f64::exp)
+                } else {
+                    Err(format!(
+                        "lognormal think time: the median must be > 0, got {median}"
+                    ))
+                }
+            }
         }
     }
 
@@ -337,14 +362,23 @@ mod tests {
     #[test]
     fn a_tool_schema_is_a_json_object_with_its_required_parameters() {
         let t = ToolSchema::new("grep", "Search \"code\"")
-            .string("pattern", "a regular expression")
-            .optional("limit", "integer", "at most this many\nlines")
+            .described("pattern", "string", "a regular expression")
+            .optional("limit", "integer")
+            .string("dir")
             .build();
         assert_eq!(t.name, "grep");
         assert_eq!(
             t.parameters_json,
-            r#"{"type":"object","properties":{"pattern":{"type":"string","description":"a regular expression"},"limit":{"type":"integer","description":"at most this many\nlines"}},"required":["pattern"]}"#
+            r#"{"type":"object","properties":{"pattern":{"type":"string","description":"a regular expression"},"limit":{"type":"integer"},"dir":{"type":"string"}},"required":["dir","pattern"]}"#
         );
+        let t = tool(
+            "edit_file",
+            "Edit",
+            &[("path", "string"), ("after", "string")],
+        );
+        assert!(t
+            .parameters_json
+            .ends_with(r#""required":["after","path"]}"#));
     }
 
     #[test]
