@@ -133,10 +133,10 @@ impl SessionTotals {
 }
 
 /// How many of a request's prompt tokens the server said it served from its prefix
-/// cache. The hook for the record's cached-prompt count: no record carries one yet, so
-/// the per-session hit share stays absent until the client fills it.
-fn cached_prompt_tokens(_r: &RequestRecord) -> Option<u64> {
-    None
+/// cache (its usage's cached tokens); `None` where the server did not say, so a server
+/// that never reports them gives no hit share rather than a share of 0.
+fn cached_prompt_tokens(r: &RequestRecord) -> Option<u64> {
+    r.answer.cached_prompt_tokens
 }
 
 /// The requests at one turn index.

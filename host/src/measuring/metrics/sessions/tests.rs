@@ -139,6 +139,26 @@ fn a_phase_without_sessions_has_no_session_summary() {
 }
 
 #[test]
+fn the_prefix_cache_hit_share_is_per_session_where_the_server_reported_it() {
+    let mut records = two_sessions();
+    // "1": 50 of 100, then 150 of 200 prompt tokens cached (2/3), its last turn unreported;
+    // "1/sub": none of 100 cached, then nothing reported. Mean of 2/3 and 0.
+    for (i, cached) in [(0, 50), (2, 150), (1, 0)] {
+        records[i].answer.cached_prompt_tokens = Some(cached);
+    }
+    let s = summary(&records).unwrap();
+    assert_eq!(s.cache_sessions, 2);
+    assert!(close(s.mean_cache_hit_share.unwrap(), 1.0 / 3.0));
+    // A count past the prompt is held to the prompt.
+    records[0].answer.cached_prompt_tokens = Some(1_000);
+    let s = summary(&records).unwrap();
+    assert!(close(
+        s.mean_cache_hit_share.unwrap(),
+        (250.0 / 300.0) / 2.0
+    ));
+}
+
+#[test]
 fn failed_requests_count_as_turns_but_not_for_ttft() {
     let mut records = two_sessions();
     records[4].error = Some(crate::measuring::metrics::RequestError {
