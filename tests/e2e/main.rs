@@ -46,6 +46,7 @@ mod skew;
 mod slurm;
 mod thresholds;
 mod tools;
+mod traces;
 mod wasm;
 mod wheel;
 mod workloads;
