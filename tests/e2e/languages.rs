@@ -76,18 +76,20 @@ fn files_in(dir: &Path, ext: &str) -> Vec<PathBuf> {
     files
 }
 
-/// The Python components: the example, the hostile guest and the one that raises.
+/// The Python components: the examples, the hostile guest and the one that raises.
 #[derive(Clone)]
 struct PythonGuests {
     example: PathBuf,
+    agentic: PathBuf,
     hostile: PathBuf,
     raises: PathBuf,
 }
 
-/// The JavaScript components: the example and the one that throws.
+/// The JavaScript components: the examples and the one that throws.
 #[derive(Clone)]
 struct JsGuests {
     example: PathBuf,
+    agentic: PathBuf,
     raises: PathBuf,
 }
 
@@ -102,6 +104,7 @@ fn build_python() -> Result<PythonGuests, String> {
     .map_err(|e| format!("{e}\n(install python3 and python3-venv)"))?;
     let dir = repo().join("sdk/python");
     let example = repo().join("scenarios/python/long_context.py");
+    let agentic = repo().join("scenarios/python/agentic_coding.py");
     let hostile = repo().join("tests/guests/python/python_hostile.py");
     let raises = repo().join("tests/guests/python/python_raises.py");
     let requirements = dir.join("requirements.txt");
@@ -110,6 +113,7 @@ fn build_python() -> Result<PythonGuests, String> {
         dir.join("build.sh"),
         requirements,
         example.clone(),
+        agentic.clone(),
         hostile.clone(),
         raises.clone(),
         repo().join("wit/scenario.wit"),
@@ -119,6 +123,7 @@ fn build_python() -> Result<PythonGuests, String> {
     once(&out, |partial| {
         for (app, name) in [
             (example, "long_context"),
+            (agentic, "agentic_coding"),
             (hostile, "python_hostile"),
             (raises, "python_raises"),
         ] {
@@ -135,6 +140,7 @@ fn build_python() -> Result<PythonGuests, String> {
     })?;
     Ok(PythonGuests {
         example: out.join("long_context.wasm"),
+        agentic: out.join("agentic_coding.wasm"),
         hostile: out.join("python_hostile.wasm"),
         raises: out.join("python_raises.wasm"),
     })
@@ -149,6 +155,7 @@ fn build_js() -> Result<JsGuests, String> {
         .map_err(|e| format!("{e}\n(install nodejs and npm)"))?;
     let dir = repo().join("sdk/js");
     let example = repo().join("scenarios/js/long_context.js");
+    let agentic = repo().join("scenarios/js/agentic_coding.js");
     let manifests = vec![dir.join("package.json"), dir.join("package-lock.json")];
     let modules = work_dir().join(format!("npm-{}", key(&manifests)));
     once(&modules, |partial| {
@@ -169,6 +176,7 @@ fn build_js() -> Result<JsGuests, String> {
     inputs.extend([
         dir.join("build.mjs"),
         example.clone(),
+        agentic.clone(),
         repo().join(JS_RAISES),
         repo().join("wit/scenario.wit"),
     ]);
@@ -187,6 +195,15 @@ fn build_js() -> Result<JsGuests, String> {
                 .env("COMPONENTIZE_JS_MODULES", modules.join("node_modules")),
         )?;
         run(
+            "building agentic_coding.wasm with sdk/js/build.mjs",
+            Command::new("node")
+                .arg(dir.join("build.mjs"))
+                .arg(&agentic)
+                .arg(partial.join("agentic_coding.wasm"))
+                .current_dir(repo())
+                .env("COMPONENTIZE_JS_MODULES", modules.join("node_modules")),
+        )?;
+        run(
             "building js_raises.wasm with sdk/js/build.mjs",
             Command::new("node")
                 .arg(dir.join("build.mjs"))
@@ -198,6 +215,7 @@ fn build_js() -> Result<JsGuests, String> {
     })?;
     Ok(JsGuests {
         example: out.join("long_context.wasm"),
+        agentic: out.join("agentic_coding.wasm"),
         raises: out.join("js_raises.wasm"),
     })
 }
@@ -224,10 +242,15 @@ fn built() -> &'static Built {
         };
         let mut components = vec![];
         if let Ok(p) = &built.python {
-            components.extend([p.example.clone(), p.hostile.clone(), p.raises.clone()]);
+            components.extend([
+                p.example.clone(),
+                p.agentic.clone(),
+                p.hostile.clone(),
+                p.raises.clone(),
+            ]);
         }
         if let Ok(js) = &built.js {
-            components.extend([js.example.clone(), js.raises.clone()]);
+            components.extend([js.example.clone(), js.agentic.clone(), js.raises.clone()]);
         }
         std::thread::scope(|s| {
             for c in &components {
@@ -334,6 +357,33 @@ fn the_javascript_twin_of_long_context_sends_the_same_requests_as_the_rhai_origi
         return;
     };
     assert_twin_of_long_context(&js.example);
+}
+
+/// The component sends the request stream of scenarios/agentic_coding.rhai: sessions of
+/// tool-calling turns answered by the scenario, the same digest as the Rhai run's.
+fn assert_twin_of_agentic_coding(component: &Path) {
+    let wasm = component.display().to_string();
+    let rhai = scenario("agentic_coding.rhai");
+    let args = crate::sessions_languages::AGENTIC_ARGS;
+    let a = run_result(&[&[rhai.as_str()][..], &args].concat());
+    let b = run_result(&[&[wasm.as_str()][..], &args].concat());
+    crate::sessions_languages::assert_same_sessions(&a, &b);
+}
+
+#[test]
+fn the_python_twin_of_agentic_coding_sends_the_same_sessions_as_the_rhai_original() {
+    let Some(python) = available("Python", &built().python) else {
+        return;
+    };
+    assert_twin_of_agentic_coding(&python.agentic);
+}
+
+#[test]
+fn the_javascript_twin_of_agentic_coding_sends_the_same_sessions_as_the_rhai_original() {
+    let Some(js) = available("JavaScript", &built().js) else {
+        return;
+    };
+    assert_twin_of_agentic_coding(&js.agentic);
 }
 
 /// The one `error:` line of a run that must fail with exit code 1, and nothing of the

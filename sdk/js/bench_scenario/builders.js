@@ -120,6 +120,14 @@ export class Phase {
     return this;
   }
 
+  /** A phase of `n` root sessions driven by `Scenario.sessionStep` (set `static
+   * SESSIONS = true`); the arrival process times their starts, and a closed loop keeps
+   * that many sessions open at once. */
+  sessions(n) {
+    this.limits.sessions = u64("sessions", n);
+    return this;
+  }
+
   wit() {
     return {
       name: this.name,
@@ -128,23 +136,45 @@ export class Phase {
       maxRequests: this.limits.maxRequests,
       maxDuration: this.limits.maxDuration,
       warmup: this.isWarmup,
+      sessions: this.limits.sessions,
     };
   }
 }
 
-/** Chat messages, as the WIT record: `Message.user("hi")`. */
+/** Chat messages, as the WIT record: `Message.user("hi")`. An assistant turn that called
+ * tools, and a tool's result, are sent in OpenAI's chat shape. */
 export const Message = Object.freeze({
-  new: (role, content) => ({ role, content }),
-  system: (content) => ({ role: "system", content }),
-  user: (content) => ({ role: "user", content }),
-  assistant: (content) => ({ role: "assistant", content }),
+  new: (role, content) => ({ role, content, toolCalls: [] }),
+  system: (content) => Message.new("system", content),
+  user: (content) => Message.new("user", content),
+  assistant: (content) => Message.new("assistant", content),
+  /** An assistant turn that called these tools (`{ id, name, arguments }` records, as an
+   * outcome's `toolCalls` holds them), with empty content. */
+  assistantToolCalls: (calls) => ({ role: "assistant", content: "", toolCalls: [...calls] }),
+  /** The model's answer as the turn that continues a history: its text, and its tool
+   * calls when it made any (Rhai's `assistant_turn(outcome)`). */
+  assistantTurn: (outcome) => ({ role: "assistant", content: outcome.text, toolCalls: [...outcome.toolCalls] }),
+  /** The result of the tool call `callId`, sent as a `tool` message. */
+  toolResult: (callId, content) => ({ role: "tool", content, toolCalls: [], toolCallId: callId }),
 });
+
+/** A tool the model may call: `parameters` its arguments' JSON Schema, an object or the
+ * text of a JSON object (see `sessions.ToolSchema`). */
+export function tool(name, description, parameters) {
+  const parametersJson = typeof parameters === "string" ? parameters : JSON.stringify(parameters);
+  return { name, description, parametersJson };
+}
+
+/** A tool call record (`arguments` as JSON text). */
+export function toolCall(id, name, args) {
+  return { id, name, arguments: args };
+}
 
 /** One request; start with `Request.text`, `Request.tokens` or `Request.chat`, and set
  * `maxTokens` (the runner refuses a request without it). */
 export class Request {
   constructor(prompt) {
-    this.r = { prompt, maxTokens: 0n, ignoreEos: false, stream: true, headers: [] };
+    this.r = { prompt, maxTokens: 0n, ignoreEos: false, stream: true, headers: [], tools: [] };
   }
 
   /** A text prompt (the completions endpoint, or one user message with `--api chat`). */
@@ -246,10 +276,44 @@ export class Request {
     return this;
   }
 
+  /** A tool the model may call (`tool(...)` or `new ToolSchema(...).build()`); call
+   * again for more. */
+  tool(t) {
+    this.r.tools.push(t);
+    return this;
+  }
+
+  /** Tools the model may call, after any given before. */
+  tools(ts) {
+    this.r.tools.push(...ts);
+    return this;
+  }
+
+  /** The WIT `request` record. */
+  record() {
+    return { ...this.r, tools: [...this.r.tools] };
+  }
+
   wit() {
-    return { tag: "request", val: { ...this.r } };
+    return { tag: "request", val: this.record() };
   }
 }
+
+/** What `sessionStep` returns when the session is over. */
+export const END = Object.freeze({ tag: "end" });
+
+/** What `sessionStep` returns: `Step.send(request, after)`, `Step.fanOut(names)` or
+ * `END` (a `Request` alone is sent at once). */
+export const Step = Object.freeze({
+  /** Send `request` `after` seconds after the session's previous step ended (think
+   * time, a tool's latency). */
+  send: (request, after = 0) => ({
+    tag: "send",
+    val: { request: request instanceof Request ? request.record() : request, after: Number(after) },
+  }),
+  /** Open these children now; the session's next step comes once all have ended. */
+  fanOut: (names) => ({ tag: "fan-out", val: [...names].map(String) }),
+});
 
 /** Failed over finished requests so far in a `stop` snapshot (0 before any finished). */
 export function errorRate(snapshot) {

@@ -4,7 +4,7 @@
 // WIT records, and turns `ScenarioError` into the WIT function's `err`, and anything
 // else thrown into an `err` naming the error, its message and its line.
 
-import { Phase, Request } from "./builders.js";
+import { END, Phase, Request, Step } from "./builders.js";
 import { ScenarioError } from "./host.js";
 
 /** A benchmark scenario. The runner calls `describe` first (parameters are not known
@@ -14,11 +14,13 @@ import { ScenarioError } from "./host.js";
  *
  * Set `static ON_RESPONSE = true` to have the runner call `onResponse` (it then keeps
  * every answer's text), `STOP` to poll `stop` during each phase, `NEXT_PHASE` to call
- * `nextPhase` after the phases given. */
+ * `nextPhase` after the phases given, `SESSIONS` to call `sessionStep` for the phases
+ * with sessions. */
 export class Scenario {
   static ON_RESPONSE = false;
   static STOP = false;
   static NEXT_PHASE = false;
+  static SESSIONS = false;
 
   /** A `Description`: name, description and parameters with defaults. */
   static describe() {
@@ -31,9 +33,10 @@ export class Scenario {
   }
 
   /** Request `index` of `phase` (numbers, from 0): a `Request`, `DONE` when the phase's
-   * dataset is exhausted, or `WAIT` to be asked again after the next response. */
+   * dataset is exhausted, or `WAIT` to be asked again after the next response. A
+   * scenario whose phases all have sessions may leave it out. */
   nextRequest(phase, index) {
-    throw new ScenarioError("a scenario must define nextRequest()");
+    throw new ScenarioError("a scenario with a phase without sessions must define nextRequest()");
   }
 
   /** For `Phase.custom` arrivals: seconds after the previous request's scheduled time
@@ -55,6 +58,29 @@ export class Scenario {
   nextPhase(history) {
     return undefined;
   }
+
+  /** The next step of a session (only when SESSIONS is true): called when it starts
+   * (`state.step === 0`), after each of its requests ends (`state.last`), and once the
+   * children of a fan-out have all ended (`state.joined`). Return `Step.send(request,
+   * after)` (a `Request` alone is sent at once), `Step.fanOut(names)` or `END`. The
+   * random functions draw from the session's own stream here; see `sessions` for the
+   * helpers. */
+  sessionStep(state) {
+    throw new ScenarioError("a scenario with sessions must define sessionStep()");
+  }
+}
+
+function step(value) {
+  if (value instanceof Request) {
+    return Step.send(value);
+  }
+  if (value === undefined || value === null) {
+    return END;
+  }
+  if (["send", "fan-out", "end"].includes(value.tag)) {
+    return value;
+  }
+  throw new ScenarioError(`sessionStep returned ${value}: want Step.send(...), Step.fanOut(...) or END`);
 }
 
 function next(value) {
@@ -135,6 +161,7 @@ export function exportScenario(cls) {
         onResponse: Boolean(cls.ON_RESPONSE),
         stop: Boolean(cls.STOP),
         nextPhase: Boolean(cls.NEXT_PHASE),
+        sessions: Boolean(cls.SESSIONS),
       }),
     phases: () => run((s) => s.phases().map(phase)),
     nextRequest: (p, index) => run((s) => next(s.nextRequest(p, Number(index)))),
@@ -146,5 +173,6 @@ export function exportScenario(cls) {
         const p = s.nextPhase(history);
         return p === undefined || p === null ? undefined : phase(p);
       }),
+    sessionStep: (state) => run((s) => step(s.sessionStep(state))),
   };
 }

@@ -2,7 +2,7 @@
 // package's files, the log and the run's results. Thin wrappers over the `host` imports
 // of wit/scenario.wit that speak plain JavaScript values and throw `ScenarioError`.
 
-import * as host from "bench:scenario/host@0.3.0";
+import * as host from "bench:scenario/host@0.4.0";
 
 const U32_MAX = 2 ** 32 - 1;
 

@@ -1,7 +1,7 @@
 // Write benchmark scenarios for `runner` in JavaScript, as WebAssembly components: the
 // JavaScript counterpart of the Rust SDK (sdk/rust). A scenario module ends with
 // `export const workload = exportScenario(MyScenario);` and ComponentizeJS (see
-// ../build.mjs) turns it into a component implementing `bench:scenario@0.3.0`
+// ../build.mjs) turns it into a component implementing `bench:scenario@0.4.0`
 // (wit/scenario.wit, the contract itself).
 //
 // Numbers: WIT integers of 64 bits are BigInt in JavaScript, so an integer parameter is
@@ -16,10 +16,12 @@
 
 // The version of the WIT package this helper implements; the runner refuses components
 // built against an incompatible one.
-export const WIT_VERSION = "0.3.0";
+export const WIT_VERSION = "0.4.0";
 
 export * from "./host.js";
 export * from "./builders.js";
 export { StopWhen } from "./stops.js";
 export * as gaps from "./gaps.js";
+export * as sessions from "./sessions.js";
+export { Chat, Prefix, ThinkTime, ToolSchema } from "./sessions.js";
 export { Scenario, exportScenario } from "./export.js";

@@ -2,9 +2,10 @@
 
 The Python counterpart of the Rust SDK (sdk/rust): a `Scenario` base class, builders for
 requests and phases, the host's seeded randomness and tokenizer, and helpers for arrival
-processes (`gaps`) and stop conditions (`stops`). A scenario module ends with
-`Workload = export(MyScenario)`; componentize-py (see build.sh) turns it into a component
-implementing `bench:scenario@0.3.0` (wit/scenario.wit, the contract itself).
+processes (`gaps`), stop conditions (`stops`) and sessions (`sessions`: chat history, tool
+schemas, think times, fan-out and join, a growing shared prefix). A scenario module ends
+with `Workload = export(MyScenario)`; componentize-py (see build.sh) turns it into a
+component implementing `bench:scenario@0.4.0` (wit/scenario.wit, the contract itself).
 
     from bench_scenario import *
 
@@ -37,14 +38,18 @@ here, never from Python's `random` module, so the same seed gives the same reque
 
 from .builders import (
     DONE,
+    END,
     WAIT,
     Description,
     Message,
     Phase,
     Request,
+    Step,
     error_rate,
     server_stat,
     server_value,
+    tool,
+    tool_call,
 )
 from .export import Scenario, ScenarioError, export
 from .host import (
@@ -70,24 +75,31 @@ from .host import (
     synthetic_text,
     uniform,
 )
-from . import gaps, stops
+from . import gaps, sessions, stops
+from .sessions import Chat, Prefix, ThinkTime, ToolSchema
 from .stops import StopWhen
 
 # The version of the WIT package this helper implements; the runner refuses components
 # built against an incompatible one.
-WIT_VERSION = "0.3.0"
+WIT_VERSION = "0.4.0"
 
 __all__ = [
     "DONE",
+    "END",
     "WAIT",
     "WIT_VERSION",
+    "Chat",
     "Description",
     "Message",
     "Phase",
+    "Prefix",
     "Request",
     "Scenario",
     "ScenarioError",
+    "Step",
     "StopWhen",
+    "ThinkTime",
+    "ToolSchema",
     "count_tokens",
     "decode",
     "encode",
@@ -112,7 +124,10 @@ __all__ = [
     "read_file",
     "server_stat",
     "server_value",
+    "sessions",
     "stops",
     "synthetic_text",
+    "tool",
+    "tool_call",
     "uniform",
 ]

@@ -52,6 +52,7 @@ class Phase:
         self._max_requests = None
         self._max_duration = None
         self._warmup = False
+        self._sessions = None
 
     def burst(self):
         """All requests at once."""
@@ -101,6 +102,13 @@ class Phase:
         self._warmup = True
         return self
 
+    def sessions(self, n):
+        """A phase of `n` root sessions driven by `Scenario.session_step` (set
+        `SESSIONS = True`); the arrival process times their starts, and a closed loop keeps
+        that many sessions open at once."""
+        self._sessions = n
+        return self
+
     def wit(self):
         return _wit.Phase(
             self._name,
@@ -109,6 +117,7 @@ class Phase:
             self._max_requests,
             self._max_duration,
             self._warmup,
+            self._sessions,
         )
 
 
@@ -117,19 +126,48 @@ class Message:
 
     @staticmethod
     def new(role, content):
-        return _wit.Message(role, content)
+        return _wit.Message(role, content, [], None)
 
     @staticmethod
     def system(content):
-        return _wit.Message("system", content)
+        return Message.new("system", content)
 
     @staticmethod
     def user(content):
-        return _wit.Message("user", content)
+        return Message.new("user", content)
 
     @staticmethod
     def assistant(content):
-        return _wit.Message("assistant", content)
+        return Message.new("assistant", content)
+
+    @staticmethod
+    def assistant_tool_calls(calls):
+        """An assistant turn that called tools (`ToolCall` records, as an outcome's
+        `tool_calls` holds them), sent with empty content."""
+        return _wit.Message("assistant", "", list(calls), None)
+
+    @staticmethod
+    def assistant_turn(outcome):
+        """The model's answer as the turn that continues a history: its text, and its tool
+        calls when it made any (Rhai's `assistant_turn(outcome)`)."""
+        return _wit.Message("assistant", outcome.text, list(outcome.tool_calls), None)
+
+    @staticmethod
+    def tool_result(call_id, content):
+        """The result of the tool call `call_id`, sent as a `tool` message."""
+        return _wit.Message("tool", content, [], call_id)
+
+
+def tool_call(id, name, arguments):
+    """A tool call record (`id`, `name`, `arguments` as JSON text)."""
+    return _wit.ToolCall(id, name, arguments)
+
+
+def tool(name, description, parameters):
+    """A tool the model may call: `parameters` its arguments' JSON Schema, a dict or
+    the text of a JSON object (see `sessions.ToolSchema`)."""
+    text = parameters if isinstance(parameters, str) else json.dumps(parameters)
+    return _wit.Tool(name, description, text)
 
 
 class Request:
@@ -151,6 +189,7 @@ class Request:
             headers=[],
             cancel=None,
             target=None,
+            tools=[],
         )
 
     @staticmethod
@@ -241,8 +280,43 @@ class Request:
         self._r.target = index
         return self
 
+    def tool(self, t):
+        """A tool the model may call (`tool(...)` or `ToolSchema(...).build()`); call
+        again for more."""
+        self._r.tools.append(t)
+        return self
+
+    def tools(self, ts):
+        """Tools the model may call, after any given before."""
+        self._r.tools.extend(ts)
+        return self
+
+    def record(self):
+        """The WIT `request` record."""
+        return self._r
+
     def wit(self):
         return _wit.Next_Request(self._r)
+
+
+END = _wit.Step_End()
+
+
+class Step:
+    """What `session_step` returns: `Step.send(request, after)`, `Step.fan_out(names)`
+    or `END` (a `Request` alone is sent at once)."""
+
+    @staticmethod
+    def send(request, after=0.0):
+        """Send `request` `after` seconds after the session's previous step ended (think
+        time, a tool's latency)."""
+        r = request.record() if isinstance(request, Request) else request
+        return _wit.Step_Send(_wit.SendStep(r, float(after)))
+
+    @staticmethod
+    def fan_out(names):
+        """Open these children now; the session's next step comes once all have ended."""
+        return _wit.Step_FanOut([str(n) for n in names])
 
 
 def error_rate(snapshot):

@@ -10,7 +10,7 @@ import sys
 from componentize_py_types import Err
 from wit_world.imports import types as _wit
 
-from .builders import Phase, Request
+from .builders import END, Phase, Request, Step
 from .errors import ScenarioError
 
 
@@ -25,6 +25,8 @@ class Scenario:
     ON_RESPONSE = False
     STOP = False
     NEXT_PHASE = False
+    # Set to True to have the runner call `session_step` for the phases with `sessions`.
+    SESSIONS = False
 
     @staticmethod
     def describe():
@@ -37,8 +39,9 @@ class Scenario:
 
     def next_request(self, phase, index):
         """Request `index` of `phase` (both from 0): a `Request`, `DONE` when the phase's
-        dataset is exhausted, or `WAIT` to be asked again after the next response."""
-        raise NotImplementedError("a scenario must define next_request()")
+        dataset is exhausted, or `WAIT` to be asked again after the next response. A
+        scenario whose phases all have sessions may leave it out."""
+        raise NotImplementedError("a scenario with a phase without sessions must define next_request()")
 
     def arrival(self, phase, index):
         """For `Phase.custom` arrivals: seconds after the previous request's scheduled
@@ -57,6 +60,15 @@ class Scenario:
         (only when NEXT_PHASE is True)."""
         return None
 
+    def session_step(self, state):
+        """The next step of a session (only when SESSIONS is True): called when it
+        starts (`state.step == 0`), after each of its requests ends (`state.last`), and
+        once the children of a fan-out have all ended (`state.joined`). Return
+        `Step.send(request, after)` (a `Request` alone is sent at once),
+        `Step.fan_out(names)` or `END`. The random functions draw from the session's own
+        stream here. See `sessions` for the helpers."""
+        raise NotImplementedError("a scenario with sessions must define session_step()")
+
 
 def _next(value):
     if isinstance(value, Request):
@@ -66,6 +78,18 @@ def _next(value):
     if isinstance(value, _wit.Request):
         return _wit.Next_Request(value)
     raise ScenarioError(f"next_request returned {type(value).__name__}: want a Request, DONE or WAIT")
+
+
+def _step(value):
+    if value is None:
+        return END
+    if isinstance(value, Request):
+        return Step.send(value)
+    if isinstance(value, (_wit.Step_Send, _wit.Step_FanOut, _wit.Step_End)):
+        return value
+    raise ScenarioError(
+        f"session_step returned {type(value).__name__}: want Step.send(...), Step.fan_out(...) or END"
+    )
 
 
 def _phase(value):
@@ -144,6 +168,7 @@ def export(cls):
                 (cls.ON_RESPONSE, _wit.Hooks.ON_RESPONSE),
                 (cls.STOP, _wit.Hooks.STOP),
                 (cls.NEXT_PHASE, _wit.Hooks.NEXT_PHASE),
+                (cls.SESSIONS, _wit.Hooks.SESSIONS),
             ]:
                 if on:
                     hooks |= flag
@@ -170,6 +195,9 @@ def export(cls):
                 return None if p is None else _phase(p)
 
             return run(step)
+
+        def session_step(self, state):
+            return run(lambda s: _step(s.session_step(state)))
 
     return Workload
 

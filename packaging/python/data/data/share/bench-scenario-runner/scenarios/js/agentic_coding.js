@@ -1,0 +1,1 @@
+../../../../../../../../scenarios/js/agentic_coding.js

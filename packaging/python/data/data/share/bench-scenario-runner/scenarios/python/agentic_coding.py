@@ -1,0 +1,1 @@
+../../../../../../../../scenarios/python/agentic_coding.py

@@ -1,0 +1,1 @@
+../../../../../../../../../sdk/js/bench_scenario/sessions.js

@@ -1,0 +1,1 @@
+../../../../../../../../../sdk/python/bench_scenario/sessions.py
