@@ -433,3 +433,65 @@ fn responses_and_messages_give_chats_token_totals() {
     }
     assert!(totals.iter().all(|t| *t == totals[0]), "{totals:?}");
 }
+
+/// The agentic scenarios against a real engine, made small for its 2,048-token slots.
+/// This random-weight model never calls a tool (its template has none), so every turn
+/// takes the scenarios' other path: a text answer, then a user turn after a think time.
+#[test]
+fn agentic_sessions_run_whole_against_a_real_engine() {
+    let _quiet = exclusive();
+    let Some(engine) = engine() else { return };
+    let srv = Server::start(&engine);
+    let p = |pairs: &[(&str, &str)]| -> Vec<String> {
+        pairs
+            .iter()
+            .flat_map(|(k, v)| ["-p".to_string(), format!("{k}={v}")])
+            .collect()
+    };
+    let coding = p(&[
+        ("sessions", "3"),
+        ("rate", "4"),
+        ("turns_min", "3"),
+        ("turns_max", "4"),
+        ("system_tokens", "200"),
+        ("repo_tokens", "300"),
+        ("task_tokens", "50"),
+        ("output_tokens", "8"),
+        ("think_time", "0.05"),
+    ]);
+    let fanout = p(&[
+        ("planners", "1"),
+        ("task_tokens", "100"),
+        ("plan_tokens", "8"),
+        ("workers_min", "4"),
+        ("workers_max", "4"),
+        ("worker_tokens", "8"),
+        ("tool_latency_max", "0.3"),
+    ]);
+    for (name, params, sessions) in [
+        ("agentic_coding.rhai", coding, 3),
+        ("agent_fanout.rhai", fanout, 5),
+    ] {
+        let mut args = vec![scenario(name), "--api".into(), "chat".into()];
+        args.extend(params);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (text, result, records) = run(&srv, &engine, &args);
+        assert_eq!(result["failed"], 0, "{name}: {text}");
+        let ids: std::collections::HashSet<&str> = records
+            .iter()
+            .filter_map(|r| r["session"].as_str())
+            .collect();
+        assert_eq!(ids.len(), sessions, "{name}: {ids:?}");
+        assert!(text.contains("TTFT by Turn Index"), "{name}: {text}");
+        for r in &records {
+            assert!(r["error"].is_null(), "{name}: {r}");
+            assert_eq!(r["output_tokens"], r["usage_output_tokens"], "{name}: {r}");
+        }
+        eprintln!(
+            "llama.cpp {name}: {} requests in {} sessions, mean TTFT {:.2} ms",
+            records.len(),
+            ids.len(),
+            mean(records.iter().map(ttft_ms))
+        );
+    }
+}
