@@ -2,6 +2,8 @@
 //! outcomes back to the scenario and evaluates its stop condition. Guest code runs only
 //! here, never on the I/O path.
 
+mod sessions;
+
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::mpsc as std_mpsc;
@@ -133,7 +135,7 @@ impl ScenarioThread<'_> {
         while let Ok(cmd) = self.commands.recv() {
             let flow = match cmd {
                 ToScenario::Start(p, spec) if spec.sessions.is_some() => {
-                    super::sessions::SessionGenerator::new(&mut self, p, &spec).run()
+                    sessions::SessionGenerator::new(&mut self, p, &spec).run()
                 }
                 ToScenario::Start(p, spec) => PhaseGenerator::new(&mut self, p, &spec).run(),
                 // Between phases: an adaptive scenario picks the next one.

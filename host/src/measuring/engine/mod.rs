@@ -6,7 +6,7 @@
 //!
 //! - `phases`: the run loop, phase after phase (and an adaptive scenario's `next_phase`).
 //! - `generator`: the scenario thread, one phase's generation at a time.
-//! - `sessions`: a phase of sessions on that thread: each step asked when the last ends.
+//!   Its `sessions`: a phase of sessions on that thread, each step asked when the last ends.
 //! - `dispatch`: one phase's sends, then its drain.
 //! - `record` and `record_builder`: a finished exchange to its record, off the I/O threads.
 //! - `collect` and `record_file`: statistics, requests.jsonl, outcomes back to the scenario.
@@ -20,7 +20,6 @@ mod phases;
 mod record;
 mod record_builder;
 mod record_file;
-mod sessions;
 mod signals;
 
 use std::path::PathBuf;

@@ -19,9 +19,9 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use super::generator::{plan, Flow, ScenarioThread, QUEUE_FULL_WAIT, STOP_CHECK_INTERVAL};
-use super::{FromScenario, Planned, ToScenario};
+use super::{plan, Flow, ScenarioThread, QUEUE_FULL_WAIT, STOP_CHECK_INTERVAL};
 use crate::measuring::digest::RequestKey;
+use crate::measuring::engine::{FromScenario, Planned, ToScenario};
 use crate::measuring::metrics::SessionRecord;
 use crate::measuring::schedule::Schedule;
 use crate::workloads::scenario::{
