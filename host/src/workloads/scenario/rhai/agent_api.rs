@@ -84,10 +84,12 @@ fn draw(host: &mut HostContext, dist: &Map) -> RhaiResult<f64> {
             }
             host.normal(median.ln(), field("sigma")?)?.exp()
         }
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "draw: unknown distribution `{other}`; use constant, uniform, exponential or lognormal"
         )
-        .into()),
+            .into())
+        }
     };
     Ok(value)
 }
