@@ -339,6 +339,18 @@ fn submit_sharded_run(
     env: &[(&str, &str)],
     runner_args: &[&str],
 ) -> (String, String) {
+    submit_array(cluster, SHARDS, scenario, target, env, runner_args)
+}
+
+/// [`submit_sharded_run`] with an array of `shards` tasks.
+fn submit_array(
+    cluster: &mut Cluster,
+    shards: u64,
+    scenario: &str,
+    target: &str,
+    env: &[(&str, &str)],
+    runner_args: &[&str],
+) -> (String, String) {
     let scripts = repo().join("deploy/slurm");
     let shards_script = scripts.join("runner-shards.sbatch").display().to_string();
     let merge_script = scripts.join("runner-merge.sbatch").display().to_string();
@@ -349,7 +361,7 @@ fn submit_sharded_run(
         .expect("clock")
         .as_secs()
         + 5;
-    let array_flag = format!("--array=1-{SHARDS}");
+    let array_flag = format!("--array=1-{shards}");
     let mut env = env.to_vec();
     env.push(("RUNNER", env!("CARGO_BIN_EXE_runner")));
     let start_at = start_at.to_string();
@@ -524,5 +536,102 @@ fn check_failed_shard(cluster: &mut Cluster, scenario: &str, target: &str) {
     eprintln!(
         "slurm: failed task 2: merge job {merge} FAILED 1:0: {}",
         text.trim()
+    );
+}
+
+/// agentic_coding as four array tasks: each runs whole sessions, and the merge is the
+/// single process's run (digest, counts and token totals).
+#[test]
+fn slurm_array_runs_whole_agent_sessions_and_merges_to_the_single_run() {
+    let Some(programs) = slurm_or_skip() else {
+        return;
+    };
+    let _quiet = crate::support::exclusive();
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let mut cluster = Cluster::start(tmp.path(), programs);
+    let sim = SimProcess::start(&[]);
+    let scenario = crate::support::scenario("agentic_coding.rhai");
+    let args = [
+        "--api",
+        "chat",
+        "-p",
+        "sessions=8",
+        "-p",
+        "rate=5",
+        "-p",
+        "turns_min=3",
+        "-p",
+        "turns_max=5",
+        "-p",
+        "tool_latency_min=0.05",
+        "-p",
+        "tool_latency_max=0.3",
+        "-p",
+        "system_tokens=500",
+        "-p",
+        "repo_tokens=1000",
+        "-p",
+        "result_tokens_max=300",
+        "-p",
+        "output_tokens=32",
+    ];
+    let single = tmp.path().join("single");
+    let single_dir = single.display().to_string();
+    let mut all = vec![
+        scenario.as_str(),
+        "--target",
+        &sim.url,
+        "-q",
+        "--output",
+        &single_dir,
+    ];
+    all.extend_from_slice(&args);
+    let out = runner(&all);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let single = json(&single.join("result.json"));
+
+    let (array, merge) = submit_array(&mut cluster, 4, &scenario, &sim.url, &[], &args);
+    let merge_end = cluster.wait_ended(&merge);
+    let tasks = cluster.wait_ended(&array);
+    assert!(
+        tasks
+            .iter()
+            .all(|(_, state, code)| state == "COMPLETED" && code == "0:0"),
+        "{tasks:?}"
+    );
+    assert_eq!(merge_end, [(0, "COMPLETED".to_string(), "0:0".to_string())]);
+    let results = cluster.root.join("work/results").join(&array);
+    let mut owner = std::collections::HashMap::new();
+    for i in 0..4 {
+        let dir = results.join(format!("shard-{i}"));
+        let records = if dir.join("requests.jsonl").exists() {
+            records_in(&dir)
+        } else {
+            vec![]
+        };
+        for r in records {
+            let id = r["session"].as_str().expect("a session").to_string();
+            assert_eq!(
+                *owner.entry(id.clone()).or_insert(i),
+                i,
+                "session {id} split"
+            );
+        }
+    }
+    assert_eq!(owner.len(), 8, "every session ran in one shard");
+    let merged = json(&results.join("merged/result.json"));
+    let digest = single["runner"]["request_digest"].as_str().expect("digest");
+    assert_eq!(merged["runner"]["request_digest"].as_str(), Some(digest));
+    for key in [
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+    ] {
+        assert_eq!(merged[key], single[key], "{key}");
+    }
+    eprintln!(
+        "slurm: agentic_coding, 4 array tasks merged = single run: {} requests, digest {digest}",
+        merged["completed"]
     );
 }
