@@ -4,9 +4,10 @@
 //! of their Rhai original on the built-in simulator, which answers with tool calls: the
 //! same request digest in result.json. Sessions draw from their own random streams and
 //! the digest keys a session's request by its asked wait, so the digest does not depend
-//! on how the answers interleave.
+//! on how the answers interleave. tests/guests/session_probe takes a component's fan-out
+//! and join, and the steps the host's rules refuse, through the Wasm boundary.
 
-use crate::support::{run_ok, scenario};
+use crate::support::{run_ok, runner, scenario, stderr};
 use crate::wasm::component;
 
 /// agentic_coding made small: 4 sessions of 2 to 4 turns, tools answering within 50 ms,
@@ -44,7 +45,10 @@ pub(crate) const AGENTIC_ARGS: [&str; 30] = [
     "7",
 ];
 
-/// agent_fanout made small: 2 planners of 2 to 3 sub-agents of 1 to 2 turns.
+/// agent_fanout made small: 2 planners of one sub-agent each, of 1 to 2 turns. One: the
+/// engine gives `joined` in the order the children ended, which the answers' timing
+/// decides, and the synthesis lists the children in that order, so with two or more the
+/// stream (of the Rhai original as of its twin) changes from run to run.
 const FANOUT_ARGS: [&str; 28] = [
     "--api",
     "chat",
@@ -57,9 +61,9 @@ const FANOUT_ARGS: [&str; 28] = [
     "-p",
     "plan_tokens=6",
     "-p",
-    "workers_min=2",
+    "workers_min=1",
     "-p",
-    "workers_max=3",
+    "workers_max=1",
     "-p",
     "worker_turns_max=2",
     "-p",
@@ -122,7 +126,65 @@ fn the_sdk_twin_of_agentic_coding_sends_the_same_sessions_as_the_rhai_original()
 #[test]
 fn the_sdk_twin_of_agent_fanout_sends_the_same_sessions_as_the_rhai_original() {
     let (_, b) = run_rust_twin("agent_fanout", &FANOUT_ARGS);
-    // Each planner: a plan, 2 to 3 sub-agents of 1 to 2 turns, a synthesis.
+    // Each planner: a plan, a sub-agent of 1 to 2 turns, a synthesis.
     let completed = b["completed"].as_u64().unwrap();
-    assert!((2 * 4..=2 * 8).contains(&completed), "{completed} requests");
+    assert!((2 * 3..=2 * 4).contains(&completed), "{completed} requests");
+}
+
+#[test]
+fn a_components_sessions_fan_out_and_join_through_the_wasm_boundary() {
+    let (_, r) = run_ok(&[&component("session_probe"), "--api", "chat"]);
+    let notes = &r["scenario_result"];
+    // Two roots, each joined once with its own two children, whose requests each came
+    // back with the simulator's tool call.
+    assert_eq!(notes["joins"], 2, "{notes}");
+    assert_eq!(notes["joined_children"], 4, "{notes}");
+    assert_eq!(notes["tool_calls"], 4, "{notes}");
+    assert_eq!(
+        (r["completed"].as_u64(), r["failed"].as_u64()),
+        (Some(4), Some(0))
+    );
+}
+
+#[test]
+fn a_step_the_rules_refuse_ends_the_run_with_one_line_naming_the_rule() {
+    let probe = component("session_probe");
+    for (attack, rule) in [
+        (
+            "nan_after",
+            "`after` must be a finite number of seconds >= 0, got NaN",
+        ),
+        (
+            "negative_after",
+            "`after` must be a finite number of seconds >= 0, got -1",
+        ),
+        (
+            "slash",
+            "child name `a/b` must be 1 to 64 bytes without `/`",
+        ),
+        (
+            "empty_name",
+            "child name `` must be 1 to 64 bytes without `/`",
+        ),
+        ("twice", "child name `a` is given twice"),
+        ("too_many", "a fan-out opens 1 to 64 children, got 65"),
+        ("no_children", "a fan-out opens 1 to 64 children, got 0"),
+        ("at", "leave out `at` and `delay`"),
+        (
+            "tool_json",
+            "`tools[0].parameters-json` must be the text of a JSON object",
+        ),
+    ] {
+        let out = runner(&[&probe, "--api", "chat", "-p", &format!("attack={attack}")]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{attack}: {err}");
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(errors.len(), 1, "{attack}: {err}");
+        assert!(
+            errors[0].contains("`session-step` returned an invalid value")
+                && errors[0].contains(rule),
+            "{attack}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{attack}: {err}");
+    }
 }
