@@ -32,6 +32,7 @@ mod oci;
 mod outage;
 mod output_dir;
 mod packages;
+mod prefix_intent;
 mod progress;
 mod redaction;
 mod report;

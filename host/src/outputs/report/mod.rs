@@ -9,6 +9,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod output;
+pub mod prefix_intent;
 pub mod run_report;
 mod sessions;
 pub mod table;

@@ -35,6 +35,7 @@ pub fn render(report: &RunReport) -> String {
 pub fn render_body(report: &RunReport) -> String {
     let mut body = render_phases(&report.phases);
     body += &render_notes(&report.shown_notes());
+    body += &render_prefix_intent(&super::prefix_intent::compare(report));
     body += &render_thresholds(&report.verdicts, report.many_phases());
     if let Some(shards) = &report.shards {
         body += &render_shards(shards);
@@ -285,6 +286,37 @@ pub(super) fn render_phase_result(s: &PhaseSummary) -> String {
         (render_vllm_block(s), render_extras(s))
     };
     out.push_str(&extras);
+    out
+}
+
+/// The prefix-cache hit rate each measured phase's server achieved beside the one the
+/// scenario intended, with a warning where they part (nothing without both).
+fn render_prefix_intent(rows: &[super::prefix_intent::PrefixIntent]) -> String {
+    let mut out = String::new();
+    if rows.is_empty() {
+        return out;
+    }
+    section(&mut out, " Prefix Cache ");
+    for row in rows {
+        let phase = escape_control(&row.phase);
+        let _ = writeln!(
+            out,
+            "{:<40} {:.1} % achieved (server), {:.1} % intended (scenario)",
+            format!("Hit rate, {phase}:"),
+            row.achieved * 100.0,
+            row.intended * 100.0
+        );
+        if row.warns() {
+            let _ = writeln!(
+                out,
+                "warning: phase `{phase}` hit the prefix cache {:+.1} points off what the workload intended (over {} points): a cache smaller than the workload assumed, evicted under load, off, or left warm by an earlier run",
+                row.gap_points(),
+                super::prefix_intent::WARN_POINTS
+            );
+        }
+    }
+    footer(&mut out, '=');
+    out.push('\n');
     out
 }
 
