@@ -212,6 +212,29 @@ mod tests {
             sdk, VERSION,
             "sdk/rust/src/lib.rs WIT_VERSION against the host's VERSION"
         );
+        // The Python and JavaScript helpers name it too, and the JavaScript one imports
+        // the host interface by it: a helper left behind builds components of the old
+        // version (or none).
+        for (file, marker) in [
+            (
+                "../sdk/python/bench_scenario/__init__.py",
+                "WIT_VERSION = \"",
+            ),
+            (
+                "../sdk/js/bench_scenario/index.js",
+                "export const WIT_VERSION = \"",
+            ),
+            (
+                "../sdk/js/bench_scenario/host.js",
+                "from \"bench:scenario/host@",
+            ),
+        ] {
+            assert_eq!(
+                version_after(file, marker),
+                VERSION,
+                "{file} against VERSION"
+            );
+        }
         let exports = [format!("{PACKAGE}/workload@{sdk}")];
         assert_eq!(
             check([].into_iter(), exports.iter().map(String::as_str)),
