@@ -169,6 +169,10 @@ impl AgentFanout {
                 return Ok(Step::End);
             }
             chat.answer(last);
+            // A model that answered in text instead gets a nudge, as a user would give.
+            if last.tool_calls.is_empty() {
+                chat.user("Go on.");
+            }
             for tc in &last.tool_calls {
                 chat.tool_result(tc.id.clone(), synthetic_text(param_u32("result_tokens")?));
             }
