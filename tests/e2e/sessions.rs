@@ -166,6 +166,18 @@ fn agent_fanout_joins_every_child_before_its_synthesis() {
         ],
     );
     assert_eq!(result["failed"], 0);
+    // Children join in the order they were opened, not the order they ended: one stream.
+    let (again, _) = run_in(
+        &tmp.path().join("again"),
+        &[
+            &scenario("agent_fanout.rhai"),
+            "--api",
+            "chat",
+            "-p",
+            "tool_latency_max=0.3",
+        ],
+    );
+    assert_eq!(digest(&again), digest(&result));
     let sessions = by_session(&records);
     let planners: Vec<&String> = sessions.keys().filter(|id| !id.contains('/')).collect();
     assert_eq!(planners.len(), 4);

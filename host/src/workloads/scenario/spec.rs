@@ -244,7 +244,8 @@ pub struct SessionState {
     pub step: u32,
     /// The outcome of its last request, when its last step was a request.
     pub last: Option<Outcome>,
-    /// After a fan-out: the ids of the children that ended, in the order they were opened.
+    /// After a fan-out, once every child has ended: their ids, in the order they were
+    /// opened.
     pub joined: Vec<String>,
 }
 

@@ -46,9 +46,13 @@ struct Open {
     /// Requests sent so far.
     turns: u32,
     parent: Option<String>,
-    /// After a fan-out: children that have not ended.
+    /// After a fan-out: its children, in the order they were opened, and how many of
+    /// them have not ended.
+    children: Vec<String>,
     children_left: usize,
-    /// Children that ended since the fan-out, in the order they ended.
+    /// The children it joins at its next step: all of them, in the order they were
+    /// opened (the order they ended depends on the server's timing, which must not reach
+    /// the request stream).
     joined: Vec<String>,
     /// Its last answer called tools, so the wait before its next request is a tool's.
     tool_wait: bool,
@@ -433,6 +437,7 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
         }
         if let Some(open) = self.sessions.get_mut(id) {
             open.children_left = children.len();
+            open.children = children.clone();
         }
         for child in &children {
             let open = Open {
@@ -460,9 +465,9 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
         let Some(p) = self.sessions.get_mut(&parent) else {
             return Ok(());
         };
-        p.joined.push(id.to_string());
         p.children_left = p.children_left.saturating_sub(1);
         if p.children_left == 0 {
+            p.joined = std::mem::take(&mut p.children);
             self.advance(&parent, None, base)?;
         }
         Ok(())
