@@ -431,3 +431,29 @@ fn the_readmes_agent_loop_is_complete_in_under_40_lines_and_runs() {
     let tool_turns = records.iter().filter(|r| r["tool_calls"] == 1).count();
     assert_eq!(tool_turns, 30, "every turn demanded a tool call");
 }
+
+/// Sessions, then a phase of plain requests: the scenario defines no `on_response`, so
+/// the outcomes that reach it outside its sessions (the plain phase's, a session's that
+/// ended after its phase) are dropped, not handed to a hook it does not have.
+const SESSIONS_THEN_PLAIN: &str = r#"
+fn describe() { #{ name: "sessions-then-plain" } }
+fn phases() {
+    [#{ name: "sessions", sessions: 3, arrival: #{ process: "closed", concurrency: 3 } },
+     #{ name: "plain", max_requests: 5 }]
+}
+fn next_request(phase, index) { #{ prompt: "x", max_tokens: 4 } }
+fn session_step(s) {
+    if s.step >= 2 { return (); }
+    #{ request: #{ prompt: `turn ${s.step}`, max_tokens: 4 }, after: 0.01 }
+}
+"#;
+
+#[test]
+fn a_phase_without_sessions_after_one_with_them_runs_without_on_response() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let script = write_scenario(tmp.path(), "mixed.rhai", SESSIONS_THEN_PLAIN);
+    let (_, records) = run_in(&tmp.path().join("out"), &[&script]);
+    let per_phase = |p: u64| records.iter().filter(|r| r["phase"] == p).count();
+    assert_eq!((per_phase(0), per_phase(1)), (6, 5));
+    assert!(records.iter().all(|r| r.get("error").is_none()));
+}
