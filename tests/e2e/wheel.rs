@@ -104,11 +104,32 @@ fn without_the_tests_cargo_env(cmd: &mut Command) -> &mut Command {
     cmd
 }
 
-/// Builds the wheel into `out` and returns its path. The profile and target directory
-/// are this run's, so cargo finds every crate compiled and only links the binary again
-/// (maturin strips it).
+/// A target directory for maturin whose profile directory is this run's, hard-linked
+/// file by file: cargo finds every crate compiled (its fingerprints hold), while maturin
+/// stages the binary it ships by renaming it out of the profile directory, which in this
+/// run's own would take `target/release/runner` away from every test running beside this
+/// one (seen under load: "the runner binary starts: No such file or directory").
+fn linked_target(target: &Path) -> PathBuf {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_runner"))
+        .parent()
+        .expect("the runner binary lies in a profile directory");
+    let linked = target.join("tmp").join("wheel-target");
+    let _ = std::fs::remove_dir_all(&linked);
+    std::fs::create_dir_all(&linked).expect("the linked target directory");
+    run(
+        "hard-linking the profile directory for maturin",
+        Command::new("cp").arg("-al").arg(bin_dir).arg(&linked),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    linked
+}
+
+/// Builds the wheel into `out` and returns its path. The profile is this run's and the
+/// target directory a hard-linked copy of its (see [`linked_target`]), so cargo finds
+/// every crate compiled and only links the binary again (maturin strips it).
 fn build_wheel(maturin: &Path, out: &Path) -> PathBuf {
     let (profile, target) = build_profile();
+    let target = linked_target(&target);
     let started = Instant::now();
     run(
         "maturin build",
