@@ -141,7 +141,10 @@ impl PhaseLoop<'_> {
             &mut self.done.digest,
         );
         let end = dispatch.run(&mut self.scenario.queue).await?;
-        let server = server.map(|s| s.end_phase()).unwrap_or_default();
+        let server = match server {
+            Some(s) => s.end_phase().await,
+            None => Default::default(),
+        };
         if let Err(e) = self.close_phase(&end.stop).await {
             self.done.failure = Some(e);
         }

@@ -224,6 +224,14 @@ pub fn is_fraction(name: &str) -> bool {
         .is_some_and(|k| matches!(k.meaning, Meaning::KvCacheUse | Meaning::PrefixCacheHitRate))
 }
 
+/// Whether the scrape comes from an engine whose counters may lag its responses:
+/// llama.cpp adds a request's tokens to its metrics when the slot is released, in its
+/// own loop (`tools/server/server-context.cpp`), so a scrape taken on the last chunk may
+/// come before them (a run read 2,816 predicted tokens of 3,072).
+pub fn counts_late(scrape: &super::Exposition) -> bool {
+    scrape.families.keys().any(|n| n.starts_with("llamacpp:"))
+}
+
 /// The first known metric of `meaning` among `names` (in catalogue order).
 pub fn first_of<'a>(meaning: Meaning, mut has: impl FnMut(&str) -> bool) -> Option<&'a Known> {
     KNOWN.iter().find(|k| k.meaning == meaning && has(k.name))

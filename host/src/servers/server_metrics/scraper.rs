@@ -3,12 +3,17 @@
 //! (one per target) every interval, all at once, and combines what each last gave into one
 //! view of the fleet; it writes each scrape to server_metrics.jsonl, keeps the latest
 //! values for a scenario's `stop` and adds each scrape to the running phase's summary.
+//!
+//! A phase ends with a scrape of its own, taken after its last response: without it the
+//! counters stopped at the last tick, up to an interval before the end (the README's main
+//! job read 98,304 generated tokens of 128,000). Where an engine's counters are known to
+//! lag its responses, that last scrape is repeated until they hold still (bounded).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::exposition::Exposition;
 use super::fetch::{FetchError, Fetcher};
@@ -39,9 +44,18 @@ struct State {
     phase: Option<(usize, Instant, ServerPhaseAccumulator)>,
 }
 
+/// How long a phase's last scrape may wait for lagging counters to hold still.
+const SETTLE_LIMIT: Duration = Duration::from_secs(2);
+/// The time between the repeated scrapes of a settling phase end.
+const SETTLE_STEP: Duration = Duration::from_millis(150);
+
 /// A running scraper; dropping it stops the thread.
 pub struct Scraper {
     state: Arc<Mutex<State>>,
+    /// Asks the thread for a scrape now; it answers once the scrape is kept.
+    now: mpsc::UnboundedSender<oneshot::Sender<()>>,
+    /// The longest a scrape now may take, settling included.
+    now_limit: Duration,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -72,7 +86,9 @@ impl Scraper {
             .map_err(|e| ServerMetricsError::Client(e.to_string()))?;
         let state = Arc::new(Mutex::new(State::default()));
         let (stop, stopped) = oneshot::channel();
+        let (now, asks) = mpsc::unbounded_channel();
         let job = Job {
+            asks,
             sources,
             file,
             interval: config.interval,
@@ -92,6 +108,8 @@ impl Scraper {
             .map_err(|e| ServerMetricsError::Client(e.to_string()))?;
         Ok(Scraper {
             state,
+            now,
+            now_limit: timeout + SETTLE_LIMIT + timeout,
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -117,8 +135,13 @@ impl Scraper {
         state.phase = Some((index, now, ServerPhaseAccumulator::new(baseline)));
     }
 
-    /// The running phase ends now: what its scrapes showed.
-    pub fn end_phase(&self) -> PhaseMetrics {
+    /// The running phase ends now: a last scrape is taken (bounded in time; without an
+    /// answer the phase keeps what its earlier scrapes showed), then what they showed.
+    pub async fn end_phase(&self) -> PhaseMetrics {
+        let (done, scraped) = oneshot::channel();
+        if self.now.send(done).is_ok() {
+            let _ = tokio::time::timeout(self.now_limit, scraped).await;
+        }
         let Some((_, _, phase)) = self.lock().phase.take() else {
             return PhaseMetrics::default();
         };
@@ -211,6 +234,8 @@ impl Source {
 }
 
 struct Job {
+    /// Scrapes asked for now (a phase's end), each answered once kept.
+    asks: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
     sources: Vec<Source>,
     file: Option<SamplesFile>,
     interval: Duration,
@@ -219,37 +244,91 @@ struct Job {
 }
 
 impl Job {
-    /// Scrapes every endpoint until stopped, or until none is left.
+    /// Scrapes every endpoint until stopped, or until none is left: at every tick, and
+    /// whenever a phase ends.
     async fn run(mut self) {
         let mut ticks = tokio::time::interval(self.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let alone = self.sources.len() == 1;
         loop {
-            ticks.tick().await;
-            let at = Instant::now();
-            let results = join_all(self.sources.iter().map(|s| async move {
-                if s.gone {
-                    None
-                } else {
-                    Some(s.fetcher.fetch().await)
+            tokio::select! {
+                _ = ticks.tick() => {
+                    if !self.scrape().await {
+                        return;
+                    }
                 }
-            }))
-            .await;
-            let mut fresh = Vec::new();
-            for (i, result) in results.into_iter().enumerate() {
-                if let Some(result) = result {
-                    if self.sources[i].take(result, alone) {
-                        fresh.push(i);
+                Some(done) = self.asks.recv() => {
+                    let alive = self.scrape_settled().await;
+                    let _ = done.send(());
+                    // The next tick is a whole interval after this scrape.
+                    ticks.reset();
+                    if !alive {
+                        return;
                     }
                 }
             }
-            if self.sources.iter().all(|s| s.gone) {
-                return;
+        }
+    }
+
+    /// One scrape of every endpoint still read, kept; false once none is left.
+    async fn scrape(&mut self) -> bool {
+        let alone = self.sources.len() == 1;
+        let at = Instant::now();
+        let results = join_all(self.sources.iter().map(|s| async move {
+            if s.gone {
+                None
+            } else {
+                Some(s.fetcher.fetch().await)
             }
-            if !fresh.is_empty() {
-                self.keep(at, &fresh);
+        }))
+        .await;
+        let mut fresh = Vec::new();
+        for (i, result) in results.into_iter().enumerate() {
+            if let Some(result) = result {
+                if self.sources[i].take(result, alone) {
+                    fresh.push(i);
+                }
             }
         }
+        if self.sources.iter().all(|s| s.gone) {
+            return false;
+        }
+        if !fresh.is_empty() {
+            self.keep(at, &fresh);
+        }
+        true
+    }
+
+    /// A phase's last scrape; repeated, [`SETTLE_STEP`] apart and for at most
+    /// [`SETTLE_LIMIT`], while the counters of an engine known to count late
+    /// (`known::counts_late`) still move.
+    async fn scrape_settled(&mut self) -> bool {
+        let began = Instant::now();
+        let mut before = self.counter_values();
+        loop {
+            if !self.scrape().await {
+                return false;
+            }
+            let now = self.counter_values();
+            let lagging = self
+                .combined()
+                .is_some_and(|e| super::known::counts_late(&e));
+            if !lagging || now == before || began.elapsed() >= SETTLE_LIMIT {
+                return true;
+            }
+            before = now;
+            tokio::time::sleep(SETTLE_STEP).await;
+        }
+    }
+
+    /// Every counter's value in what the endpoints last gave, to see them settle.
+    fn counter_values(&self) -> Vec<f64> {
+        self.combined().map_or_else(Vec::new, |e| {
+            e.families
+                .values()
+                .filter(|f| f.kind == super::exposition::Kind::Counter)
+                .map(|f| f.value)
+                .collect()
+        })
     }
 
     /// What the endpoints last gave, as one.

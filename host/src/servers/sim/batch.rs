@@ -225,12 +225,14 @@ impl Scheduler {
         let per_chunk = self.per_chunk;
         let metrics = &self.metrics;
         let mut freed = 0;
+        let mut generated = 0;
         self.running.retain_mut(|s| {
             if !s.emits {
                 return true;
             }
             s.emits = false;
             s.generated += 1;
+            generated += 1;
             s.unsent += 1;
             if s.generated == 1 {
                 metrics.first_token(s.arrived.elapsed());
@@ -246,10 +248,11 @@ impl Scheduler {
             }
             if done {
                 freed += s.kv();
-                metrics.finished(s.arrived.elapsed(), s.generated);
+                metrics.finished(s.arrived.elapsed());
             }
             !done
         });
+        metrics.generated(generated);
         self.kv_used = self.kv_used.saturating_sub(freed);
     }
 }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::batch::{Scheduler, Seq};
 use super::event::{after, Event, Events};
 use super::metrics::SimMetrics;
-use super::prefix::PromptBlocks;
+use super::prefix::{PrefixReset, PromptBlocks};
 use super::profile::{SimConfig, Timing};
 use crate::both_sides::timer::{Timer, TimerHandle};
 
@@ -37,6 +37,8 @@ enum Model {
     Batching {
         queue: mpsc::UnboundedSender<Seq>,
         kv_tokens: usize,
+        /// Empties the scheduler's prefix cache.
+        prefix_reset: PrefixReset,
         /// Times held-back (slow) requests.
         clock: TimerHandle,
     },
@@ -104,10 +106,12 @@ impl Engine {
                 let clock = Timer::start();
                 let (queue, incoming) = mpsc::unbounded_channel();
                 let scheduler = Scheduler::new(params.clone(), per_chunk, metrics.clone());
+                let prefix_reset = scheduler.prefix_reset();
                 let task = tokio::spawn(scheduler.run(incoming, clock.handle()));
                 let engine = Model::Batching {
                     queue,
                     kv_tokens: params.kv_tokens,
+                    prefix_reset,
                     clock: clock.handle(),
                 };
                 (
@@ -118,6 +122,14 @@ impl Engine {
                     },
                 )
             }
+        }
+    }
+
+    /// Empties the prefix cache before the next prompt is admitted (`POST
+    /// /reset_prefix_cache`); the `fixed` and `zero` profiles have none to empty.
+    pub fn reset_prefix_cache(&self) {
+        if let Model::Batching { prefix_reset, .. } = &self.model {
+            prefix_reset.request();
         }
     }
 
@@ -228,37 +240,30 @@ fn batching(
 }
 
 /// Counts a `fixed` or `zero` request as running from now until its stream is dropped,
-/// and its tokens.
+/// and its tokens as each chunk passes.
 fn counted(events: Events, metrics: Arc<SimMetrics>, prompt_tokens: usize) -> Events {
     metrics.update(|c| {
         c.running += 1;
         c.prompt_tokens += prompt_tokens as u64;
     });
-    let mut guard = Running { metrics, tokens: 0 };
+    let guard = Running { metrics };
     Box::pin(events.map(move |event| {
-        // The whole guard moves into the closure (a field alone would be copied out).
-        let guard = &mut guard;
         if let Event::Tokens(n) = event {
-            guard.tokens += n as u64;
+            guard.metrics.generated(n);
         }
         event
     }))
 }
 
-/// Holds one request in the running gauge while alive, and counts its tokens (added to
-/// the counter once, at the end, so a chunk costs no lock).
+/// Holds one request in the running gauge while alive.
 struct Running {
     metrics: Arc<SimMetrics>,
-    tokens: u64,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let tokens = self.tokens;
-        self.metrics.update(|c| {
-            c.running = c.running.saturating_sub(1);
-            c.generation_tokens += tokens;
-        });
+        self.metrics
+            .update(|c| c.running = c.running.saturating_sub(1));
     }
 }
 

@@ -5,6 +5,7 @@
 //! the TTFT, queue-time and end-to-end latency histograms.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -57,7 +58,6 @@ pub struct Counters {
     pub prefix_queries: u64,
     pub prefix_hits: u64,
     pub prompt_tokens: u64,
-    pub generation_tokens: u64,
     pub finished: u64,
     ttft: Histogram,
     queue: Histogram,
@@ -67,6 +67,10 @@ pub struct Counters {
 /// Shared by the engine, which updates it, and the `/metrics` handler, which reads it.
 pub struct SimMetrics {
     counters: Mutex<Counters>,
+    /// Tokens generated so far, counted as each step or chunk produces them (as vLLM's
+    /// `generation_tokens` counts each step's tokens), not when a request ends: a scrape
+    /// taken mid-run sees every token already streamed. Atomic, so a chunk costs no lock.
+    generated: AtomicU64,
     /// The `model_name` label, escaped.
     model: String,
 }
@@ -87,12 +91,12 @@ impl SimMetrics {
                 prefix_queries: 0,
                 prefix_hits: 0,
                 prompt_tokens: 0,
-                generation_tokens: 0,
                 finished: 0,
                 ttft: Histogram::new(TTFT_BUCKETS),
                 queue: Histogram::new(LATENCY_BUCKETS),
                 e2e: Histogram::new(LATENCY_BUCKETS),
             }),
+            generated: AtomicU64::new(0),
             model,
         }
     }
@@ -110,12 +114,21 @@ impl SimMetrics {
         self.update(|c| c.queue.observe(queued));
     }
 
-    /// A request finished after `e2e`, having generated `tokens`.
-    pub fn finished(&self, e2e: Duration, tokens: usize) {
+    /// `tokens` more were generated.
+    pub fn generated(&self, tokens: usize) {
+        self.generated.fetch_add(tokens as u64, Ordering::Relaxed);
+    }
+
+    /// Tokens generated so far (the power model's `--sim-power` counts them).
+    pub fn generated_tokens(&self) -> u64 {
+        self.generated.load(Ordering::Relaxed)
+    }
+
+    /// A request finished after `e2e`.
+    pub fn finished(&self, e2e: Duration) {
         self.update(|c| {
             c.e2e.observe(e2e);
             c.finished += 1;
-            c.generation_tokens += tokens as u64;
         });
     }
 
@@ -125,7 +138,8 @@ impl SimMetrics {
         let labels = format!("engine=\"0\",model_name=\"{}\"", self.model);
         let mut out = String::with_capacity(8192);
         render_gauges(&mut out, &labels, &c);
-        render_counters(&mut out, &labels, &c);
+        let generated = self.generated.load(Ordering::Relaxed);
+        render_counters(&mut out, &labels, &c, generated);
         render_histograms(&mut out, &labels, &c);
         out
     }
@@ -161,7 +175,7 @@ fn render_gauges(out: &mut String, labels: &str, c: &Counters) {
 }
 
 /// The counters, each as `NAME_total`.
-fn render_counters(out: &mut String, labels: &str, c: &Counters) {
+fn render_counters(out: &mut String, labels: &str, c: &Counters, generated: u64) {
     let counters = [
         (
             "vllm:num_preemptions",
@@ -186,7 +200,7 @@ fn render_counters(out: &mut String, labels: &str, c: &Counters) {
         (
             "vllm:generation_tokens",
             "Number of generation tokens processed.",
-            c.generation_tokens,
+            generated,
         ),
         (
             "vllm:request_success",
@@ -276,7 +290,9 @@ mod tests {
         });
         m.first_token(Duration::from_millis(30));
         m.first_token(Duration::from_secs(3));
-        m.finished(Duration::from_secs(1), 5);
+        m.generated(2);
+        m.generated(3);
+        m.finished(Duration::from_secs(1));
         let text = m.render();
         let line = |prefix: &str| {
             text.lines()
