@@ -230,6 +230,17 @@ pub struct RunArgs {
     /// Time between scrapes of the server's metrics (e.g. 1s, 250ms; at least 100ms)
     #[arg(long = "server-metrics-interval", value_name = "DURATION", default_value = "1s", value_parser = crate::servers::server_metrics::parse_interval)]
     pub server_metrics_interval: Duration,
+    /// Empty every target's prefix cache before the run's first phase (`run`) or before
+    /// each phase (`phase`): vLLM's POST /reset_prefix_cache (served with
+    /// VLLM_SERVER_DEV_MODE=1), SGLang's /flush_cache, llama.cpp's slot erase (needs
+    /// --slot-save-path); a server without one is a warning and the run goes on
+    #[arg(long, value_enum, value_name = "run|phase")]
+    pub reset_prefix_cache: Option<crate::servers::control::ResetWhen>,
+    /// Run the server's profiler over the phase of this name (repeatable): POST
+    /// /start_profile just before its clock starts, /stop_profile once its last response
+    /// is in (vLLM started with VLLM_TORCH_PROFILER_DIR set, SGLang)
+    #[arg(long = "profile-phase", value_name = "NAME")]
+    pub profile_phase: Vec<String>,
     /// How long in-flight requests may finish once a phase is stopped by its duration or stop
     /// condition (e.g. 30s, 5m); a phase that sent all its requests waits for every one
     #[arg(long, default_value = "60s", value_parser = parse_duration_arg)]

@@ -15,6 +15,7 @@ use crate::measuring::thresholds::EXIT_THRESHOLDS_FAILED;
 use crate::outputs::progress::{self, Progress};
 use crate::outputs::report::{output, text, ReportParts, ReportPhase, RunHeader, RunReport};
 use crate::safeguards::interrupt::Interrupts;
+use crate::servers::control::ServerControl;
 use crate::servers::server_metrics::{ScrapeConfig, Scraper};
 use crate::sharding::merge::shard_file::{ShardFile, ShardRun, STREAM_FILE};
 use crate::workloads::package::{self, Package};
@@ -28,7 +29,16 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let config = RunConfig::new(&a, &loaded.description, &mut *loaded.scenario)?;
     let target = Targets::connect(&config, &tokenizer, &session.rt)?;
     let mut header = run_header(&config, &loaded, &target, &tokenizer);
-    let finished = execute(&session, loaded.scenario, &config, target, tokenizer)?;
+    let control = server_control(&a, &config, &target)?;
+    let finished = execute(
+        &session,
+        loaded.scenario,
+        &config,
+        target,
+        tokenizer,
+        &control,
+    )?;
+    control.warn_unmatched();
     header.request_digest = Some(finished.result.digest.clone());
     let failure = finish_shard(&config, &header, finished)?;
     // What was sent, not what --api asked for (chat messages go to chat whatever it says).
@@ -139,8 +149,10 @@ fn execute(
     config: &RunConfig,
     target: Targets,
     tokenizer: Arc<Tokenizer>,
+    control: &Arc<ServerControl>,
 ) -> Result<Finished> {
     let mut engine_config = engine_config(config, target.models[0].clone());
+    engine_config.control = control.clone();
     engine_config.target_models = target.models.clone();
     if let Some(scraper) = start_server_metrics(config, &target)? {
         engine_config.live = engine::LiveView::with_server_metrics(scraper);
@@ -175,6 +187,19 @@ fn execute(
         started,
         clock_offset_ms,
     })
+}
+
+/// The calls to every target around the phases (`--reset-prefix-cache`, `--profile-phase`,
+/// and what a phase asks itself).
+fn server_control(a: &RunArgs, config: &RunConfig, target: &Targets) -> Result<Arc<ServerControl>> {
+    let urls: Vec<&str> = target.clients.iter().map(|c| c.base_url()).collect();
+    let control = ServerControl::new(
+        &urls,
+        config.api_key.as_deref(),
+        a.reset_prefix_cache,
+        a.profile_phase.clone(),
+    )?;
+    Ok(Arc::new(control))
 }
 
 /// The scraper of every target's metrics, unless `--server-metrics off`.
@@ -218,6 +243,7 @@ fn engine_config(config: &RunConfig, model: String) -> EngineConfig {
         },
         target_models: vec![],
         session_header: config.session_header.clone(),
+        control: Default::default(),
         stream_log: config
             .shard
             .as_ref()

@@ -172,6 +172,7 @@ mod tests {
             max_duration: max_duration.map(Duration::from_secs),
             warmup: false,
             sessions: None,
+            control: Default::default(),
         }
     }
 

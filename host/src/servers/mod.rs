@@ -1,4 +1,6 @@
-//! The target side: the built-in simulated server and the scrape of a server's own metrics.
+//! The target side: the built-in simulated server, the scrape of a server's own metrics,
+//! and the calls that control a server around a phase (prefix-cache reset, profiler).
 
+pub mod control;
 pub mod server_metrics;
 pub mod sim;

@@ -282,6 +282,7 @@ mod tests {
             max_duration: None,
             warmup: false,
             sessions: None,
+            control: Default::default(),
         }
     }
 

@@ -93,6 +93,8 @@ pub struct EngineConfig {
     /// The header every request of a session carries with the session's own value, for
     /// routers and KV-aware schedulers (`--session-header`, vLLM's `X-Session-ID`).
     pub session_header: Option<String>,
+    /// The calls to the servers around each phase: prefix-cache resets, the profiler.
+    pub control: Arc<crate::servers::control::ServerControl>,
 }
 
 /// Finished requests a phase needs before `max_error_rate` is checked, so one early

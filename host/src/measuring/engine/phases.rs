@@ -121,8 +121,11 @@ impl PhaseLoop<'_> {
         live.lock()
             .unwrap_or_else(|e| e.into_inner())
             .start_phase(p, spec);
+        let control = self.run.config.control.clone();
+        control.before_phase(p, spec).await;
         self.open_connections(spec).await;
         self.wait_until_primed().await;
+        let profiling = control.start_profile(spec).await;
         let start = Instant::now();
         let server = {
             let mut live = live.lock().unwrap_or_else(|e| e.into_inner());
@@ -140,7 +143,9 @@ impl PhaseLoop<'_> {
             &mut self.signals,
             &mut self.done.digest,
         );
-        let end = dispatch.run(&mut self.scenario.queue).await?;
+        let end = dispatch.run(&mut self.scenario.queue).await;
+        control.stop_profile(profiling).await;
+        let end = end?;
         let server = match server {
             Some(s) => s.end_phase().await,
             None => Default::default(),

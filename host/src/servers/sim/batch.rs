@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::event::{after, Event};
 use super::metrics::SimMetrics;
-use super::prefix::{PrefixCache, PromptBlocks, BLOCK_TOKENS};
+use super::prefix::{PrefixCache, PrefixReset, PromptBlocks, BLOCK_TOKENS};
 use super::profile::BatchParams;
 use crate::both_sides::timer::TimerHandle;
 
@@ -96,6 +96,11 @@ impl Scheduler {
             kv_used: 0,
             metrics,
         }
+    }
+
+    /// What empties the prefix cache from the HTTP side (`POST /reset_prefix_cache`).
+    pub fn prefix_reset(&self) -> PrefixReset {
+        self.prefix.reset_handle()
     }
 
     /// Leaves the engine's state in the `/metrics` gauges.

@@ -7,8 +7,14 @@
 //! [`BLOCK_BYTES`] bytes (a block of 16 tokens at ~4 bytes per token) and a hit covers the
 //! same share of the prompt's tokens as of its bytes; a prompt of token ids is cut every
 //! 16 ids, exactly.
+//!
+//! `POST /reset_prefix_cache` (vLLM's route) empties it through a [`PrefixReset`]: the
+//! cache lives on the scheduler's task, so the handler raises the reset and the cache
+//! empties itself before the next prompt it admits.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use hashlink::LruCache;
 
@@ -64,9 +70,27 @@ impl PromptBlocks {
     }
 }
 
+/// Asks a [`PrefixCache`] on another task to empty itself: a count of the resets asked.
+#[derive(Clone, Debug, Default)]
+pub struct PrefixReset(Arc<AtomicU64>);
+
+impl PrefixReset {
+    /// Every block cached so far is gone for the next prompt admitted.
+    pub fn request(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn asked(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Block hashes in the cache, least recently used first out.
 pub struct PrefixCache {
     blocks: LruCache<u64, ()>,
+    reset: PrefixReset,
+    /// Resets done: the cache is emptied when `reset` has asked for more.
+    resets_done: u64,
 }
 
 impl PrefixCache {
@@ -74,12 +98,24 @@ impl PrefixCache {
     pub fn new(capacity: usize) -> PrefixCache {
         PrefixCache {
             blocks: LruCache::new(capacity.max(1)),
+            reset: PrefixReset::default(),
+            resets_done: 0,
         }
+    }
+
+    /// What empties this cache from another task.
+    pub fn reset_handle(&self) -> PrefixReset {
+        self.reset.clone()
     }
 
     /// How many leading blocks of `prompt` the cache holds; then every block of it is
     /// cached (the prefill about to run computes them).
     pub fn admit(&mut self, prompt: &PromptBlocks) -> usize {
+        let asked = self.reset.asked();
+        if asked != self.resets_done {
+            self.blocks.clear();
+            self.resets_done = asked;
+        }
         let hits = prompt
             .hashes
             .iter()
@@ -122,5 +158,26 @@ mod tests {
         cache.admit(&b);
         assert_eq!(cache.admit(&a), 0, "b's two blocks pushed a's out");
         assert_eq!(a.covered(2, 32), 32);
+    }
+
+    #[test]
+    fn a_reset_from_another_handle_empties_the_cache_once() {
+        let a = PromptBlocks::of_ids(&(0..48).collect::<Vec<u64>>());
+        let mut cache = PrefixCache::new(100);
+        cache.admit(&a);
+        assert_eq!(cache.admit(&a), 3);
+        let reset = cache.reset_handle();
+        reset.request();
+        reset.request();
+        assert_eq!(
+            cache.admit(&a),
+            0,
+            "two resets asked before one admission empty it once"
+        );
+        assert_eq!(
+            cache.admit(&a),
+            3,
+            "what was admitted after the reset stays"
+        );
     }
 }

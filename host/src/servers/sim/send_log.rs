@@ -11,6 +11,10 @@
 //! drops the response body) gets its line too, with `"aborted": true` and `aborted_ms`,
 //! when the server noticed: a client's cancellation can be checked against what the server
 //! saw.
+//!
+//! The server's control routes (`POST /reset_prefix_cache`, `/start_profile`,
+//! `/stop_profile`) add a line of their own, `{"event": "start_profile", "unix_ms": T}`,
+//! written when the call came: a test sees where it fell among the streams' lines.
 
 use std::fs::File;
 use std::io::Write;
@@ -29,6 +33,14 @@ impl SendLog {
         Ok(SendLog {
             file: Mutex::new(File::create(path)?),
         })
+    }
+
+    /// `{"event": NAME, "unix_ms": T}`: a control call (`reset_prefix_cache`,
+    /// `start_profile`, `stop_profile`) came now.
+    pub fn event(&self, name: &str) {
+        let mut line = serde_json::json!({ "event": name, "unix_ms": unix_ms() }).to_string();
+        line.push('\n');
+        self.write(line.as_bytes());
     }
 
     /// One whole line per write, so the file holds whole lines whenever the server is
@@ -58,6 +70,13 @@ pub struct SentTimes {
     /// The handler's start, µs after `arrived`.
     handler_us: u64,
     chunk_us: Vec<u64>,
+}
+
+/// Milliseconds since the Unix epoch, with µs resolution.
+pub fn unix_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_micros() as f64 / 1e3)
 }
 
 fn micros(d: std::time::Duration) -> u64 {
@@ -153,6 +172,19 @@ mod tests {
             "the second chunk left at least 2 ms later: {gap}"
         );
         assert!(line.get("aborted").is_none());
+    }
+
+    #[test]
+    fn a_control_call_is_a_line_of_its_own() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("sent.jsonl");
+        let log = SendLog::create(&path).expect("log file");
+        let before = unix_ms();
+        log.event("start_profile");
+        let text = std::fs::read_to_string(&path).expect("log");
+        let line: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
+        assert_eq!(line["event"], "start_profile");
+        assert!(line["unix_ms"].as_f64().is_some_and(|t| t >= before));
     }
 
     #[test]

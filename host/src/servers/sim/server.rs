@@ -200,6 +200,9 @@ async fn serve_until(
         .route("/v1/responses", post(responses))
         .route("/v1/messages", post(messages))
         .route("/v1/embeddings", post(embeddings))
+        .route("/reset_prefix_cache", post(reset_prefix_cache))
+        .route("/start_profile", post(start_profile))
+        .route("/stop_profile", post(stop_profile))
         .route("/metrics", super::metrics::route(state.engine.metrics()))
         .fallback(not_found)
         .with_state(state);
@@ -219,6 +222,39 @@ fn unix_now() -> u64 {
 
 async fn health() -> StatusCode {
     StatusCode::OK
+}
+
+/// vLLM's `POST /reset_prefix_cache` (vllm/entrypoints/serve/dev/cache/api_router.py):
+/// the prefix cache is empty for the next prompt admitted; 200 with no body, as vLLM.
+async fn reset_prefix_cache(State(state): State<Arc<AppState>>) -> StatusCode {
+    state.engine.reset_prefix_cache();
+    if let Some(log) = &state.send_log {
+        log.event("reset_prefix_cache");
+    }
+    StatusCode::OK
+}
+
+/// vLLM's `POST /start_profile` and `/stop_profile` (vllm/entrypoints/serve/profile/
+/// api_router.py). The simulator has nothing to profile: the call is only recorded, in
+/// the send log or else on stderr, so a test sees when it came.
+async fn start_profile(State(state): State<Arc<AppState>>) -> StatusCode {
+    profile_event(&state, "start_profile");
+    StatusCode::OK
+}
+
+async fn stop_profile(State(state): State<Arc<AppState>>) -> StatusCode {
+    profile_event(&state, "stop_profile");
+    StatusCode::OK
+}
+
+fn profile_event(state: &AppState, name: &str) {
+    match &state.send_log {
+        Some(log) => log.event(name),
+        None => eprintln!(
+            "runner sim: {name} at unix ms {:.3}",
+            super::send_log::unix_ms()
+        ),
+    }
 }
 
 async fn not_found() -> Response {

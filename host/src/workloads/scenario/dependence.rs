@@ -62,6 +62,7 @@ mod tests {
             max_duration: seconds.map(Duration::from_secs),
             warmup: false,
             sessions: None,
+            control: Default::default(),
         }
     }
 

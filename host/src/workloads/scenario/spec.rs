@@ -67,6 +67,17 @@ pub struct PhaseSpec {
     /// instead of `next_request`; the arrival process times their starts (a closed loop
     /// keeps that many sessions open at once). `None`: requests by `next_request`.
     pub sessions: Option<u64>,
+    /// What the server is asked around the phase (`servers::control`).
+    pub control: PhaseControl,
+}
+
+/// A phase's calls to the server: its prefix cache emptied before the phase
+/// (`reset_prefix_cache: true`), its profiler run over the phase (`profile: true`). The
+/// command line's `--reset-prefix-cache` and `--profile-phase` ask the same of any phase.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PhaseControl {
+    pub reset_prefix_cache: bool,
+    pub profile: bool,
 }
 
 /// Connections opened ahead of a phase whose spec bounds nothing (a burst of unknown size,

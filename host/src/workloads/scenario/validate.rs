@@ -331,6 +331,7 @@ mod tests {
             max_duration: None,
             warmup: false,
             sessions: None,
+            control: Default::default(),
         }
     }
 

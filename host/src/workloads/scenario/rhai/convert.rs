@@ -11,7 +11,7 @@ use super::api::number;
 use super::RhaiScenario;
 use crate::workloads::scenario::params::{parse_duration_secs, ParamSpec, ParamValue};
 use crate::workloads::scenario::spec::{
-    ArrivalSpec, Cancel, Next, PhaseSpec, Prompt, RequestSpec, Step, ToolSpec,
+    ArrivalSpec, Cancel, Next, PhaseControl, PhaseSpec, Prompt, RequestSpec, Step, ToolSpec,
 };
 use crate::workloads::scenario::{validate, Description, ScenarioError};
 
@@ -190,6 +190,8 @@ fn phase(i: usize, d: Dynamic, has_arrival: bool) -> Result<PhaseSpec, String> {
         "max_duration",
         "warmup",
         "sessions",
+        "reset_prefix_cache",
+        "profile",
     ])?;
     let spec = PhaseSpec {
         name: fields.text("name").unwrap_or_default(),
@@ -205,6 +207,10 @@ fn phase(i: usize, d: Dynamic, has_arrival: bool) -> Result<PhaseSpec, String> {
         },
         warmup: fields.flag("warmup", false)?,
         sessions: fields.count("sessions")?,
+        control: PhaseControl {
+            reset_prefix_cache: fields.flag("reset_prefix_cache", false)?,
+            profile: fields.flag("profile", false)?,
+        },
     };
     validate::phase(i, spec)
 }

@@ -1,0 +1,99 @@
+//! The control calls' HTTP: their own client (never the benchmark's connection pool), the
+//! run's API key as a bearer token, a bounded time per call and a bounded body, and every
+//! error with its URL's secrets hidden.
+
+use std::time::Duration;
+
+use reqwest::header::AUTHORIZATION;
+use reqwest::Method;
+
+/// Longest wait for a connection to a target.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most of an answer's body kept: llama.cpp's `/props` carries its chat template.
+const MAX_BODY: usize = 1 << 20;
+
+/// An answer: its status and (the start of) its body.
+#[derive(Debug)]
+pub(super) struct Answer {
+    pub(super) status: u16,
+    pub(super) body: String,
+}
+
+impl Answer {
+    pub(super) fn ok(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The body as JSON, when it is.
+    pub(super) fn json(&self) -> Option<serde_json::Value> {
+        serde_json::from_str(&self.body).ok()
+    }
+
+    /// The body's start on one line, for a warning.
+    pub(super) fn excerpt(&self) -> String {
+        let line = self.body.split_whitespace().collect::<Vec<_>>().join(" ");
+        crate::safeguards::redact::excerpt(&line, 200)
+    }
+}
+
+pub(super) struct Http {
+    client: reqwest::Client,
+    api_key: Option<String>,
+}
+
+impl Http {
+    pub(super) fn new(api_key: Option<&str>) -> Result<Http, String> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(CONNECT_TIMEOUT)
+            .pool_max_idle_per_host(1)
+            .build()
+            .map_err(|e| describe(&e))?;
+        Ok(Http {
+            client,
+            api_key: api_key.map(str::to_string),
+        })
+    }
+
+    /// `method url` with no body, answered within `timeout`; an error is the reason on one
+    /// line, with the URL's secrets hidden.
+    pub(super) async fn call(
+        &self,
+        method: Method,
+        url: &str,
+        timeout: Duration,
+    ) -> Result<Answer, String> {
+        let mut request = self.client.request(method, url).timeout(timeout);
+        if let Some(key) = &self.api_key {
+            request = request.header(AUTHORIZATION, format!("Bearer {key}"));
+        }
+        let mut response = request.send().await.map_err(|e| describe(&e))?;
+        let status = response.status().as_u16();
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
+            let room = MAX_BODY.saturating_sub(body.len());
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if room <= chunk.len() {
+                break;
+            }
+        }
+        let body = crate::safeguards::redact::string(String::from_utf8_lossy(&body).into_owned());
+        Ok(Answer { status, body })
+    }
+}
+
+/// The error and its causes on one line (reqwest's own message is only the outermost), the
+/// URL's secrets hidden.
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = if e.is_timeout() {
+        "no answer in time".to_string()
+    } else {
+        e.to_string()
+    };
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text = format!("{text}: {s}");
+        source = s.source();
+    }
+    crate::safeguards::redact::string(text)
+}
