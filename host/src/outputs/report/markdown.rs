@@ -39,6 +39,7 @@ pub fn render_markdown(report: &RunReport) -> String {
             p.summary.name,
             server_table(server, &p.summary)
         );
+        md += &super::text::spec_decode::render_markdown(&p.summary.name, server);
     }
     for s in measured.iter().filter(|s| !s.targets.is_empty()) {
         md += &format!(

@@ -2,6 +2,8 @@
 //! fractions (KV cache use, a hit rate), which are averaged: two engines each at 50 % use
 //! hold half of their KV cache, not all of it. Scrapes of several targets combine by the
 //! same rule.
+//! A few families are also kept per value of one label ([`BY_LABEL`]), as
+//! `name{label="value"}` beside their sum.
 //!
 //! The parser is the `prometheus-parse` crate. Its name pattern is `\w+`, which leaves out
 //! the `:` that vLLM, SGLang and llama.cpp put in every name (`vllm:num_requests_running`;
@@ -23,6 +25,18 @@ const COLON: char = 'ː';
 /// Most metric families kept from one scrape: a hostile endpoint may list millions of names
 /// within the body limit; a real server lists hundreds.
 pub const MAX_FAMILIES: usize = 20_000;
+
+/// Families also kept per value of one label, under [`labelled`] names: vLLM's accepted
+/// draft tokens per position (`vllm/v1/spec_decode/metrics.py`), read position by position.
+const BY_LABEL: &[(&str, &str)] = &[(
+    super::spec_decode::PER_POSITION,
+    super::spec_decode::POSITION_LABEL,
+)];
+
+/// The name one label value of a [`BY_LABEL`] family is kept under: `name{label="value"}`.
+pub fn labelled(name: &str, label: &str, value: &str) -> String {
+    format!("{name}{{{label}=\"{value}\"}}")
+}
 
 /// How a family's value evolves, which decides how a phase summarises it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,20 +84,26 @@ impl Exposition {
             if families.len() >= MAX_FAMILIES && !families.contains_key(&name) {
                 continue;
             }
-            match sample.value {
+            let scalar = match sample.value {
                 Value::Histogram(buckets) => {
                     let points = buckets.iter().map(|b| (b.less_than, b.count));
-                    add_buckets(&mut families, name, points, 1);
+                    add_buckets(&mut families, name.clone(), points, 1);
+                    None
                 }
                 // A summary's quantiles do not add up over label sets; its `_sum` and
                 // `_count` arrive as samples of their own.
-                Value::Summary(_) => {}
-                Value::Gauge(v) => add_scalar(&mut families, name, Kind::Gauge, (v, 1)),
-                Value::Counter(v) => add_scalar(&mut families, name, Kind::Counter, (v, 1)),
-                Value::Untyped(v) => {
-                    let kind = untyped_kind(&name);
-                    add_scalar(&mut families, name, kind, (v, 1))
+                Value::Summary(_) => None,
+                Value::Gauge(v) => Some((Kind::Gauge, v)),
+                Value::Counter(v) => Some((Kind::Counter, v)),
+                Value::Untyped(v) => Some((untyped_kind(&name), v)),
+            };
+            if let Some((kind, v)) = scalar {
+                let by_label = by_label(&name, &sample.labels)
+                    .filter(|n| families.len() < MAX_FAMILIES || families.contains_key(n));
+                if let Some(by_label) = by_label {
+                    add_scalar(&mut families, by_label, kind, (v, 1));
                 }
+                add_scalar(&mut families, name, kind, (v, 1));
             }
         }
         // A histogram's `_sum` and `_count` only grow.
@@ -164,6 +184,21 @@ impl Exposition {
     pub fn value(&self, name: &str) -> Option<f64> {
         self.families.get(name).map(|f| f.value)
     }
+}
+
+/// The name `name`'s sample is also kept under, for a [`BY_LABEL`] family whose label value
+/// is short and plain (letters, digits, `_`, `.`, `-`: a server's own value, never a
+/// name of its choosing).
+fn by_label(name: &str, labels: &prometheus_parse::Labels) -> Option<String> {
+    let &(_, label) = BY_LABEL.iter().find(|(family, _)| *family == name)?;
+    let value = labels.get(label)?;
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+    if value.is_empty() || value.len() > 16 || !value.chars().all(plain) {
+        return None;
+    }
+    Some(crate::safeguards::redact::string(labelled(
+        name, label, value,
+    )))
 }
 
 /// The prometheus-parse crate types samples by their `# TYPE` line, which names a
@@ -347,6 +382,34 @@ vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 3.5
         assert!(Exposition::parse("\u{0}\u{ffff}{{{ }}} = NaN\n# TYPE\n").is_empty());
         let nan = "# TYPE g gauge\ng NaN\nh +Inf\n";
         assert!(Exposition::parse(nan).is_empty());
+    }
+
+    #[test]
+    fn a_by_label_family_keeps_each_label_value_beside_its_sum() {
+        let per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos";
+        let text = format!(
+            "# TYPE {per_pos} counter\n\
+             {per_pos}_total{{engine=\"0\",position=\"0\"}} 8.0\n\
+             {per_pos}_total{{engine=\"0\",position=\"1\"}} 5.0\n\
+             {per_pos}_total{{engine=\"1\",position=\"0\"}} 2.0\n\
+             {per_pos}_total{{engine=\"1\",position=\"a b\"}} 100.0\n\
+             vllm:num_requests_running{{position=\"0\"}} 1\n"
+        );
+        let e = Exposition::parse(&text);
+        let name = format!("{per_pos}_total");
+        let at = |p: &str| e.value(&labelled(&name, "position", p));
+        assert_eq!(e.value(&name), Some(115.0));
+        assert_eq!((at("0"), at("1")), (Some(10.0), Some(5.0)));
+        assert_eq!(
+            e.families[&labelled(&name, "position", "0")].kind,
+            Kind::Counter
+        );
+        // A label value that is not plain is only in the sum; other families are not split.
+        assert_eq!(at("a b"), None);
+        assert_eq!(e.families.len(), 4);
+        // Two endpoints add up position by position.
+        let fleet = Exposition::combine([&e, &e]);
+        assert_eq!(fleet.value(&labelled(&name, "position", "0")), Some(20.0));
     }
 
     #[test]

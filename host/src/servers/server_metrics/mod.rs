@@ -6,6 +6,7 @@
 //! - `known`: the metrics of vLLM, SGLang, llama.cpp and TGI the reports name in words.
 //! - `phase`: one phase's summary, built scrape by scrape.
 //! - `samples_file`: server_metrics.jsonl, every scrape as it is taken.
+//! - `spec_decode`: a phase's speculative decoding, from the acceptance counters.
 //! - `scraper`: the thread that ties them together.
 
 mod exposition;
@@ -14,6 +15,7 @@ pub mod known;
 mod phase;
 mod samples_file;
 mod scraper;
+mod spec_decode;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,6 +25,7 @@ pub use phase::{
     bucket_quantile, Above, CounterStat, GaugeStat, HistogramStat, ServerPhase, ServerPoint,
 };
 pub use scraper::{PhaseMetrics, Scraper};
+pub use spec_decode::{Source as SpecDecodeSource, SpecDecode};
 
 /// The file every scrape is written to, in `--output`'s directory.
 pub const SAMPLES_FILE: &str = "server_metrics.jsonl";

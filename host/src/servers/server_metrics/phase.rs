@@ -47,6 +47,9 @@ pub struct ServerPhase {
     pub histograms: Vec<HistogramStat>,
     /// Prefix-cache hits / queries over the phase (tokens), 0 to 1.
     pub prefix_cache_hit_rate: Option<f64>,
+    /// Speculative decoding, when the server drafted in the phase (`spec_decode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_decode: Option<super::SpecDecode>,
     /// Requests running and waiting and KV cache use at each scrape, for the charts
     /// (seconds from the phase start); not in result.json.
     #[serde(default, skip_serializing)]
@@ -237,6 +240,10 @@ impl ServerPhaseAccumulator {
         }
         phase.prefix_cache_hit_rate = hit_rate(&phase.counters);
         fill_means(&mut phase, &latest.exposition, &base.exposition);
+        phase.spec_decode =
+            super::spec_decode::of_phase(&base.exposition, &latest.exposition, |n| {
+                self.scalars.get(n).map(|r| r.sum / r.n.max(1) as f64)
+            });
         Some(phase)
     }
 

@@ -77,6 +77,21 @@ pub fn rows(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<Row> {
         a["prefix_cache_hit_rate"].as_f64(),
         b["prefix_cache_hit_rate"].as_f64(),
     );
+    // Speculative decoding (servers/server_metrics/spec_decode.rs): more accepted is better.
+    for (field, words) in [
+        ("acceptance_rate", "acceptance rate"),
+        ("mean_acceptance_length", "mean acceptance length"),
+    ] {
+        let (x, y) = (&a["spec_decode"][field], &b["spec_decode"][field]);
+        let label = format!("Server spec-decode {words}");
+        row(
+            format!("server:spec_decode:{field}"),
+            label,
+            Better::Higher,
+            x.as_f64(),
+            y.as_f64(),
+        );
+    }
     out
 }
 
@@ -111,6 +126,41 @@ mod tests {
         assert_eq!((rows[1].a, rows[1].b), (4.0, 9.0));
         assert_eq!(rows[2].b_wins(), Some(true));
         assert!(super::rows(&phase(1.0, 0.1), &Map::new()).is_empty());
+    }
+
+    /// A phase whose server drafted with `rate` and `length`.
+    fn drafted(rate: f64, length: f64) -> Map<String, Value> {
+        let v = json!({ "runner": { "server_metrics": {
+            "samples": 3, "gauges": [], "counters": [], "histograms": [],
+            "prefix_cache_hit_rate": null,
+            "spec_decode": { "source": "counters", "drafts": 10.0, "draft_tokens": 30.0,
+                             "accepted_tokens": 15.0, "acceptance_rate": rate,
+                             "mean_acceptance_length": length, "per_position": [] },
+        }}});
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn spec_decode_rows_set_both_sides_and_the_higher_wins() {
+        let rows = rows(&drafted(0.4, 2.2), &drafted(0.6, 2.8));
+        let got: Vec<(&str, f64, f64, Option<bool>)> = rows
+            .iter()
+            .map(|r| (r.label.as_str(), r.a, r.b, r.b_wins()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("Server spec-decode acceptance rate", 0.4, 0.6, Some(true)),
+                (
+                    "Server spec-decode mean acceptance length",
+                    2.2,
+                    2.8,
+                    Some(true)
+                ),
+            ]
+        );
+        // One side without a drafter: no row.
+        assert!(super::rows(&drafted(0.4, 2.2), &ttft(1.0, 1.0)).is_empty());
     }
 
     /// A phase whose server TTFT histogram has `mean` and `p50` (ms).

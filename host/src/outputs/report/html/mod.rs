@@ -7,6 +7,7 @@ pub mod escape;
 pub mod series;
 mod server_charts;
 mod sessions;
+mod spec_decode;
 
 use std::fmt::Write as _;
 
@@ -69,6 +70,7 @@ pub fn render(report: &RunReport, series: &Series) -> Result<String, ChartError>
     }
     charts(&mut out, report, series)?;
     sessions::sessions_section(&mut out, &phases)?;
+    spec_decode::spec_decode_section(&mut out, report);
     tables_and_blocks(&mut out, &phases, &h.targets);
     let _ = writeln!(
         out,

@@ -8,6 +8,7 @@ mod embeddings;
 mod format;
 mod server;
 mod sessions;
+pub(super) mod spec_decode;
 mod targets;
 
 use std::fmt::Write as _;
@@ -243,6 +244,7 @@ fn render_phases(phases: &[ReportPhase]) -> String {
         }
         if let Some(server) = &phase.server {
             out += &server::render_section(server, s);
+            out += &spec_decode::render_section(server);
         }
         if let Some(ended) = &phase.ended {
             let _ = writeln!(out, "Phase ended: {ended}.");
