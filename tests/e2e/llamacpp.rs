@@ -4,7 +4,7 @@
 //! runner measured is checked against the engine's own clock (its `timings` object).
 //! Skipped with a printed reason when Python is missing, unless RUNNER_REQUIRE_LLAMACPP=1.
 
-mod fixture;
+pub(crate) mod fixture;
 
 use serde_json::Value;
 

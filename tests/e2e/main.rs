@@ -38,6 +38,7 @@ mod redaction;
 mod report;
 mod requests;
 mod schema;
+mod server_control;
 mod server_metrics;
 mod sessions;
 mod sessions_languages;

@@ -102,17 +102,44 @@ pub struct Server {
     _dir: tempfile::TempDir,
 }
 
+/// What a test's llama-server allows beyond the defaults.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Slot actions (`POST /slots/ID?action=erase`, the runner's --reset-prefix-cache):
+    /// llama-server's `--slot-save-path`, a directory of the server's own. Without it
+    /// every slot action is answered 501.
+    pub slot_actions: bool,
+    /// llama-server's `--cache-ram` in MiB (0: no host-memory prompt cache, which an
+    /// erase of the slots leaves full); its default (8192) when `None`.
+    pub cache_ram_mib: Option<u32>,
+}
+
 impl Server {
     /// Starts llama-server with 4 slots and 2 threads and waits until /health says ok.
     pub fn start(engine: &Engine) -> Server {
+        Server::start_with(engine, Options::default())
+    }
+
+    /// [`Server::start`] with `options`.
+    pub fn start_with(engine: &Engine, options: Options) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = dir.path().join("llama-server.log");
         let port = crate::support::free_port();
+        let mut extra: Vec<String> = vec![];
+        if options.slot_actions {
+            let slots = dir.path().join("slots");
+            std::fs::create_dir(&slots).expect("slot save dir");
+            extra.extend(["--slot-save-path".into(), slots.display().to_string()]);
+        }
+        if let Some(mib) = options.cache_ram_mib {
+            extra.extend(["--cache-ram".into(), mib.to_string()]);
+        }
         let mut child = Command::new(&engine.python)
             .arg(scripts().join("serve.py"))
             .arg(&engine.model)
             .arg(port.to_string())
             .args(["--parallel", "4", "--threads", "2", "--until-stdin-closes"])
+            .args(&extra)
             // serve.py exits when this pipe closes, so it never outlives the test process.
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

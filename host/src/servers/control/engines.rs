@@ -77,7 +77,7 @@ impl Engine {
         match self {
             Engine::VllmLike => {
                 let answer = post(http, root, "/reset_prefix_cache", CALL_TIMEOUT).await?;
-                expect_ok(&answer, "/reset_prefix_cache", || {
+                expect_ok(&answer, "POST /reset_prefix_cache", || {
                     "has no POST /reset_prefix_cache (vLLM serves it only when started with \
                      VLLM_SERVER_DEV_MODE=1; nor SGLang's /flush_cache or llama.cpp's /slots)"
                         .into()
@@ -103,13 +103,13 @@ impl Engine {
             }
         };
         let answer = post(http, root, "/start_profile", CALL_TIMEOUT).await?;
-        expect_ok(&answer, "/start_profile", || lacks.into())
+        expect_ok(&answer, "POST /start_profile", || lacks.into())
     }
 
     /// Stops the profiler [`Engine::start_profile`] started.
     pub(super) async fn stop_profile(self, http: &Http, root: &str) -> Result<(), Refusal> {
         let answer = post(http, root, "/stop_profile", STOP_TIMEOUT).await?;
-        expect_ok(&answer, "/stop_profile", || {
+        expect_ok(&answer, "POST /stop_profile", || {
             "has no POST /stop_profile".into()
         })
     }
@@ -121,10 +121,17 @@ async fn post(http: &Http, root: &str, path: &str, timeout: Duration) -> Result<
         .map_err(|e| Refusal::Failed(format!("POST {path}: {e}")))
 }
 
-/// 2xx is done; 404 and 405 mean the route is not there; anything else failed.
+/// 2xx is done, unless it is an event stream or a web page (a server that answers every
+/// path alike has no such route either); 404 and 405 mean the route is not there;
+/// anything else failed.
 fn expect_ok(answer: &Answer, what: &str, lacks: impl FnOnce() -> String) -> Result<(), Refusal> {
     match answer.status {
-        _ if answer.ok() => Ok(()),
+        _ if answer.ok() => match answer.stray() {
+            None => Ok(()),
+            Some(stray) => Err(Refusal::Lacks(format!(
+                "answers {what} with {stray}, not as a control route"
+            ))),
+        },
         404 | 405 => Err(Refusal::Lacks(lacks())),
         status => Err(Refusal::Failed(format!(
             "{what} answered HTTP {status}: {}",
@@ -144,7 +151,7 @@ async fn flush_sglang(http: &Http, root: &str) -> Result<(), Refusal> {
         tokio::time::sleep(FLUSH_PAUSE).await;
         answer = post(http, root, "/flush_cache", CALL_TIMEOUT).await?;
     }
-    expect_ok(&answer, "/flush_cache", || {
+    expect_ok(&answer, "POST /flush_cache", || {
         "is SGLang but has no /flush_cache".into()
     })
 }
@@ -200,6 +207,7 @@ mod tests {
     fn answer(status: u16, body: &str) -> Answer {
         Answer {
             status,
+            content_type: "application/json".into(),
             body: body.into(),
         }
     }
@@ -211,6 +219,16 @@ mod tests {
         assert_eq!(
             expect_ok(&answer(404, "Not Found"), "/x", lacks),
             Err(Refusal::Lacks("lacks it".into()))
+        );
+        let stream = Answer {
+            content_type: "text/event-stream; charset=utf-8".into(),
+            ..answer(200, "data: {}")
+        };
+        assert_eq!(
+            expect_ok(&stream, "/x", lacks),
+            Err(Refusal::Lacks(
+                "answers /x with text/event-stream, not as a control route".into()
+            ))
         );
         assert_eq!(
             expect_ok(&answer(500, "boom\n  at line 3"), "/x", lacks),

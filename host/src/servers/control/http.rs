@@ -16,12 +16,22 @@ const MAX_BODY: usize = 1 << 20;
 #[derive(Debug)]
 pub(super) struct Answer {
     pub(super) status: u16,
+    /// Its `content-type`, lower case ("" without one).
+    pub(super) content_type: String,
     pub(super) body: String,
 }
 
 impl Answer {
     pub(super) fn ok(&self) -> bool {
         (200..300).contains(&self.status)
+    }
+
+    /// A success that is no control route's answer: an event stream or a web page, from a
+    /// server that answers every path alike.
+    pub(super) fn stray(&self) -> Option<&str> {
+        ["text/event-stream", "text/html"]
+            .into_iter()
+            .find(|t| self.content_type.contains(t))
     }
 
     /// The body as JSON, when it is.
@@ -69,6 +79,12 @@ impl Http {
         }
         let mut response = request.send().await.map_err(|e| describe(&e))?;
         let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
             let room = MAX_BODY.saturating_sub(body.len());
@@ -78,7 +94,11 @@ impl Http {
             }
         }
         let body = crate::safeguards::redact::string(String::from_utf8_lossy(&body).into_owned());
-        Ok(Answer { status, body })
+        Ok(Answer {
+            status,
+            content_type,
+            body,
+        })
     }
 }
 

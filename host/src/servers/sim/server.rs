@@ -250,7 +250,7 @@ async fn stop_profile(State(state): State<Arc<AppState>>) -> StatusCode {
 fn profile_event(state: &AppState, name: &str) {
     match &state.send_log {
         Some(log) => log.event(name),
-        None => eprintln!(
+        None => crate::errln!(
             "runner sim: {name} at unix ms {:.3}",
             super::send_log::unix_ms()
         ),
