@@ -6,7 +6,8 @@
 //! prefill (FIFO), sleeps the step's simulated GPU time, then emits one token for every
 //! sequence that decoded or finished its prefill in that step. A request admitted skips
 //! the prefill of its prompt's leading blocks found in the prefix cache (`prefix`), and
-//! every step leaves its state in the `/metrics` counters (`metrics`).
+//! every step leaves its state in the `/metrics` counters (`metrics`). With a draft model
+//! (`spec_decode`) each decode step yields 1 + the accepted draft tokens.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use super::event::{after, Event};
 use super::metrics::SimMetrics;
 use super::prefix::{PrefixCache, PrefixReset, PromptBlocks, BLOCK_TOKENS};
 use super::profile::BatchParams;
+use super::spec_decode::{Drafter, Drafts, Tally};
 use crate::both_sides::timer::TimerHandle;
 
 /// When the scheduler falls this far behind its simulated clock (CPU starvation), it
@@ -40,6 +42,8 @@ pub struct Seq {
     arrived: Instant,
     /// Its prompt's block hashes, for the prefix cache.
     blocks: PromptBlocks,
+    /// Its draft model's acceptance stream (`--sim-spec-decode`).
+    drafts: Option<Drafts>,
 }
 
 impl Seq {
@@ -54,6 +58,7 @@ impl Seq {
             out,
             arrived: Instant::now(),
             blocks: PromptBlocks::default(),
+            drafts: None,
         }
     }
 
@@ -82,6 +87,7 @@ pub struct Scheduler {
     kv_used: usize,
     prefix: PrefixCache,
     metrics: Arc<SimMetrics>,
+    drafter: Option<Drafter>,
 }
 
 impl Scheduler {
@@ -89,6 +95,10 @@ impl Scheduler {
         Scheduler {
             // The prefix cache lives in the KV cache's blocks.
             prefix: PrefixCache::new(params.kv_tokens / BLOCK_TOKENS),
+            drafter: params
+                .spec_decode
+                .clone()
+                .map(|m| Drafter::new(m, &metrics.spec)),
             params,
             per_chunk: per_chunk.max(1),
             waiting: VecDeque::new(),
@@ -185,6 +195,7 @@ impl Scheduler {
             if seq.out.send(Event::Admitted).is_ok() {
                 self.kv_used += seq.kv();
                 self.use_prefix_cache(&mut seq);
+                seq.drafts = self.drafter.as_mut().map(Drafter::stream);
                 self.running.push(seq);
             }
         }
@@ -208,7 +219,12 @@ impl Scheduler {
     /// Lay out one step and return its simulated duration.
     fn plan(&mut self) -> Duration {
         let decoding = self.running.iter().filter(|s| s.decoding()).count();
-        let mut budget = self.params.max_batched_tokens.saturating_sub(decoding);
+        // A decoding sequence's draft tokens are verified in the step, in its budget.
+        let per_decode = 1 + self.drafter.as_ref().map_or(0, Drafter::k);
+        let mut budget = self
+            .params
+            .max_batched_tokens
+            .saturating_sub(decoding.saturating_mul(per_decode));
         let mut prefill = 0;
         for s in &mut self.running {
             if s.decoding() {
@@ -231,15 +247,23 @@ impl Scheduler {
         let metrics = &self.metrics;
         let mut freed = 0;
         let mut generated = 0;
+        let mut drafted = Tally::default();
         self.running.retain_mut(|s| {
             if !s.emits {
                 return true;
             }
             s.emits = false;
-            s.generated += 1;
-            generated += 1;
-            s.unsent += 1;
-            if s.generated == 1 {
+            let first = s.generated == 0;
+            // The step that ends a prefill drafts nothing; a decode step verifies a draft.
+            let n = match s.drafts.as_mut() {
+                Some(drafts) if !first => drafts.step(&mut drafted),
+                _ => 1,
+            }
+            .min(s.max_tokens.saturating_sub(s.generated).max(1));
+            s.generated += n;
+            generated += n;
+            s.unsent += n;
+            if first {
                 metrics.first_token(s.arrived.elapsed());
             }
             let done = s.generated >= s.max_tokens;
@@ -258,6 +282,7 @@ impl Scheduler {
             !done
         });
         metrics.generated(generated);
+        metrics.spec.add(&drafted);
         self.kv_used = self.kv_used.saturating_sub(freed);
     }
 }
@@ -348,6 +373,38 @@ mod tests {
             ]
         );
         assert!(s.running.is_empty());
+    }
+
+    #[test]
+    fn a_draft_model_yields_its_accepted_tokens_and_the_bonus_each_decode_step() {
+        let always = super::super::spec_decode::parse("1,1").expect("a draft model");
+        let p = BatchParams {
+            spec_decode: Some(always),
+            ..params(4, 8192, 100_000)
+        };
+        let mut s = scheduler(p, 1);
+        let mut rx = seq(&mut s, 10, 6);
+        s.admit();
+        for _ in 0..3 {
+            s.plan();
+            s.complete();
+        }
+        // The prefill step samples one token; each decode step 2 accepted + 1, the last
+        // held to max_tokens.
+        let events = drain(&mut rx);
+        let want = [Event::Tokens(1), Event::Tokens(3), Event::Tokens(2)];
+        assert_eq!(events[1..], want);
+        assert!(s.running.is_empty());
+        let text = s.metrics.render();
+        assert!(
+            text.contains("vllm:spec_decode_num_drafts_total{engine=\"0\",model_name=\"m\"} 2\n")
+        );
+        assert!(text.contains(
+            "vllm:spec_decode_num_accepted_tokens_total{engine=\"0\",model_name=\"m\"} 4\n"
+        ));
+        // Without the flag: no counters.
+        let plain = scheduler(params(4, 8192, 100_000), 1);
+        assert!(!plain.metrics.render().contains("spec_decode"));
     }
 
     #[test]

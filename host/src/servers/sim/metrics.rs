@@ -73,6 +73,8 @@ pub struct SimMetrics {
     generated: AtomicU64,
     /// The `model_name` label, escaped.
     model: String,
+    /// `--sim-spec-decode`'s counters (`spec_decode`).
+    pub spec: super::spec_decode::SpecMetrics,
 }
 
 impl SimMetrics {
@@ -98,6 +100,7 @@ impl SimMetrics {
             }),
             generated: AtomicU64::new(0),
             model,
+            spec: Default::default(),
         }
     }
 
@@ -141,6 +144,7 @@ impl SimMetrics {
         let generated = self.generated.load(Ordering::Relaxed);
         render_counters(&mut out, &labels, &c, generated);
         render_histograms(&mut out, &labels, &c);
+        self.spec.render(&mut out, &labels);
         out
     }
 }

@@ -18,6 +18,7 @@
 //!   each request arrived (the kernel's receive time of its headers).
 //! - `words`: the output text, one OpenAI token per word; `tool`: answers that are a
 //!   tool call (`tool_choice`, `sim_tool_call`, `--sim-tool-call-ratio`).
+//! - `spec_decode`: `--sim-spec-decode`, a draft model; its acceptance counts in `/metrics`.
 
 mod answer;
 mod arrival;
@@ -34,6 +35,7 @@ pub mod profile;
 mod responses;
 mod send_log;
 pub mod server;
+mod spec_decode;
 mod tool;
 mod wire;
 mod words;

@@ -82,6 +82,9 @@ pub struct SimArgs {
     /// `default` profile: step time added per decoding sequence, in µs [default: 55]
     #[arg(long = "sim-decode-us-per-seq", value_name = "US")]
     pub decode_us_per_seq: Option<f64>,
+    /// `default` profile: a draft model for speculative decoding, one acceptance probability per draft position (`0.8,0.6,0.4`: 3 draft tokens per step; a position is accepted with its probability once every earlier one was); each decode step yields 1 + the accepted tokens, and /metrics gets vLLM's spec-decode counters
+    #[arg(long = "sim-spec-decode", value_name = "P1,P2,...", value_parser = super::spec_decode::parse)]
+    pub spec_decode: Option<super::spec_decode::DraftModel>,
     /// Tokens grouped into one SSE event (the last may carry fewer) [default: 1]
     #[arg(long = "sim-tokens-per-chunk", value_name = "N")]
     pub tokens_per_chunk: Option<usize>,
@@ -122,6 +125,7 @@ impl Default for SimArgs {
             prefill_us_per_token: None,
             decode_step_ms: None,
             decode_us_per_seq: None,
+            spec_decode: None,
             tokens_per_chunk: None,
             workers: None,
             reasoning_tokens: None,
@@ -153,6 +157,8 @@ pub struct BatchParams {
     pub prefill_us_per_token: f64,
     pub decode_step_ms: f64,
     pub decode_us_per_seq: f64,
+    /// `--sim-spec-decode`'s draft model, if any.
+    pub spec_decode: Option<super::spec_decode::DraftModel>,
 }
 
 impl Default for BatchParams {
@@ -164,6 +170,7 @@ impl Default for BatchParams {
             prefill_us_per_token: PREFILL_US_PER_TOKEN,
             decode_step_ms: DECODE_STEP_MS,
             decode_us_per_seq: DECODE_US_PER_SEQ,
+            spec_decode: None,
         }
     }
 }
@@ -396,6 +403,7 @@ impl SimArgs {
                 MAX_MS * 1000.0,
                 "microseconds",
             )?,
+            spec_decode: self.spec_decode.clone(),
         };
         // Every running sequence must be able to decode in every step (vLLM enforces the same).
         if p.max_batched_tokens < p.max_seqs {
@@ -429,6 +437,7 @@ impl SimArgs {
                 ("prefill-us-per-token", self.prefill_us_per_token.is_some()),
                 ("decode-step-ms", self.decode_step_ms.is_some()),
                 ("decode-us-per-seq", self.decode_us_per_seq.is_some()),
+                ("spec-decode", self.spec_decode.is_some()),
             ],
             hint,
         )
