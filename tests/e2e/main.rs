@@ -15,6 +15,7 @@ mod cli;
 mod clock;
 mod compare;
 mod determinism;
+mod energy;
 mod fault_server;
 mod faults;
 mod file_access;

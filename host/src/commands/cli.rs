@@ -230,6 +230,11 @@ pub struct RunArgs {
     /// Time between scrapes of the server's metrics (e.g. 1s, 250ms; at least 100ms)
     #[arg(long = "server-metrics-interval", value_name = "DURATION", default_value = "1s", value_parser = crate::servers::server_metrics::parse_interval)]
     pub server_metrics_interval: Duration,
+    /// Scrape a GPU energy or power exporter (NVIDIA DCGM exporter, AMD device-metrics
+    /// exporter) at URL on the server metrics' ticks: each phase's energy, mean power,
+    /// joules per output token and output tokens per joule; repeatable (exporters add up)
+    #[arg(long = "power-metrics", value_name = "URL", value_parser = crate::servers::server_metrics::energy::parse_url)]
+    pub power_metrics: Vec<String>,
     /// Empty every target's prefix cache before the run's first phase (`run`) or before
     /// each phase (`phase`): vLLM's POST /reset_prefix_cache (served with
     /// VLLM_SERVER_DEV_MODE=1), SGLang's /flush_cache, llama.cpp's slot erase (needs

@@ -63,6 +63,8 @@ pub struct RunConfig {
     pub save_result: Option<PathBuf>,
     /// `--server-metrics` (a URL, `off`, or each target's /metrics when `None`) and its interval.
     pub server_metrics: (Option<String>, Duration),
+    /// `--power-metrics`: energy or power exporters, scraped on the same ticks.
+    pub power_metrics: Vec<String>,
     pub quiet: bool,
     pub start_at: Option<StartAt>,
 }
@@ -129,6 +131,7 @@ impl RunConfig {
             output: a.output.clone(),
             save_result: a.save_result.clone(),
             server_metrics: (a.server_metrics.clone(), a.server_metrics_interval),
+            power_metrics: a.power_metrics.clone(),
             quiet: a.quiet,
             start_at: a.start_at,
         })

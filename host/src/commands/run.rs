@@ -202,7 +202,8 @@ fn server_control(a: &RunArgs, config: &RunConfig, target: &Targets) -> Result<A
     Ok(Arc::new(control))
 }
 
-/// The scraper of every target's metrics, unless `--server-metrics off`.
+/// The scraper of every target's metrics, unless `--server-metrics off`, and of the
+/// `--power-metrics` exporters.
 fn start_server_metrics(config: &RunConfig, target: &Targets) -> Result<Option<Scraper>> {
     let (flag, interval) = &config.server_metrics;
     let targets: Vec<&str> = target.clients.iter().map(|c| c.base_url()).collect();
@@ -213,10 +214,12 @@ fn start_server_metrics(config: &RunConfig, target: &Targets) -> Result<Option<S
         *interval,
         config.output.as_deref(),
     );
-    match scrape {
-        Some(scrape) if !scrape.endpoints.is_empty() => Ok(Some(Scraper::start(scrape)?)),
-        _ => Ok(None),
+    let mut scrape = scrape.unwrap_or_else(|| ScrapeConfig::none(*interval));
+    scrape.power.clone_from(&config.power_metrics);
+    if scrape.endpoints.is_empty() && scrape.power.is_empty() {
+        return Ok(None);
     }
+    Ok(Some(Scraper::start(scrape)?))
 }
 
 fn engine_config(config: &RunConfig, model: String) -> EngineConfig {
@@ -293,7 +296,12 @@ fn build_report(config: &RunConfig, header: RunHeader, result: &RunResult) -> Ru
             arrival: p.spec.arrival.describe(),
             ended: (p.stop != StopReason::Exhausted).then(|| p.stop.describe()),
             cut: p.cut,
-            server: p.server.clone(),
+            server: p.server.clone().map(|mut s| {
+                if let Some(e) = &mut s.energy {
+                    e.count_tokens(p.summary.total_output_tokens);
+                }
+                s
+            }),
         })
         .collect();
     let parts = ReportParts {

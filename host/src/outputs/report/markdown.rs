@@ -34,12 +34,15 @@ pub fn render_markdown(report: &RunReport) -> String {
     md += &endings(&report.endings());
     let servers = report.phases.iter().filter(|p| !p.warmup);
     for (p, server) in servers.filter_map(|p| Some((p, p.server.as_ref()?))) {
-        md += &format!(
-            "\n## Server metrics: {}\n{}",
-            p.summary.name,
-            server_table(server, &p.summary)
-        );
+        if server.samples > 0 {
+            md += &format!(
+                "\n## Server metrics: {}\n{}",
+                p.summary.name,
+                server_table(server, &p.summary)
+            );
+        }
         md += &super::text::spec_decode::render_markdown(&p.summary.name, server);
+        md += &super::text::energy::render_markdown(&p.summary.name, server);
     }
     for s in measured.iter().filter(|s| !s.targets.is_empty()) {
         md += &format!(

@@ -7,9 +7,12 @@
 //! - `phase`: one phase's summary, built scrape by scrape.
 //! - `samples_file`: server_metrics.jsonl, every scrape as it is taken.
 //! - `spec_decode`: a phase's speculative decoding, from the acceptance counters.
+//! - `energy`: each phase's energy from `--power-metrics` exporters (DCGM, AMD), kept apart
+//!   from the endpoints.
 //! - `scraper`: the thread that ties them together.
 
 mod exposition;
+pub mod energy;
 mod fetch;
 pub mod known;
 mod phase;
@@ -53,6 +56,8 @@ pub struct ScrapeConfig {
     pub interval: Duration,
     /// Where each scrape is written (server_metrics.jsonl), if anywhere.
     pub samples_file: Option<PathBuf>,
+    /// `--power-metrics`: energy or power exporters, read apart from the endpoints.
+    pub power: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +118,18 @@ impl ScrapeConfig {
             endpoints,
             interval,
             samples_file: output.map(|d| d.join(SAMPLES_FILE)),
+            power: Vec::new(),
         })
+    }
+
+    /// Nothing to scrape (`--server-metrics off`) at `interval`.
+    pub fn none(interval: Duration) -> ScrapeConfig {
+        ScrapeConfig {
+            endpoints: Vec::new(),
+            interval,
+            samples_file: None,
+            power: Vec::new(),
+        }
     }
 }
 

@@ -50,6 +50,9 @@ pub struct ServerPhase {
     /// Speculative decoding, when the server drafted in the phase (`spec_decode`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode: Option<super::SpecDecode>,
+    /// Energy over the phase, from `--power-metrics` exporters (not from these endpoints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<super::energy::EnergyPhase>,
     /// Requests running and waiting and KV cache use at each scrape, for the charts
     /// (seconds from the phase start); not in result.json.
     #[serde(default, skip_serializing)]

@@ -8,6 +8,9 @@
 //! counters stopped at the last tick, up to an interval before the end (the README's main
 //! job read 98,304 generated tokens of 128,000). Where an engine's counters are known to
 //! lag its responses, that last scrape is repeated until they hold still (bounded).
+//!
+//! `--power-metrics` exporters are scraped on the same ticks, apart from the endpoints:
+//! their scrapes go to the energy meter (`energy.rs`) only.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,6 +18,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use tokio::sync::{mpsc, oneshot};
 
+use super::energy::Meter;
 use super::exposition::Exposition;
 use super::fetch::{FetchError, Fetcher};
 use super::phase::{ServerPhase, ServerPhaseAccumulator, Timed};
@@ -42,6 +46,8 @@ struct State {
     values: ServerValues,
     /// The running phase: its index, start and summary so far.
     phase: Option<(usize, Instant, ServerPhaseAccumulator)>,
+    /// The power exporters' readings and the running phase's energy.
+    energy: Meter,
 }
 
 /// How long a phase's last scrape may wait for lagging counters to hold still.
@@ -69,6 +75,20 @@ impl Scraper {
             .iter()
             .map(|e| Source::new(e, timeout))
             .collect::<Result<Vec<_>, _>>()?;
+        let power = config
+            .power
+            .iter()
+            .map(|url| {
+                let endpoint = MetricsEndpoint {
+                    url: url.clone(),
+                    api_key: None,
+                };
+                Source::new(&endpoint, timeout).map(|s| Source {
+                    what: "power metrics",
+                    ..s
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let file = match &config.samples_file {
             Some(path) => {
                 Some(
@@ -84,12 +104,16 @@ impl Scraper {
             .enable_all()
             .build()
             .map_err(|e| ServerMetricsError::Client(e.to_string()))?;
-        let state = Arc::new(Mutex::new(State::default()));
+        let state = Arc::new(Mutex::new(State {
+            energy: Meter::new(&config.power),
+            ..State::default()
+        }));
         let (stop, stopped) = oneshot::channel();
         let (now, asks) = mpsc::unbounded_channel();
         let job = Job {
             asks,
             sources,
+            power,
             file,
             interval: config.interval,
             state: state.clone(),
@@ -133,6 +157,7 @@ impl Scraper {
             exposition: e.clone(),
         });
         state.phase = Some((index, now, ServerPhaseAccumulator::new(baseline)));
+        state.energy.begin_phase();
     }
 
     /// The running phase ends now: a last scrape is taken (bounded in time; without an
@@ -142,13 +167,23 @@ impl Scraper {
         if self.now.send(done).is_ok() {
             let _ = tokio::time::timeout(self.now_limit, scraped).await;
         }
-        let Some((_, _, phase)) = self.lock().phase.take() else {
-            return PhaseMetrics::default();
+        let (phase, energy) = {
+            let mut state = self.lock();
+            (state.phase.take(), state.energy.end_phase())
         };
-        PhaseMetrics {
+        let mut metrics = phase.map_or_else(PhaseMetrics::default, |(_, _, phase)| PhaseMetrics {
             stats: phase.stats(),
             report: phase.report(),
+        });
+        if energy.is_some() {
+            // Energy alone (no endpoint answered, or `--server-metrics off`): no scrapes.
+            let report = metrics.report.get_or_insert_with(|| ServerPhase {
+                endpoints: 0,
+                ..ServerPhase::default()
+            });
+            report.energy = energy;
         }
+        metrics
     }
 }
 
@@ -169,6 +204,8 @@ struct Source {
     url: String,
     fetcher: Fetcher,
     latest: Option<Arc<Exposition>>,
+    /// What it serves, for warnings: server metrics, or power metrics.
+    what: &'static str,
     scraped: u64,
     warned: bool,
     /// Its first scrape failed for good: it is not scraped again.
@@ -188,6 +225,7 @@ impl Source {
             url,
             fetcher,
             latest: None,
+            what: "server metrics",
             scraped: 0,
             warned: false,
             gone: false,
@@ -210,11 +248,11 @@ impl Source {
             Err(e) if self.scraped == 0 && !e.is_transient() => {
                 self.gone = true;
                 let what_next = if alone {
-                    "the run goes on without server metrics"
+                    format!("the run goes on without {}", self.what)
                 } else {
-                    "the other endpoints are still read"
+                    "the other endpoints are still read".to_string()
                 };
-                self.warn(&e, what_next);
+                self.warn(&e, &what_next);
             }
             Err(e) if !self.warned => {
                 self.warned = true;
@@ -227,16 +265,34 @@ impl Source {
 
     fn warn(&self, e: &FetchError, what_next: &str) {
         crate::errln!(
-            "warning: cannot read server metrics from {}: {e}; {what_next}",
+            "warning: cannot read {} from {}: {e}; {what_next}",
+            self.what,
             self.url
         );
     }
+}
+
+/// One endpoint's scrape: `None` when it is no longer read.
+type Fetched = Option<Result<Exposition, FetchError>>;
+
+/// A scrape of every source still read, all at once.
+async fn fetch_all(sources: &[Source]) -> Vec<Fetched> {
+    join_all(sources.iter().map(|s| async move {
+        if s.gone {
+            None
+        } else {
+            Some(s.fetcher.fetch().await)
+        }
+    }))
+    .await
 }
 
 struct Job {
     /// Scrapes asked for now (a phase's end), each answered once kept.
     asks: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
     sources: Vec<Source>,
+    /// `--power-metrics` exporters.
+    power: Vec<Source>,
     file: Option<SamplesFile>,
     interval: Duration,
     state: Arc<Mutex<State>>,
@@ -273,14 +329,9 @@ impl Job {
     async fn scrape(&mut self) -> bool {
         let alone = self.sources.len() == 1;
         let at = Instant::now();
-        let results = join_all(self.sources.iter().map(|s| async move {
-            if s.gone {
-                None
-            } else {
-                Some(s.fetcher.fetch().await)
-            }
-        }))
-        .await;
+        let (results, power) =
+            futures_util::future::join(fetch_all(&self.sources), fetch_all(&self.power)).await;
+        self.read_power(at, power);
         let mut fresh = Vec::new();
         for (i, result) in results.into_iter().enumerate() {
             if let Some(result) = result {
@@ -289,13 +340,25 @@ impl Job {
                 }
             }
         }
-        if self.sources.iter().all(|s| s.gone) {
+        if self.sources.iter().chain(&self.power).all(|s| s.gone) {
             return false;
         }
         if !fresh.is_empty() {
             self.keep(at, &fresh);
         }
         true
+    }
+
+    /// Gives the power exporters' scrapes taken at `at` to the energy meter.
+    fn read_power(&mut self, at: Instant, results: Vec<Fetched>) {
+        let alone = self.power.len() == 1;
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for (i, (source, result)) in self.power.iter_mut().zip(results).enumerate() {
+            match (result.map(|r| source.take(r, alone)), &source.latest) {
+                (Some(true), Some(e)) => state.energy.add(i, at, e),
+                _ => continue,
+            }
+        }
     }
 
     /// A phase's last scrape; repeated, [`SETTLE_STEP`] apart and for at most

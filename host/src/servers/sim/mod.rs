@@ -13,7 +13,8 @@
 //!   `embeddings`: `/v1/embeddings`.
 //! - `engine`: a request's timed event stream; `batch`: the continuous-batching scheduler
 //!   (both sleep on [`crate::both_sides::timer`], the timer the dispatcher uses too).
-//! - `metrics`: `/metrics` in vLLM's names; `prefix`: the `default` profile's prefix cache.
+//! - `metrics`: `/metrics` in vLLM's names; `prefix`: the `default` profile's prefix cache;
+//!   `power`: `--sim-power`, a GPU power model at `/dcgm/metrics` in DCGM's names.
 //! - `send_log`: `--sim-send-log`, the actual send time of every chunk; `arrival`: when
 //!   each request arrived (the kernel's receive time of its headers).
 //! - `words`: the output text, one OpenAI token per word; `tool`: answers that are a
@@ -30,6 +31,7 @@ mod event;
 mod messages;
 mod metrics;
 mod openai;
+pub mod power;
 mod prefix;
 pub mod profile;
 mod responses;

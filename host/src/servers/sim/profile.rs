@@ -109,6 +109,10 @@ pub struct SimArgs {
     /// server really did), and when its handler ran
     #[arg(long = "sim-send-log", value_name = "FILE")]
     pub send_log: Option<PathBuf>,
+    /// A power model served at /dcgm/metrics in NVIDIA DCGM exporter's names (for
+    /// `--power-metrics`): IDLE watts all the time plus J joules per generated token
+    #[arg(long = "sim-power", value_name = "idle=W,per_token=J", value_parser = super::power::parse)]
+    pub power: Option<super::power::PowerModel>,
 }
 
 impl Default for SimArgs {
@@ -133,6 +137,7 @@ impl Default for SimArgs {
             slow_every: None,
             slow_ms: None,
             send_log: None,
+            power: None,
         }
     }
 }
@@ -228,6 +233,8 @@ pub struct SimConfig {
     pub prompt_token_counter: Option<TokenCounter>,
     /// Where to log each stream's actual chunk send times (`--sim-send-log`).
     pub send_log: Option<PathBuf>,
+    /// `--sim-power`: the GPU's power model, served at `/dcgm/metrics`.
+    pub power: Option<super::power::PowerModel>,
 }
 
 impl Default for SimConfig {
@@ -243,6 +250,7 @@ impl Default for SimConfig {
             slow: None,
             prompt_token_counter: None,
             send_log: None,
+            power: None,
         }
     }
 }
@@ -260,6 +268,7 @@ impl fmt::Debug for SimConfig {
             .field("slow", &self.slow)
             .field("prompt_token_counter", &self.prompt_token_counter.is_some())
             .field("send_log", &self.send_log)
+            .field("power", &self.power)
             .finish()
     }
 }
@@ -337,6 +346,7 @@ impl SimArgs {
             slow: self.slow()?,
             prompt_token_counter: None,
             send_log: self.send_log.clone(),
+            power: self.power,
         })
     }
 

@@ -203,9 +203,16 @@ async fn serve_until(
         .route("/reset_prefix_cache", post(reset_prefix_cache))
         .route("/start_profile", post(start_profile))
         .route("/stop_profile", post(stop_profile))
-        .route("/metrics", super::metrics::route(state.engine.metrics()))
-        .fallback(not_found)
-        .with_state(state);
+        .route("/metrics", super::metrics::route(state.engine.metrics()));
+    let app = match state.config.power {
+        Some(model) => {
+            let metrics = state.engine.metrics();
+            let generated = move || metrics.generated_tokens();
+            app.route(super::power::PATH, super::power::route(model, generated))
+        }
+        None => app,
+    };
+    let app = app.fallback(not_found).with_state(state);
     let listener = ArrivalListener::new(listener);
     let app = app.into_make_service_with_connect_info::<LastRead>();
     tokio::select! {

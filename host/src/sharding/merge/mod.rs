@@ -218,14 +218,20 @@ pub fn merge_phases(
             max_concurrency: phase.concurrency_limit,
             ..phase.info.clone()
         };
+        let summary = acc.summarize(&info);
+        // Every shard scraped the same server: shard 0's series, not N copies.
+        let mut server = first.phases[p].server.clone().map(|s| s.into_phase());
+        // And the same power exporters: their joules are the fleet's, for every shard's tokens.
+        if let Some(e) = server.as_mut().and_then(|s| s.energy.as_mut()) {
+            e.count_tokens(summary.total_output_tokens);
+        }
         out.push(ReportPhase {
-            summary: acc.summarize(&info),
+            summary,
             warmup: phase.warmup,
             arrival: phase.arrival.clone(),
             ended: stop,
             cut,
-            // Every shard scraped the same server: shard 0's series, not N copies.
-            server: first.phases[p].server.clone().map(|s| s.into_phase()),
+            server,
         });
     }
     Ok(out)

@@ -92,6 +92,26 @@ pub fn rows(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<Row> {
             y.as_f64(),
         );
     }
+    // Energy (servers/server_metrics/energy.rs): fewer joules per output token is better.
+    for (field, words, better) in [
+        ("joules_per_token", "joules per output token", Better::Lower),
+        (
+            "tokens_per_joule",
+            "output tokens per joule",
+            Better::Higher,
+        ),
+        ("mean_watts", "mean power (W)", Better::Neither),
+    ] {
+        let (x, y) = (&a["energy"][field], &b["energy"][field]);
+        let label = format!("Energy {words}");
+        row(
+            format!("server:energy:{field}"),
+            label,
+            better,
+            x.as_f64(),
+            y.as_f64(),
+        );
+    }
     out
 }
 
@@ -161,6 +181,36 @@ mod tests {
         );
         // One side without a drafter: no row.
         assert!(super::rows(&drafted(0.4, 2.2), &ttft(1.0, 1.0)).is_empty());
+    }
+
+    /// A phase that used `joules` for 100 output tokens over 10 s.
+    fn energy(joules: f64) -> Map<String, Value> {
+        let v = json!({ "runner": { "server_metrics": {
+            "samples": 0, "gauges": [], "counters": [], "histograms": [],
+            "prefix_cache_hit_rate": null,
+            "energy": { "exporters": 1, "scrapes": 10, "source": "counter", "joules": joules,
+                        "seconds": 10.0, "mean_watts": joules / 10.0, "output_tokens": 100,
+                        "joules_per_token": joules / 100.0, "tokens_per_joule": 100.0 / joules },
+        }}});
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn energy_rows_set_both_sides_and_fewer_joules_per_token_win() {
+        let rows = rows(&energy(200.0), &energy(100.0));
+        let got: Vec<(&str, f64, f64, Option<bool>)> = rows
+            .iter()
+            .map(|r| (r.label.as_str(), r.a, r.b, r.b_wins()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("Energy joules per output token", 2.0, 1.0, Some(true)),
+                ("Energy output tokens per joule", 0.5, 1.0, Some(true)),
+                ("Energy mean power (W)", 20.0, 10.0, None),
+            ]
+        );
+        assert!(super::rows(&energy(1.0), &ttft(1.0, 1.0)).is_empty());
     }
 
     /// A phase whose server TTFT histogram has `mean` and `p50` (ms).

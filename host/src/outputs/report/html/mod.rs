@@ -3,6 +3,7 @@
 //! series, and for a multi-phase run the curves over phases.
 
 pub mod charts;
+mod energy;
 pub mod escape;
 pub mod series;
 mod server_charts;
@@ -71,6 +72,7 @@ pub fn render(report: &RunReport, series: &Series) -> Result<String, ChartError>
     charts(&mut out, report, series)?;
     sessions::sessions_section(&mut out, &phases)?;
     spec_decode::spec_decode_section(&mut out, report);
+    energy::energy_section(&mut out, report);
     tables_and_blocks(&mut out, &phases, &h.targets);
     let _ = writeln!(
         out,

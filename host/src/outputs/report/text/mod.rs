@@ -5,6 +5,7 @@
 
 mod clock;
 mod embeddings;
+pub(super) mod energy;
 mod format;
 mod server;
 mod sessions;
@@ -243,8 +244,12 @@ fn render_phases(phases: &[ReportPhase]) -> String {
             out += &sessions::render_sessions(sessions);
         }
         if let Some(server) = &phase.server {
-            out += &server::render_section(server, s);
+            // No scrapes: energy alone (`--power-metrics` with `--server-metrics off`).
+            if server.samples > 0 {
+                out += &server::render_section(server, s);
+            }
             out += &spec_decode::render_section(server);
+            out += &energy::render_section(server);
         }
         if let Some(ended) = &phase.ended {
             let _ = writeln!(out, "Phase ended: {ended}.");
