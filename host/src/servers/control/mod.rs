@@ -1,8 +1,10 @@
-//! Control of the servers under test around a run's phases: their prefix cache emptied
-//! before the run or before each phase (`--reset-prefix-cache run|phase`, or a phase's
-//! `reset_prefix_cache: true`), their profiler started just before a phase's clock and
-//! stopped once its last response is in (`--profile-phase NAME`, or a phase's
-//! `profile: true`).
+//! Calls to the servers under test around a run's phases: prefix-cache resets and the
+//! profiler.
+//!
+//! Their prefix cache is emptied before the run or before each phase
+//! (`--reset-prefix-cache run|phase`, or a phase's `reset_prefix_cache: true`), their
+//! profiler started just before a phase's clock and stopped once its last response is in
+//! (`--profile-phase NAME`, or a phase's `profile: true`).
 //!
 //! A server that has no such route, or whose call fails, is one warning line naming it and
 //! what it lacks, and the run goes on: a benchmark is still worth its numbers, and the
