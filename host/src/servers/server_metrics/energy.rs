@@ -160,17 +160,49 @@ impl Span {
         self.prev = Some(r);
     }
 
-    /// Joules and how they were found: every step by the counter, else every step by the
-    /// gauge; `None` when neither spans the phase.
+    /// Whether the counter spans the phase without moving: a GPU always draws power, so
+    /// the exporter did not read it again (dcgm-exporter reads every 30 s unless started
+    /// with `-c MS`, `pkg/cmd/app.go`).
+    fn counter_held_still(&self) -> bool {
+        self.steps > 0 && self.counter_steps == self.steps && self.counter_j == 0.0
+    }
+
+    /// Joules and how they were found: every step by the counter (which moved), else every
+    /// step by the gauge; `None` when neither spans the phase.
     fn joules(&self) -> Option<(f64, EnergySource)> {
         if self.steps == 0 {
             None
-        } else if self.counter_steps == self.steps {
+        } else if self.counter_steps == self.steps && !self.counter_held_still() {
             Some((self.counter_j, EnergySource::Counter))
         } else if self.gauge_steps == self.steps {
             Some((self.gauge_j, EnergySource::PowerGauge))
         } else {
             None
+        }
+    }
+
+    /// What the report says of this exporter over the phase, if anything.
+    fn note(&self, track: &Track) -> Option<String> {
+        let url = &track.url;
+        if self.counter_held_still() {
+            let then = match self.joules() {
+                Some(_) => "its power gauge integrated instead",
+                None => "no energy from it",
+            };
+            return Some(format!(
+                "{url}: the energy counter did not move over the phase's {:.1} s (an exporter that reads the GPU seldom: dcgm-exporter's -c is 30000 ms by default); {then}",
+                self.seconds
+            ));
+        }
+        match self.joules() {
+            Some((_, EnergySource::PowerGauge)) => track.lacks.clone(),
+            Some(_) => None,
+            None if self.steps == 0 => Some(format!(
+                "{url}: fewer than two scrapes over the phase, no energy from it"
+            )),
+            None => Some(track.lacks.clone().unwrap_or_else(|| {
+                format!("{url}: its energy counter and power gauge came and went over the phase, no energy from it")
+            })),
         }
     }
 }
@@ -262,24 +294,10 @@ impl Meter {
         };
         let mut found = Vec::new();
         for (track, span) in self.tracks.iter().zip(&spans) {
-            match span.joules() {
-                Some((j, how)) => {
-                    found.push((j, how, span.seconds));
-                    if let (EnergySource::PowerGauge, Some(line)) = (how, &track.lacks) {
-                        phase.missing.push(line.clone());
-                    }
-                }
-                None if span.steps == 0 => phase.missing.push(format!(
-                    "{}: fewer than two scrapes over the phase, no energy from it",
-                    track.url
-                )),
-                None => phase.missing.push(track.lacks.clone().unwrap_or_else(|| {
-                    format!(
-                        "{}: its energy counter and power gauge came and went over the phase, no energy from it",
-                        track.url
-                    )
-                })),
+            if let Some((j, how)) = span.joules() {
+                found.push((j, how, span.seconds));
             }
+            phase.missing.extend(span.note(track));
         }
         // Joules only when every exporter gave them: a part would read as the whole.
         if !found.is_empty() && found.len() == spans.len() {
@@ -470,6 +488,32 @@ mod tests {
             p.missing
         );
         assert!(Meter::new(&[]).end_phase().is_none());
+    }
+
+    #[test]
+    fn a_counter_that_held_still_is_not_read_as_no_energy() {
+        // dcgm-exporter read the GPU before the phase and not since: the gauge instead.
+        let p = phase_of(&[
+            (0.0, dcgm(Some(5e6), Some(100.0))),
+            (1.0, dcgm(Some(5e6), Some(100.0))),
+            (2.0, dcgm(Some(5e6), Some(100.0))),
+        ]);
+        assert_eq!(p.source, Some(EnergySource::PowerGauge));
+        assert!(close(p.joules, 400.0), "{p:?}");
+        assert_eq!(p.missing.len(), 1, "{:?}", p.missing);
+        assert!(p.missing[0].contains("did not move"), "{:?}", p.missing);
+        assert!(
+            p.missing[0].contains("gauge integrated instead"),
+            "{:?}",
+            p.missing
+        );
+        let p = phase_of(&[(0.0, dcgm(Some(5e6), None)), (1.0, dcgm(Some(5e6), None))]);
+        assert_eq!((p.source, p.joules), (None, None));
+        assert!(
+            p.missing[0].contains("no energy from it"),
+            "{:?}",
+            p.missing
+        );
     }
 
     #[test]
