@@ -47,6 +47,7 @@ mod shards;
 mod signals;
 mod skew;
 mod slurm;
+mod spec_decode;
 mod thresholds;
 mod tools;
 mod traces;

@@ -60,6 +60,7 @@ const SGLANG_RATE: &str = "sglang:spec_accept_rate";
 /// Where a phase's figures come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "SpecDecodeSource"))]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     /// Counter deltas over the phase (vLLM, llama.cpp): exact.

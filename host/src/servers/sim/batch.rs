@@ -44,6 +44,8 @@ pub struct Seq {
     blocks: PromptBlocks,
     /// Its draft model's acceptance stream (`--sim-spec-decode`).
     drafts: Option<Drafts>,
+    /// Tokens the current step yields for it (`count_step`).
+    step_tokens: usize,
 }
 
 impl Seq {
@@ -59,6 +61,7 @@ impl Seq {
             arrived: Instant::now(),
             blocks: PromptBlocks::default(),
             drafts: None,
+            step_tokens: 1,
         }
     }
 
@@ -241,28 +244,38 @@ impl Scheduler {
         self.params.step_time(decoding, prefill)
     }
 
+    /// The tokens each emitting sequence gets from this step, counted in `/metrics`
+    /// before any is sent, so a scrape taken once a client has its tokens counts them and
+    /// their drafts. The step that ends a prefill samples one token and drafts nothing; a
+    /// decode step verifies a draft when there is a draft model.
+    fn count_step(&mut self) {
+        let (mut generated, mut drafted) = (0, Tally::default());
+        for s in self.running.iter_mut().filter(|s| s.emits) {
+            let n = match s.drafts.as_mut() {
+                Some(drafts) if s.generated > 0 => drafts.step(&mut drafted),
+                _ => 1,
+            };
+            s.step_tokens = n.min(s.max_tokens.saturating_sub(s.generated).max(1));
+            generated += s.step_tokens;
+        }
+        self.metrics.generated(generated);
+        self.metrics.spec.add(&drafted);
+    }
+
     /// Deliver the step's tokens and retire finished sequences.
     fn complete(&mut self) {
+        self.count_step();
         let per_chunk = self.per_chunk;
         let metrics = &self.metrics;
         let mut freed = 0;
-        let mut generated = 0;
-        let mut drafted = Tally::default();
         self.running.retain_mut(|s| {
             if !s.emits {
                 return true;
             }
             s.emits = false;
             let first = s.generated == 0;
-            // The step that ends a prefill drafts nothing; a decode step verifies a draft.
-            let n = match s.drafts.as_mut() {
-                Some(drafts) if !first => drafts.step(&mut drafted),
-                _ => 1,
-            }
-            .min(s.max_tokens.saturating_sub(s.generated).max(1));
-            s.generated += n;
-            generated += n;
-            s.unsent += n;
+            s.generated += s.step_tokens;
+            s.unsent += s.step_tokens;
             if first {
                 metrics.first_token(s.arrived.elapsed());
             }
@@ -281,8 +294,6 @@ impl Scheduler {
             }
             !done
         });
-        metrics.generated(generated);
-        metrics.spec.add(&drafted);
         self.kv_used = self.kv_used.saturating_sub(freed);
     }
 }
