@@ -238,21 +238,4 @@ fn server_root(target: &str) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_root_drops_a_trailing_v1_and_each_server_is_asked_once() {
-        assert_eq!(server_root("http://h:8000/v1/"), "http://h:8000");
-        assert_eq!(server_root(" https://h/x/v1 "), "https://h/x");
-        let control = ServerControl::new(
-            &["http://a:1/v1", "http://a:1", "http://b:2/"],
-            None,
-            Some(ResetWhen::Run),
-            vec![],
-        )
-        .expect("a client");
-        let roots: Vec<&str> = control.targets.iter().map(|t| t.root.as_str()).collect();
-        assert_eq!(roots, ["http://a:1", "http://b:2"]);
-    }
-}
+mod tests;
