@@ -191,7 +191,17 @@ fn execute(
 
 /// The calls to every target around the phases (`--reset-prefix-cache`, `--profile-phase`,
 /// and what a phase asks itself).
+/// The shards of a run send to the same servers side by side: shard 0 alone calls them.
 fn server_control(a: &RunArgs, config: &RunConfig, target: &Targets) -> Result<Arc<ServerControl>> {
+    if let Some(plan) = config.shard.as_ref().filter(|p| p.shard.index != 0) {
+        if a.reset_prefix_cache.is_some() || !a.profile_phase.is_empty() {
+            crate::errln!(
+                "note: shard {} leaves --reset-prefix-cache and --profile-phase to shard 0",
+                plan.shard.index
+            );
+        }
+        return Ok(Arc::default());
+    }
     let urls: Vec<&str> = target.clients.iter().map(|c| c.base_url()).collect();
     let control = ServerControl::new(
         &urls,
