@@ -132,6 +132,9 @@ impl Reading {
 struct Span {
     /// The reading steps count from: the last one before the phase, then each in it.
     prev: Option<Reading>,
+    /// Seconds into the phase of the first reading, when none came before it: the energy
+    /// before it is not counted.
+    late_s: Option<f64>,
     steps: u64,
     seconds: f64,
     counter_j: f64,
@@ -221,7 +224,8 @@ struct Track {
 #[derive(Default)]
 pub struct Meter {
     tracks: Vec<Track>,
-    phase: Option<(u64, Vec<Span>)>,
+    /// The running phase: when it began, its scrapes, each exporter's span.
+    phase: Option<(Instant, u64, Vec<Span>)>,
 }
 
 impl Meter {
@@ -251,7 +255,7 @@ impl Meter {
                 ..Span::default()
             })
             .collect();
-        self.phase = Some((0, spans));
+        self.phase = Some((Instant::now(), 0, spans));
     }
 
     /// Exporter `i`'s scrape, taken at `at`.
@@ -266,9 +270,12 @@ impl Meter {
             crate::errln!("warning: {line}");
         }
         track.latest = Some(r);
-        if let Some((scrapes, spans)) = &mut self.phase {
+        if let Some((began, scrapes, spans)) = &mut self.phase {
             *scrapes += 1;
             if let Some(span) = spans.get_mut(i) {
+                if span.prev.is_none() {
+                    span.late_s = Some(at.saturating_duration_since(*began).as_secs_f64());
+                }
                 span.step(r);
             }
         }
@@ -276,7 +283,7 @@ impl Meter {
 
     /// The running phase ends: its energy (`None` without exporters or a phase).
     pub fn end_phase(&mut self) -> Option<EnergyPhase> {
-        let (scrapes, spans) = self.phase.take()?;
+        let (_, scrapes, spans) = self.phase.take()?;
         if self.tracks.is_empty() {
             return None;
         }
@@ -298,6 +305,12 @@ impl Meter {
                 found.push((j, how, span.seconds));
             }
             phase.missing.extend(span.note(track));
+            if let (Some(late), Some(_)) = (span.late_s, span.joules()) {
+                phase.missing.push(format!(
+                    "{}: no scrape before the phase began, so its first {late:.2} s are not counted",
+                    track.url
+                ));
+            }
         }
         // Joules only when every exporter gave them: a part would read as the whole.
         if !found.is_empty() && found.len() == spans.len() {
@@ -514,6 +527,19 @@ mod tests {
             "{:?}",
             p.missing
         );
+    }
+
+    #[test]
+    fn a_phase_without_an_earlier_scrape_says_what_it_left_out() {
+        let t0 = Instant::now();
+        let mut meter = Meter::new(&["http://dcgm/metrics".to_string()]);
+        meter.begin_phase();
+        meter.add(0, t0 + Duration::from_millis(400), &dcgm(Some(0.0), None));
+        meter.add(0, t0 + Duration::from_millis(1400), &dcgm(Some(1e5), None));
+        let p = meter.end_phase().expect("a phase");
+        assert!(close(p.joules, 200.0), "{p:?}");
+        assert_eq!(p.missing.len(), 1, "{:?}", p.missing);
+        assert!(p.missing[0].contains("first 0.4"), "{:?}", p.missing);
     }
 
     #[test]
