@@ -3,7 +3,8 @@
 //! each phase's joules, mean watts, joules per output token and tokens per joule in every
 //! report; the figures are the model's own, computed here from the window and the tokens
 //! the run measured. Without the flag there is no section; an exporter without the
-//! counters is one line in the report and one on stderr.
+//! counters is one line in the report and one on stderr; one with only a power gauge (AMD's
+//! names, two GPUs) has its watts integrated over the scrapes.
 
 use std::path::Path;
 
@@ -205,4 +206,80 @@ fn compare_sets_joules_per_token_side_by_side() {
             "B wins: {line}"
         );
     }
+}
+
+/// A power exporter of AMD's device-metrics exporter names with a power gauge and no
+/// energy counter: two GPUs at 250 W and 150 W, on loopback for the rest of the tests.
+fn gauge_only_exporter() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/metrics", listener.local_addr().expect("addr"));
+    let body = "# TYPE gpu_power_usage gauge\n\
+                gpu_power_usage{gpu_id=\"0\",hostname=\"h\"} 250\n\
+                gpu_power_usage{gpu_id=\"1\",hostname=\"h\"} 150\n";
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            // The request's head, then one answer and the connection closed.
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+/// Where an exporter has only a power gauge, the watts are integrated over the scrape
+/// times, summed over its GPUs, and the section and stderr say so.
+#[test]
+fn a_power_gauge_alone_is_integrated_and_said_so() {
+    let _quiet = exclusive();
+    let power = gauge_only_exporter();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().display().to_string();
+    let o = runner(&[
+        &scenario("throughput.rhai"),
+        "-p",
+        "requests=64",
+        "-p",
+        "output_tokens=64",
+        "--server-metrics-interval",
+        "100ms",
+        "--power-metrics",
+        &power,
+        "--output",
+        &out,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let phase = result(dir.path());
+    let e = &phase["runner"]["server_metrics"]["energy"];
+    assert_eq!(e["source"], "power_gauge", "{e}");
+    // 400 W all along: the trapezoids of a constant are exact.
+    assert!((f(e, "mean_watts") - 400.0).abs() < 1e-6, "{e}");
+    assert!(
+        (f(e, "joules") - 400.0 * f(e, "seconds")).abs() < 1e-6,
+        "{e}"
+    );
+    assert!(f(e, "seconds") > 0.0, "{e}");
+    let tokens = f(&phase, "total_output_tokens");
+    assert!((f(e, "joules_per_token") - f(e, "joules") / tokens).abs() < 1e-9);
+    assert_eq!(e["missing"].as_array().map(Vec::len), Some(1), "{e}");
+    let warning = format!("warning: {power} has no energy counter");
+    assert_eq!(stderr(&o).matches(&warning).count(), 1, "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains(
+            "Energy from:                             power gauge integrated over the scrapes"
+        ),
+        "{text}"
+    );
+    // The engine's section still counts its one endpoint, the exporter apart.
+    assert_eq!(phase["runner"]["server_metrics"]["endpoints"], 1);
 }
