@@ -218,7 +218,7 @@ fn server_rows_are_named_once_and_coarse_ones_name_no_winner(text: &str) {
             .unwrap_or_else(|| panic!("no row `{label}`:\n{text}"))
     };
     for p in ["p50", "p99"] {
-        let r = row(&format!("Server TTFT {p} (ms)"));
+        let r = row(&format!("Server TTFT {p} ≈ (ms, from buckets)"));
         assert_eq!(r[4], "coarse: no winner", "{text}");
     }
     let mean = row("Server TTFT mean (ms)");

@@ -272,6 +272,57 @@ fn a_shared_prefix_hits_the_simulators_prefix_cache_and_shortens_ttft() {
     );
 }
 
+/// A phase's increase of the known counter `name` in result.json.
+fn counter_delta(phase: &Value, name: &str) -> f64 {
+    phase["runner"]["server_metrics"]["counters"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == name))
+        .and_then(|c| c["delta"].as_f64())
+        .unwrap_or_else(|| panic!("no counter {name} in {}", phase["runner"]["server_metrics"]))
+}
+
+#[test]
+fn every_phase_counts_exactly_the_tokens_the_client_counted() {
+    let _quiet = exclusive();
+    // Seven phases of 1 to 64 prompts, most far shorter than the 1 s between scrapes: each
+    // phase's counters end with the scrape taken after its last response, and start with
+    // the one that ended the phase before.
+    let (text, result) = run_ok(&[
+        &scenario("sweep.rhai"),
+        "-p",
+        "max_prompts=64",
+        "-p",
+        "output_tokens=32",
+    ]);
+    let phases = result["phases"].as_array().expect("phases");
+    assert_eq!(phases.len(), 7);
+    for phase in phases {
+        let client_out = phase["total_output_tokens"].as_f64().unwrap();
+        let client_in = phase["total_input_tokens"].as_f64().unwrap();
+        assert!(client_out > 0.0);
+        assert_eq!(
+            counter_delta(phase, "vllm:generation_tokens_total"),
+            client_out,
+            "{}",
+            phase["phase"]
+        );
+        assert_eq!(
+            counter_delta(phase, "vllm:prompt_tokens_total"),
+            client_in,
+            "{}",
+            phase["phase"]
+        );
+    }
+    // The last phase's text section reads the client's 64 × 32 tokens.
+    let last = text.rsplit("Server metrics").next().unwrap();
+    assert!(last.contains("Generated tokens:"), "{last}");
+    let generated = last
+        .lines()
+        .find(|l| l.starts_with("Generated tokens:"))
+        .unwrap();
+    assert!(generated.contains(" 2048 ("), "{generated}");
+}
+
 /// kv_guard's arguments: the rate doubles from 4 req/s every 2 s on a simulator whose KV
 /// cache holds 31 requests of 512 + 128 tokens, so KV use passes 90 % within a few phases.
 const KV_GUARD_ARGS: [&str; 18] = [

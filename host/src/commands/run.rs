@@ -344,6 +344,9 @@ fn write_and_print(config: &RunConfig, report: &RunReport) -> Result<()> {
         Ok(())
     })();
     crate::out!("{body}");
+    if let Some(leftover) = crate::outputs::report::leftover_cache::check(report) {
+        crate::errln!("{}", leftover.warning());
+    }
     written
 }
 

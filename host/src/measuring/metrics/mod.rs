@@ -3,6 +3,7 @@
 pub mod answer;
 pub mod catalogue;
 pub mod options;
+pub mod prefix_cache;
 pub mod record;
 pub mod sessions;
 pub mod stamp_source;
@@ -11,6 +12,7 @@ pub mod summary;
 pub mod tags;
 
 pub use options::{parse_percentiles, MetricsOptions, ParseError, Slo};
+pub use prefix_cache::PrefixCacheSummary;
 pub use record::{Chunk, ErrorKind, RequestError, RequestRecord, SessionRecord};
 pub use sessions::SessionsSummary;
 pub use stamp_source::StampSources;

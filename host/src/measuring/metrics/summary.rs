@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::answer::{AnswerStats, AnswerSummary};
 use super::catalogue::{self, Latency, E2EL, ITL, TPOT, TTFT};
 use super::options::{MetricsOptions, Slo};
+use super::prefix_cache::{PrefixCacheStats, PrefixCacheSummary};
 use super::record::{ErrorKind, RequestRecord};
 use super::sessions::{SessionStats, SessionsSummary};
 use super::stamp_source::{StampSourceStats, StampSources, CLIENT_DELAY_PERCENTILES};
@@ -181,6 +182,9 @@ pub struct PhaseSummary {
     /// Per-session figures and TTFT by turn index; `None` when no request named a session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<SessionsSummary>,
+    /// The prefix cache as the answers' usage told it; `None` when none said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<PrefixCacheSummary>,
 }
 
 /// The latencies an adaptive scenario decides on, at p50, p90 and p99 whatever
@@ -270,6 +274,7 @@ pub struct PhaseAccumulator {
     answer: AnswerStats,
     clock: StampSourceStats,
     sessions: SessionStats,
+    prefix_cache: PrefixCacheStats,
 }
 
 /// The per-target table's percentiles (the per-tag table's) and the report's, which hold
@@ -344,6 +349,7 @@ impl PhaseAccumulator {
             answer: AnswerStats::default(),
             clock: StampSourceStats::default(),
             sessions: SessionStats::default(),
+            prefix_cache: PrefixCacheStats::default(),
         }
     }
 
@@ -368,6 +374,7 @@ impl PhaseAccumulator {
         self.answer.record(r);
         self.clock.record(r);
         self.sessions.record(r);
+        self.prefix_cache.record(r);
         if let Some(target) = r.target {
             self.targets.record_as(&target.to_string(), r);
         }
@@ -521,6 +528,7 @@ impl PhaseAccumulator {
             targets: self.targets.summarize_at(&target_percentiles(pcts)),
             latencies: BTreeMap::new(),
             sessions: self.sessions.summarize(),
+            prefix_cache: self.prefix_cache.summarize(),
         };
         self.summarize_latencies(&mut summary);
         let p99_lateness = summary.lateness.percentile(99.0).unwrap_or(0.0);

@@ -7,6 +7,7 @@ pub mod compare;
 pub mod csv;
 pub mod html;
 pub mod json;
+pub mod leftover_cache;
 pub mod markdown;
 pub mod output;
 pub mod prefix_intent;

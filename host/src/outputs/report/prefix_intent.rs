@@ -56,7 +56,12 @@ pub fn compare(report: &RunReport) -> Vec<PrefixIntent> {
         .iter()
         .filter(|p| !p.warmup)
         .filter_map(|p| {
-            let achieved = p.server.as_ref()?.prefix_cache_hit_rate?;
+            // The server's counters, else its answers' usage.
+            let achieved = p
+                .server
+                .as_ref()
+                .and_then(|s| s.prefix_cache_hit_rate)
+                .or_else(|| p.summary.prefix_cache.as_ref().map(|c| c.hit_rate))?;
             Some(PrefixIntent {
                 phase: p.summary.name.clone(),
                 intended,

@@ -1,10 +1,18 @@
 //! The server metrics the reports name in plain words: the important ones of vLLM,
-//! SGLang, llama.cpp and TGI. Every other scraped metric is kept in server_metrics.jsonl
-//! and given to scenarios, but not listed in the reports.
+//! SGLang, llama.cpp, TGI and Dynamo (the frontend in front of TensorRT-LLM, vLLM or
+//! SGLang workers). Every other scraped metric is kept in server_metrics.jsonl and given
+//! to scenarios, but not listed in the reports.
+//!
+//! Each is read as what it is ([`Reading`]): most as their exposition type says, but
+//! llama.cpp's two tokens/s gauges are rates since the previous scrape (its /metrics
+//! resets them) and its busy slots per decode is an average since the server started;
+//! reading either as a level gave 7.8 tokens/s for a real 302 and 3.95 busy slots in a
+//! phase of one request.
 //!
 //! Sources: vLLM `vllm/v1/metrics/loggers.py` (PrometheusStatLogger), SGLang
-//! `python/sglang/srt/metrics/collector.py`, llama.cpp `tools/server/server.cpp`
-//! (handle_metrics), TGI `router/src/infer/` and `backends/v3/src/queue.rs`.
+//! `python/sglang/srt/metrics/collector.py`, llama.cpp `tools/server/server-context.cpp`
+//! (its metrics task) and the HELP lines of its /metrics, TGI `router/src/infer/` and
+//! `backends/v3/src/queue.rs`, Dynamo `docs/observability/metrics.md` (frontend metrics).
 
 /// What a known metric means to a reader.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,12 +27,31 @@ pub enum Meaning {
     /// SGLang's own hit rate gauge, 0 to 1.
     PrefixCacheHitRate,
     PromptTokens,
+    /// Prompt tokens the engine took from its prefix cache (llama.cpp, SGLang).
+    PromptTokensCached,
     GeneratedTokens,
     ServerTtft,
     ServerQueueTime,
     ServerE2eLatency,
     /// Anything else worth a line; its words are in [`Known::words`].
     Other,
+}
+
+/// How a phase reads a known metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// As its exposition type says: a gauge's levels, a counter's increase, a histogram's
+    /// bucket increases.
+    AsExposed,
+    /// A gauge that is an average since the server started, of something `count` (a
+    /// counter) counts: over a phase, `(avg₁·count₁ − avg₀·count₀) / (count₁ − count₀)`.
+    SinceStart { count: &'static str },
+    /// A gauge that is `amount / seconds` since the previous scrape, reset by each scrape:
+    /// over a phase, the increase of the counter `amount` over that of `seconds`.
+    SinceLastScrape {
+        amount: &'static str,
+        seconds: &'static str,
+    },
 }
 
 /// One metric the reports know.
@@ -36,6 +63,7 @@ pub struct Known {
     pub words: &'static str,
     /// A level worth the time spent above it (KV cache use over 90 %: preemptions near).
     pub threshold: Option<f64>,
+    pub reading: Reading,
 }
 
 const fn known(name: &'static str, meaning: Meaning, words: &'static str) -> Known {
@@ -44,6 +72,14 @@ const fn known(name: &'static str, meaning: Meaning, words: &'static str) -> Kno
         meaning,
         words,
         threshold: None,
+        reading: Reading::AsExposed,
+    }
+}
+
+const fn read_as(reading: Reading, name: &'static str, words: &'static str) -> Known {
+    Known {
+        reading,
+        ..known(name, Meaning::Other, words)
     }
 }
 
@@ -56,6 +92,7 @@ const fn kv(name: &'static str, words: &'static str) -> Known {
         meaning: Meaning::KvCacheUse,
         words,
         threshold: Some(KV_HIGH),
+        reading: Reading::AsExposed,
     }
 }
 
@@ -136,6 +173,12 @@ pub const KNOWN: &[Known] = &[
         Meaning::PromptTokens,
         "prompt tokens",
     ),
+    // Labelled by cache_source (device, host, storage): summed.
+    known(
+        "sglang:cached_tokens_total",
+        Meaning::PromptTokensCached,
+        "prompt tokens from cache",
+    ),
     known(
         "sglang:generation_tokens_total",
         Meaning::GeneratedTokens,
@@ -167,9 +210,11 @@ pub const KNOWN: &[Known] = &[
         Meaning::Waiting,
         "requests deferred",
     ),
-    known(
+    read_as(
+        Reading::SinceStart {
+            count: "llamacpp:n_decode_total",
+        },
         "llamacpp:n_busy_slots_per_decode",
-        Meaning::Other,
         "busy slots per decode",
     ),
     kv("llamacpp:kv_cache_usage_ratio", "KV cache use"),
@@ -178,25 +223,38 @@ pub const KNOWN: &[Known] = &[
         Meaning::Other,
         "KV cache tokens",
     ),
+    // "Number of prompt tokens processed, excluding cached tokens" (its HELP line).
     known(
         "llamacpp:prompt_tokens_total",
         Meaning::PromptTokens,
-        "prompt tokens",
+        "prompt tokens computed (not from cache)",
+    ),
+    known(
+        "llamacpp:prompt_tokens_cached_total",
+        Meaning::PromptTokensCached,
+        "prompt tokens from cache",
     ),
     known(
         "llamacpp:tokens_predicted_total",
         Meaning::GeneratedTokens,
         "predicted tokens",
     ),
-    known(
+    known("llamacpp:n_decode_total", Meaning::Other, "decode calls"),
+    read_as(
+        Reading::SinceLastScrape {
+            amount: "llamacpp:prompt_tokens_total",
+            seconds: "llamacpp:prompt_seconds_total",
+        },
         "llamacpp:prompt_tokens_seconds",
-        Meaning::Other,
-        "prompt tokens/s (server avg)",
+        "prompt tokens/s per busy slot",
     ),
-    known(
+    read_as(
+        Reading::SinceLastScrape {
+            amount: "llamacpp:tokens_predicted_total",
+            seconds: "llamacpp:tokens_predicted_seconds_total",
+        },
         "llamacpp:predicted_tokens_seconds",
-        Meaning::Other,
-        "predicted tokens/s (server avg)",
+        "predicted tokens/s per busy slot",
     ),
     // TGI
     known(
@@ -209,6 +267,32 @@ pub const KNOWN: &[Known] = &[
         "tgi_request_queue_duration",
         Meaning::ServerQueueTime,
         "server queue time",
+    ),
+    // Dynamo's HTTP frontend
+    known(
+        "dynamo_frontend_inflight_requests",
+        Meaning::Running,
+        "requests in flight",
+    ),
+    known(
+        "dynamo_frontend_queued_requests",
+        Meaning::Waiting,
+        "requests queued",
+    ),
+    known(
+        "dynamo_frontend_output_tokens_total",
+        Meaning::GeneratedTokens,
+        "generated tokens",
+    ),
+    known(
+        "dynamo_frontend_time_to_first_token_seconds",
+        Meaning::ServerTtft,
+        "server TTFT",
+    ),
+    known(
+        "dynamo_frontend_inter_token_latency_seconds",
+        Meaning::Other,
+        "server inter-token latency",
     ),
 ];
 

@@ -5,6 +5,7 @@
 //!   sets (the `prometheus-parse` crate).
 //! - `known`: the metrics of vLLM, SGLang, llama.cpp and TGI the reports name in words.
 //! - `phase`: one phase's summary, built scrape by scrape.
+//! - `readings`: averages read over a phase, and each engine's prefix-cache hit rate.
 //! - `samples_file`: server_metrics.jsonl, every scrape as it is taken.
 //! - `spec_decode`: a phase's speculative decoding, from the acceptance counters.
 //! - `energy`: each phase's energy from `--power-metrics` exporters (DCGM, AMD), kept apart
@@ -16,6 +17,7 @@ pub mod energy;
 mod fetch;
 pub mod known;
 mod phase;
+pub mod readings;
 mod samples_file;
 mod scraper;
 mod spec_decode;
@@ -25,7 +27,8 @@ use std::time::Duration;
 
 pub use exposition::{Exposition, Family, Kind};
 pub use phase::{
-    bucket_quantile, Above, CounterStat, GaugeStat, HistogramStat, ServerPhase, ServerPoint,
+    bucket_quantile, Above, Bucket, CounterStat, GaugeStat, HistogramStat, ServerPhase,
+    ServerPoint,
 };
 pub use scraper::{PhaseMetrics, Scraper};
 pub use spec_decode::{Source as SpecDecodeSource, SpecDecode};

@@ -45,8 +45,13 @@ pub struct ServerPhase {
     pub gauges: Vec<GaugeStat>,
     pub counters: Vec<CounterStat>,
     pub histograms: Vec<HistogramStat>,
-    /// Prefix-cache hits / queries over the phase (tokens), 0 to 1.
+    /// Prefix-cache hits / queries over the phase (tokens), 0 to 1, in each engine's
+    /// own terms (`readings::prefix_cache_hit_rate`).
     pub prefix_cache_hit_rate: Option<f64>,
+    /// Gauges that are averages since start or since the previous scrape, taken over
+    /// the phase (`readings`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derived: Vec<super::readings::DerivedStat>,
     /// Speculative decoding, when the server drafted in the phase (`spec_decode`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode: Option<super::SpecDecode>,
@@ -110,9 +115,29 @@ pub struct HistogramStat {
     /// Observations during the phase.
     pub count: f64,
     pub mean_ms: Option<f64>,
+    /// Percentiles interpolated inside Prometheus buckets: approximate, each inside the
+    /// bucket given beside it.
     pub p50_ms: Option<f64>,
     pub p90_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    /// The bucket each percentile lies in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_bucket: Option<Bucket>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p90_bucket: Option<Bucket>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_bucket: Option<Bucket>,
+}
+
+/// One Prometheus bucket, in the histogram's reported unit (ms for seconds).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(deny_unknown_fields))]
+pub struct Bucket {
+    /// Above this bound.
+    pub above: f64,
+    /// Up to this bound; `None` for the +Inf bucket.
+    pub up_to: Option<f64>,
 }
 
 /// The main gauges at one scrape.
@@ -236,12 +261,15 @@ impl ServerPhaseAccumulator {
             };
             let before = base.exposition.families.get(k.name);
             match now.kind {
+                // A gauge that is an average is read over the phase (`derived`).
+                Kind::Gauge if k.reading != known::Reading::AsExposed => {}
                 Kind::Gauge => phase.gauges.extend(self.gauge(k)),
                 Kind::Counter => phase.counters.push(counter(k, now, before, span_s)),
                 Kind::Histogram => phase.histograms.push(histogram(k, now, before)),
             }
         }
-        phase.prefix_cache_hit_rate = hit_rate(&phase.counters);
+        phase.prefix_cache_hit_rate = super::readings::prefix_cache_hit_rate(&phase.counters);
+        phase.derived = super::readings::derived(&base.exposition, &latest.exposition);
         fill_means(&mut phase, &latest.exposition, &base.exposition);
         phase.spec_decode =
             super::spec_decode::of_phase(&base.exposition, &latest.exposition, |n| {
@@ -314,6 +342,12 @@ fn histogram(k: &Known, now: &Family, before: Option<&Family>) -> HistogramStat 
         1.0
     };
     let quantile = |q: f64| bucket_quantile(&buckets, q).map(|v| v * scale);
+    let bucket = |q: f64| {
+        bucket_of(&buckets, q).map(|(lo, hi)| Bucket {
+            above: lo * scale,
+            up_to: hi.is_finite().then_some(hi * scale),
+        })
+    };
     HistogramStat {
         name: k.name.to_string(),
         meaning: k.words.to_string(),
@@ -322,7 +356,28 @@ fn histogram(k: &Known, now: &Family, before: Option<&Family>) -> HistogramStat 
         p50_ms: quantile(0.5),
         p90_ms: quantile(0.9),
         p99_ms: quantile(0.99),
+        p50_bucket: bucket(0.5),
+        p90_bucket: bucket(0.9),
+        p99_bucket: bucket(0.99),
     }
+}
+
+/// The bounds of the bucket the `q` quantile of cumulative `buckets` lies in; in the
+/// +Inf bucket, the highest finite bound and infinity (shown as "above").
+pub fn bucket_of(buckets: &[(f64, f64)], q: f64) -> Option<(f64, f64)> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let mut lower = 0.0;
+    for &(le, count) in buckets {
+        if count >= rank {
+            return Some((lower, le));
+        }
+        lower = le;
+    }
+    Some((lower, f64::INFINITY))
 }
 
 /// The `q` quantile of cumulative `buckets` by linear interpolation inside the bucket it
@@ -351,18 +406,6 @@ pub fn bucket_quantile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
         lower = (le, count);
     }
     Some(lower.0)
-}
-
-fn hit_rate(counters: &[CounterStat]) -> Option<f64> {
-    let find = |meaning| {
-        counters
-            .iter()
-            .find(|c| known::lookup(&c.name).is_some_and(|k| k.meaning == meaning))
-            .map(|c| c.delta)
-    };
-    let queries = find(Meaning::PrefixCacheQueries)?;
-    let hits = find(Meaning::PrefixCacheHits)?;
-    (queries > 0.0).then(|| hits / queries)
 }
 
 /// Mean of each histogram whose `_sum` and `_count` counters were scraped.

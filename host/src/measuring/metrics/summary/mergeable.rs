@@ -13,6 +13,7 @@ pub use latency_states::LatencyStates;
 use super::super::answer::{AnswerState, AnswerStats};
 use super::super::catalogue;
 use super::super::options::MetricsOptions;
+use super::super::prefix_cache::PrefixCacheStats;
 use super::super::sessions::{SessionStats, SessionsState};
 use super::super::stamp_source::{StampSourceState, StampSourceStats};
 use super::super::stat::{add_count, in_field, StatStateError, StreamingStat};
@@ -63,6 +64,9 @@ pub struct PhaseState {
     /// session (and in shards written before sessions).
     #[serde(default, skip_serializing_if = "SessionsState::is_empty")]
     pub sessions: SessionsState,
+    /// The answers' cached prompt tokens (absent in shards written before they were kept).
+    #[serde(default)]
+    pub prefix_cache: PrefixCacheStats,
 }
 
 /// Two sorted vectors as one.
@@ -111,6 +115,7 @@ impl PhaseAccumulator {
             answer: self.answer.state(),
             clock: self.clock.state(),
             sessions: self.sessions.state(),
+            prefix_cache: self.prefix_cache.clone(),
         }
     }
 
@@ -132,6 +137,7 @@ impl PhaseAccumulator {
         acc.answer = AnswerStats::from_state(&s.answer).map_err(in_field("answer"))?;
         acc.clock = StampSourceStats::from_state(&s.clock).map_err(in_field("clock"))?;
         acc.sessions = SessionStats::from_state(&s.sessions).map_err(in_field("sessions"))?;
+        acc.prefix_cache = s.prefix_cache.clone();
         consistent::check(s)?;
         acc.completed = s.completed;
         acc.failed = s.failed;
@@ -190,6 +196,7 @@ impl PhaseAccumulator {
         self.sessions
             .merge(&o.sessions)
             .map_err(in_field("sessions"))?;
+        self.prefix_cache.merge(&o.prefix_cache);
         self.merge_totals(o);
         Ok(())
     }

@@ -249,6 +249,7 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary) -> RunnerSection {
         server_metrics: None,
         ended: None,
         sessions: s.sessions.as_ref().map(sessions_result),
+        prefix_cache: s.prefix_cache.clone(),
     }
 }
 

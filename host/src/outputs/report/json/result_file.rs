@@ -216,6 +216,9 @@ pub struct RunnerSection {
     /// The phase's sessions, when its requests named any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<SessionsResult>,
+    /// The prefix cache as the answers' usage told it, when any did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<crate::measuring::metrics::PrefixCacheSummary>,
 }
 
 /// Which clock a phase's latencies were read on. A chunk's time is the kernel's receive

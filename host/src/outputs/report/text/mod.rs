@@ -38,6 +38,9 @@ pub fn render_body(report: &RunReport) -> String {
     let mut body = render_phases(&report.phases);
     body += &render_notes(&report.shown_notes());
     body += &render_prefix_intent(&super::prefix_intent::compare(report));
+    if let Some(leftover) = super::leftover_cache::check(report) {
+        let _ = writeln!(body, "{}\n", leftover.warning());
+    }
     body += &render_thresholds(&report.verdicts, report.many_phases());
     if let Some(shards) = &report.shards {
         body += &render_shards(shards);
@@ -293,6 +296,7 @@ pub(super) fn render_phase_result(s: &PhaseSummary) -> String {
         (render_vllm_block(s), render_extras(s))
     };
     out.push_str(&extras);
+    out.push_str(&server::render_usage_cache(s));
     out
 }
 
@@ -308,7 +312,7 @@ fn render_prefix_intent(rows: &[super::prefix_intent::PrefixIntent]) -> String {
         let phase = escape_control(&row.phase);
         let _ = writeln!(
             out,
-            "{:<40} {:.1} % achieved (server), {:.1} % intended (scenario)",
+            "{:<40} {:.1} % achieved, {:.1} % intended (scenario)",
             format!("Hit rate, {phase}:"),
             row.achieved * 100.0,
             row.intended * 100.0

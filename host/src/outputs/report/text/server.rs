@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use crate::measuring::metrics::PhaseSummary;
 use crate::servers::server_metrics::known::{self, Meaning};
-use crate::servers::server_metrics::ServerPhase;
+use crate::servers::server_metrics::{Bucket, HistogramStat, ServerPhase};
 
 /// One line of the section: a label and its value.
 type Line = (String, String);
@@ -49,6 +49,13 @@ pub fn lines(server: &ServerPhase, client: &PhaseSummary) -> Vec<Line> {
             format!("{:.0} ({:.2}/s)", c.delta, c.rate),
         ));
     }
+    for d in &server.derived {
+        out.push((
+            format!("{} (phase):", capitalised(&d.meaning)),
+            d.value
+                .map_or("- (none in the phase)".into(), |v| format!("{v:.2}")),
+        ));
+    }
     if let Some(rate) = server.prefix_cache_hit_rate {
         out.push((
             "Prefix-cache hit rate:".into(),
@@ -56,14 +63,36 @@ pub fn lines(server: &ServerPhase, client: &PhaseSummary) -> Vec<Line> {
         ));
     }
     for h in &server.histograms {
-        let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
-        out.push((
-            format!("{} mean/p50/p99 (ms):", capitalised(&h.meaning)),
-            format!("{} / {} / {}", ms(h.mean_ms), ms(h.p50_ms), ms(h.p99_ms)),
-        ));
+        out.push(histogram_line(h));
     }
     out.extend(ttft_split(server, client));
     out
+}
+
+/// "Server TTFT mean/p50/p99 (ms): 7241.53 / ≈8507 / ≈19286 (buckets 5000-10000,
+/// 10000-20000)": the mean is exact (sum over count); the percentiles are interpolated
+/// inside Prometheus buckets, so they are marked approximate and their buckets shown.
+fn histogram_line(h: &HistogramStat) -> Line {
+    let approx = |v: Option<f64>| v.map_or("-".into(), |v| format!("≈{v:.0}"));
+    let bucket = |b: &Option<Bucket>| match b {
+        Some(Bucket {
+            above,
+            up_to: Some(up_to),
+        }) => format!("{above}-{up_to}"),
+        Some(Bucket { above, up_to: None }) => format!("above {above}"),
+        None => "-".into(),
+    };
+    let mean = h.mean_ms.map_or("-".into(), |v| format!("{v:.2}"));
+    (
+        format!("{} mean/p50/p99 (ms):", capitalised(&h.meaning)),
+        format!(
+            "{mean} / {} / {} (buckets {}, {})",
+            approx(h.p50_ms),
+            approx(h.p99_ms),
+            bucket(&h.p50_bucket),
+            bucket(&h.p99_bucket)
+        ),
+    )
 }
 
 /// "Client TTFT mean 312 ms = server TTFT 300 (queue 180) + 12 outside the engine": the
@@ -110,4 +139,19 @@ pub(super) fn render_section(server: &ServerPhase, client: &PhaseSummary) -> Str
         let _ = writeln!(out, "{label:<40} {value}");
     }
     out
+}
+
+/// "Prefix cache (answers' usage): 61.0 % of 16592 prompt tokens (32 requests)": the
+/// share the server's own answers said came from cache, where they said (nothing else).
+pub(super) fn render_usage_cache(client: &PhaseSummary) -> String {
+    let Some(cache) = &client.prefix_cache else {
+        return String::new();
+    };
+    format!(
+        "{:<40} {:.1} % of {} prompt tokens ({} requests)\n",
+        "Prefix cache (answers' usage):",
+        cache.hit_rate * 100.0,
+        cache.prompt_tokens,
+        cache.requests
+    )
 }
