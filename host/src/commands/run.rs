@@ -29,7 +29,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let config = RunConfig::new(&a, &loaded.description, &mut *loaded.scenario)?;
     let target = Targets::connect(&config, &tokenizer, &session.rt)?;
     let mut header = run_header(&config, &loaded, &target, &tokenizer);
-    let control = server_control(&a, &config, &target)?;
+    let control = server_control(&a, &config, &target, &session)?;
     let finished = execute(
         &session,
         loaded.scenario,
@@ -192,7 +192,12 @@ fn execute(
 /// The calls to every target around the phases (`--reset-prefix-cache`, `--profile-phase`,
 /// and what a phase asks itself).
 /// The shards of a run send to the same servers side by side: shard 0 alone calls them.
-fn server_control(a: &RunArgs, config: &RunConfig, target: &Targets) -> Result<Arc<ServerControl>> {
+fn server_control(
+    a: &RunArgs,
+    config: &RunConfig,
+    target: &Targets,
+    session: &Session,
+) -> Result<Arc<ServerControl>> {
     if let Some(plan) = config.shard.as_ref().filter(|p| p.shard.index != 0) {
         if a.reset_prefix_cache.is_some() || !a.profile_phase.is_empty() {
             crate::errln!(
@@ -209,7 +214,7 @@ fn server_control(a: &RunArgs, config: &RunConfig, target: &Targets) -> Result<A
         a.reset_prefix_cache,
         a.profile_phase.clone(),
     )?;
-    Ok(Arc::new(control))
+    Ok(Arc::new(control.stopped_by(session.interrupts.receiver())))
 }
 
 /// The scraper of every target's metrics, unless `--server-metrics off`, and of the

@@ -17,9 +17,11 @@ mod engines;
 mod http;
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::Mutex;
+use std::time::Duration;
 
-use tokio::sync::OnceCell;
+use tokio::sync::{watch, OnceCell};
 
 use crate::workloads::scenario::PhaseSpec;
 use engines::{Engine, Refusal};
@@ -50,7 +52,13 @@ pub struct ServerControl {
     ran: Mutex<Vec<String>>,
     /// Lines already printed: each is printed once.
     said: Mutex<HashSet<String>>,
+    /// Turns true on Ctrl-C: no call is waited for any more, but a profiler's stop, for
+    /// [`STOP_AFTER_INTERRUPT`].
+    interrupt: Option<watch::Receiver<bool>>,
 }
+
+/// How long an interrupted run still waits for the profilers it started to stop.
+const STOP_AFTER_INTERRUPT: Duration = Duration::from_secs(3);
 
 struct Target {
     /// The server's root: the target's URL without a trailing `/` or `/v1`.
@@ -96,6 +104,28 @@ impl ServerControl {
         })
     }
 
+    /// No call is waited for once `interrupt` turns true (the run then stops at once).
+    pub fn stopped_by(mut self, interrupt: watch::Receiver<bool>) -> ServerControl {
+        self.interrupt = Some(interrupt);
+        self
+    }
+
+    /// `work`'s result, unless the run is interrupted first.
+    async fn unless_interrupted<T>(&self, work: impl Future<Output = T>) -> Option<T> {
+        let Some(mut interrupt) = self.interrupt.clone() else {
+            return Some(work.await);
+        };
+        tokio::select! {
+            biased;
+            Ok(_) = interrupt.wait_for(|i| *i) => None,
+            done = work => Some(done),
+        }
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupt.as_ref().is_some_and(|i| *i.borrow())
+    }
+
     /// Before phase `index` opens its connections: empties every target's prefix cache
     /// when the run or the phase asks for it.
     pub async fn before_phase(&self, index: usize, spec: &PhaseSpec) {
@@ -109,7 +139,8 @@ impl ServerControl {
             return;
         }
         let resets = (0..self.targets.len()).map(|t| self.reset_one(t));
-        futures_util::future::join_all(resets).await;
+        self.unless_interrupted(futures_util::future::join_all(resets))
+            .await;
     }
 
     async fn reset_one(&self, t: usize) {
@@ -145,8 +176,10 @@ impl ServerControl {
             return profiling;
         }
         let starts = (0..self.targets.len()).map(|t| self.start_one(t, &spec.name));
-        let started = futures_util::future::join_all(starts).await;
-        profiling.started = (0..self.targets.len()).filter(|&t| started[t]).collect();
+        let starting = futures_util::future::join_all(starts);
+        if let Some(started) = self.unless_interrupted(starting).await {
+            profiling.started = (0..self.targets.len()).filter(|&t| started[t]).collect();
+        }
         profiling
     }
 
@@ -174,7 +207,8 @@ impl ServerControl {
         }
     }
 
-    /// Once the phase's last response is in: stops the profilers `profiling` started.
+    /// Once the phase's last response is in: stops the profilers `profiling` started (an
+    /// interrupted run gives them [`STOP_AFTER_INTERRUPT`]).
     pub async fn stop_profile(&self, profiling: Profiling) {
         let phase = &profiling.phase;
         let stops = profiling.started.iter().map(|&t| async move {
@@ -189,7 +223,12 @@ impl ServerControl {
                 ));
             }
         });
-        futures_util::future::join_all(stops).await;
+        let stopping = futures_util::future::join_all(stops);
+        if self.interrupted() {
+            let _ = tokio::time::timeout(STOP_AFTER_INTERRUPT, stopping).await;
+        } else {
+            stopping.await;
+        }
     }
 
     /// At the run's end: one warning for each `--profile-phase` name no phase had (the

@@ -169,3 +169,22 @@ fn the_root_drops_a_trailing_v1_and_each_server_is_asked_once() {
     let roots: Vec<&str> = control.targets.iter().map(|t| t.root.as_str()).collect();
     assert_eq!(roots, ["http://a:1", "http://b:2"]);
 }
+
+#[tokio::test]
+async fn an_interrupt_ends_the_wait_for_a_call_that_does_not_answer() {
+    let (raise, interrupt) = watch::channel(false);
+    let control = ServerControl::default().stopped_by(interrupt);
+    let answered = control.unless_interrupted(async { 7 }).await;
+    assert_eq!(answered, Some(7));
+    let hung = control.unless_interrupted(std::future::pending::<()>());
+    let raising = async {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        raise.send(true).expect("a receiver");
+    };
+    let (ended, ()) = tokio::join!(
+        tokio::time::timeout(std::time::Duration::from_secs(5), hung),
+        raising
+    );
+    assert_eq!(ended, Ok(None), "the interrupt ended the wait");
+    assert!(control.interrupted());
+}
