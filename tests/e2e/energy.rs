@@ -70,10 +70,10 @@ fn joules_per_token_are_the_simulators_power_model() {
     let dir = tempfile::tempdir().expect("temp dir");
     let power = format!("{}/dcgm/metrics", sim.url);
     let o = sweep(&sim, dir.path(), &["--power-metrics", &power]);
-    let phases = result(dir.path())["phases"]
-        .as_array()
-        .cloned()
-        .expect("two phases");
+    let all = result(dir.path());
+    // result.json's energy is in the committed schema.
+    crate::schema::assert_valid(&crate::schema::validator(), "an energy run", &all);
+    let phases = all["phases"].as_array().cloned().expect("two phases");
     assert_eq!(phases.len(), 2);
     for phase in &phases {
         let e = &phase["runner"]["server_metrics"]["energy"];
