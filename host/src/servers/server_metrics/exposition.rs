@@ -26,12 +26,15 @@ const COLON: char = 'ː';
 /// within the body limit; a real server lists hundreds.
 pub const MAX_FAMILIES: usize = 20_000;
 
-/// Families also kept per value of one label, under [`labelled`] names: vLLM's accepted
-/// draft tokens per position (`vllm/v1/spec_decode/metrics.py`), read position by position.
-const BY_LABEL: &[(&str, &str)] = &[(
-    super::spec_decode::PER_POSITION,
-    super::spec_decode::POSITION_LABEL,
-)];
+/// vLLM's accepted draft tokens per position (`vllm/v1/spec_decode/metrics.py`) and its
+/// label, read position by position (`spec_decode`).
+pub const SPEC_PER_POSITION: (&str, &str) = (
+    "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    "position",
+);
+
+/// Families also kept per value of one label, under [`labelled`] names.
+const BY_LABEL: &[(&str, &str)] = &[SPEC_PER_POSITION];
 
 /// The name one label value of a [`BY_LABEL`] family is kept under: `name{label="value"}`.
 pub fn labelled(name: &str, label: &str, value: &str) -> String {

@@ -31,7 +31,7 @@ pub use phase::{
     ServerPoint,
 };
 pub use scraper::{PhaseMetrics, Scraper};
-pub use spec_decode::{Source as SpecDecodeSource, SpecDecode};
+pub use spec_decode::{SpecDecode, SpecDecodeSource};
 
 /// The file every scrape is written to, in `--output`'s directory.
 pub const SAMPLES_FILE: &str = "server_metrics.jsonl";

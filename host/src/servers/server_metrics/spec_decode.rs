@@ -19,14 +19,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::exposition::{labelled, Exposition};
+use super::exposition::{labelled, Exposition, SPEC_PER_POSITION};
 
 /// Draft positions read per phase: vLLM's `num_speculative_tokens` is a handful; a hostile
 /// endpoint cannot make the report list more.
 pub const MAX_POSITIONS: usize = 64;
-
-/// The label vLLM's per-position counter carries.
-pub const POSITION_LABEL: &str = "position";
 
 /// One engine's counter names.
 struct Counters {
@@ -52,7 +49,9 @@ const COUNTERS: [Counters; 2] = [
 ];
 
 /// vLLM's accepted tokens per draft position, kept per `position` by the parser.
-pub const PER_POSITION: &str = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+const PER_POSITION: &str = SPEC_PER_POSITION.0;
+/// The label it carries.
+const POSITION_LABEL: &str = SPEC_PER_POSITION.1;
 
 const SGLANG_LENGTH: &str = "sglang:spec_accept_length";
 const SGLANG_RATE: &str = "sglang:spec_accept_rate";
@@ -60,9 +59,8 @@ const SGLANG_RATE: &str = "sglang:spec_accept_rate";
 /// Where a phase's figures come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
-#[cfg_attr(test, schemars(rename = "SpecDecodeSource"))]
 #[serde(rename_all = "snake_case")]
-pub enum Source {
+pub enum SpecDecodeSource {
     /// Counter deltas over the phase (vLLM, llama.cpp): exact.
     Counters,
     /// The mean of per-interval gauges over the phase's scrapes (SGLang).
@@ -74,7 +72,7 @@ pub enum Source {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[cfg_attr(test, schemars(deny_unknown_fields))]
 pub struct SpecDecode {
-    pub source: Source,
+    pub source: SpecDecodeSource,
     /// Draft rounds in the phase (one per sequence per verifying step); counters only.
     pub drafts: Option<f64>,
     /// Tokens proposed by the drafter; counters only.
@@ -137,7 +135,7 @@ fn from_counters(names: &Counters, base: &Exposition, latest: &Exposition) -> Op
             .collect()
     });
     Some(SpecDecode {
-        source: Source::Counters,
+        source: SpecDecodeSource::Counters,
         drafts: Some(drafts),
         draft_tokens: Some(draft_tokens),
         accepted_tokens: Some(accepted),
@@ -159,7 +157,7 @@ fn positions<'a>(family: &'a str, latest: &'a Exposition) -> impl Iterator<Item 
 fn from_gauges(gauge_mean: impl Fn(&str) -> Option<f64>) -> Option<SpecDecode> {
     let length = gauge_mean(SGLANG_LENGTH).filter(|l| *l > 0.0)?;
     Some(SpecDecode {
-        source: Source::Gauges,
+        source: SpecDecodeSource::Gauges,
         drafts: None,
         draft_tokens: None,
         accepted_tokens: None,
@@ -211,7 +209,7 @@ mod tests {
         let base = vllm(10, 30, 12, &[6, 4, 2]);
         let latest = vllm(110, 330, 162, &[86, 54, 22]);
         let s = of_phase(&base, &latest, none).expect("drafts were made");
-        assert_eq!(s.source, Source::Counters);
+        assert_eq!(s.source, SpecDecodeSource::Counters);
         assert_eq!(
             (s.drafts, s.draft_tokens, s.accepted_tokens),
             (Some(100.0), Some(300.0), Some(150.0))
@@ -274,7 +272,7 @@ mod tests {
             _ => None,
         };
         let s = of_phase(&plain, &plain, gauges).expect("SGLang drafted");
-        assert_eq!(s.source, Source::Gauges);
+        assert_eq!(s.source, SpecDecodeSource::Gauges);
         assert_eq!(s.mean_acceptance_length, Some(2.4));
         assert_eq!(s.acceptance_rate, Some(0.35));
         assert_eq!(s.drafts, None);

@@ -44,8 +44,8 @@ pub fn rows(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<Row> {
             &[
                 ("mean_ms", "mean (ms)", Better::Lower),
                 // From buckets: coarse, no winner (the module's comment).
-                ("p50_ms", "p50 ≈ (ms, from buckets)", Better::Lower),
-                ("p99_ms", "p99 ≈ (ms, from buckets)", Better::Lower),
+                ("p50_ms", "p50 (ms)", Better::Lower),
+                ("p99_ms", "p99 (ms)", Better::Lower),
             ][..],
         ),
     ];
@@ -77,42 +77,64 @@ pub fn rows(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<Row> {
         a["prefix_cache_hit_rate"].as_f64(),
         b["prefix_cache_hit_rate"].as_f64(),
     );
-    // Speculative decoding (servers/server_metrics/spec_decode.rs): more accepted is better.
-    for (field, words) in [
-        ("acceptance_rate", "acceptance rate"),
-        ("mean_acceptance_length", "mean acceptance length"),
-    ] {
-        let (x, y) = (&a["spec_decode"][field], &b["spec_decode"][field]);
-        let label = format!("Server spec-decode {words}");
-        row(
-            format!("server:spec_decode:{field}"),
-            label,
-            Better::Higher,
-            x.as_f64(),
-            y.as_f64(),
-        );
-    }
-    // Energy (servers/server_metrics/energy.rs): fewer joules per output token is better.
-    for (field, words, better) in [
-        ("joules_per_token", "joules per output token", Better::Lower),
-        (
-            "tokens_per_joule",
-            "output tokens per joule",
-            Better::Higher,
-        ),
-        ("mean_watts", "mean power (W)", Better::Neither),
-    ] {
-        let (x, y) = (&a["energy"][field], &b["energy"][field]);
-        let label = format!("Energy {words}");
-        row(
-            format!("server:energy:{field}"),
-            label,
-            better,
-            x.as_f64(),
-            y.as_f64(),
-        );
-    }
+    out.extend(section_rows(
+        &a,
+        &b,
+        "spec_decode",
+        "Server spec-decode",
+        &SPEC_DECODE,
+    ));
+    out.extend(section_rows(&a, &b, "energy", "Energy", &ENERGY));
     out
+}
+
+/// A section's rows: field, words and which way is better.
+type SectionRows = [(&'static str, &'static str, Better)];
+
+/// Speculative decoding (servers/server_metrics/spec_decode.rs): more accepted is better.
+const SPEC_DECODE: [(&str, &str, Better); 2] = [
+    ("acceptance_rate", "acceptance rate", Better::Higher),
+    (
+        "mean_acceptance_length",
+        "mean acceptance length",
+        Better::Higher,
+    ),
+];
+
+/// Energy (servers/server_metrics/energy.rs): fewer joules per output token is better.
+const ENERGY: [(&str, &str, Better); 3] = [
+    ("joules_per_token", "joules per output token", Better::Lower),
+    (
+        "tokens_per_joule",
+        "output tokens per joule",
+        Better::Higher,
+    ),
+    ("mean_watts", "mean power (W)", Better::Neither),
+];
+
+/// The rows of the server section's own `section` object (`spec_decode`, `energy`),
+/// where both results have it: exact figures, never coarse.
+fn section_rows(
+    a: &Value,
+    b: &Value,
+    section: &str,
+    words: &str,
+    fields: &SectionRows,
+) -> Vec<Row> {
+    let (a, b) = (&a[section], &b[section]);
+    fields
+        .iter()
+        .filter_map(|&(field, what, better)| {
+            Some(Row {
+                key: format!("server:{section}:{field}"),
+                label: format!("{words} {what}"),
+                a: a[field].as_f64()?,
+                b: b[field].as_f64()?,
+                better,
+                coarse: false,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -234,8 +256,8 @@ mod tests {
             labels,
             [
                 "Server TTFT mean (ms)",
-                "Server TTFT p50 ≈ (ms, from buckets)",
-                "Server TTFT p99 ≈ (ms, from buckets)"
+                "Server TTFT p50 (ms)",
+                "Server TTFT p99 (ms)"
             ]
         );
         assert_eq!(rows[0].b_wins(), Some(true), "the exact mean decides");
