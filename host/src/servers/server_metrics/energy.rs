@@ -116,13 +116,15 @@ struct Reading {
 }
 
 impl Reading {
+    /// The figures of scrape `e`; a negative one (no meter reads below zero) is left out.
     fn of(at: Instant, e: &Exposition) -> Reading {
+        let value = |name: &str| e.value(name).filter(|v| *v >= 0.0);
         Reading {
             at,
             joules: COUNTERS
                 .iter()
-                .find_map(|(name, unit)| e.value(name).map(|v| v * unit)),
-            watts: GAUGES.iter().find_map(|name| e.value(name)),
+                .find_map(|(name, unit)| value(name).map(|v| v * unit)),
+            watts: GAUGES.iter().find_map(|name| value(name)),
         }
     }
 }
@@ -540,6 +542,20 @@ mod tests {
         assert!(close(p.joules, 200.0), "{p:?}");
         assert_eq!(p.missing.len(), 1, "{:?}", p.missing);
         assert!(p.missing[0].contains("first 0.4"), "{:?}", p.missing);
+    }
+
+    #[test]
+    fn negative_readings_are_left_out() {
+        let p = phase_of(&[
+            (0.0, dcgm(Some(-5.0), Some(-1.0))),
+            (1.0, dcgm(Some(-1.0), Some(-1.0))),
+        ]);
+        assert_eq!((p.source, p.joules), (None, None), "{p:?}");
+        assert!(
+            p.missing[0].contains("and no power gauge"),
+            "{:?}",
+            p.missing
+        );
     }
 
     #[test]
