@@ -149,8 +149,11 @@ impl ServerControl {
         };
         let target = &self.targets[t];
         match engine.reset_prefix_cache(http, &target.root).await {
+            // Measured with llama.cpp's server (xllamacpp 2026.10): after an erase of all
+            // its slots a prompt it had moved to host memory came back with all but one
+            // of its tokens cached; with --cache-ram 0 with none.
             Ok(()) if engine == Engine::LlamaCpp => self.say_once(format!(
-                "note: {} is llama.cpp: its slots were erased, but its host-memory prompt cache (--cache-ram, on by default) still holds earlier prompts; start it with --cache-ram 0 for an empty cache",
+                "warning: {} is llama.cpp: its slots were erased, but not its host-memory prompt cache (--cache-ram, 8192 MiB by default), which no route empties; unless it runs with --cache-ram 0, earlier prompts can still be served from cache",
                 target.label
             )),
             Ok(()) => {}
