@@ -127,6 +127,29 @@ impl Reading {
             watts: GAUGES.iter().find_map(|name| value(name)),
         }
     }
+
+    /// The reading at `at`, between `self` and the later `next`, by linear interpolation
+    /// (a counter that went down keeps its value: it restarted in between).
+    fn at(self, at: Instant, next: &Reading) -> Reading {
+        let span = next.at.saturating_duration_since(self.at).as_secs_f64();
+        let t = if span > 0.0 {
+            (at.saturating_duration_since(self.at).as_secs_f64() / span).min(1.0)
+        } else {
+            0.0
+        };
+        let between = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b >= a => Some(a + (b - a) * t),
+            _ => a,
+        };
+        Reading {
+            at,
+            joules: between(self.joules, next.joules),
+            watts: match (self.watts, next.watts) {
+                (Some(a), Some(b)) => Some(a + (b - a) * t),
+                (a, _) => a,
+            },
+        }
+    }
 }
 
 /// One exporter over a phase.
@@ -134,6 +157,9 @@ impl Reading {
 struct Span {
     /// The reading steps count from: the last one before the phase, then each in it.
     prev: Option<Reading>,
+    /// When the phase began, until its first step: a reading from before it is moved to
+    /// it, so the idle time before the phase does not count.
+    began: Option<Instant>,
     /// Seconds into the phase of the first reading, when none came before it: the energy
     /// before it is not counted.
     late_s: Option<f64>,
@@ -148,7 +174,10 @@ struct Span {
 
 impl Span {
     fn step(&mut self, r: Reading) {
-        if let Some(p) = self.prev {
+        if let Some(mut p) = self.prev {
+            if let Some(began) = self.began.take().filter(|b| p.at < *b && *b < r.at) {
+                p = p.at(began, &r);
+            }
             let dt = r.at.saturating_duration_since(p.at).as_secs_f64();
             self.steps += 1;
             self.seconds += dt;
@@ -249,15 +278,27 @@ impl Meter {
 
     /// A phase starts now: each exporter's energy counts from its latest reading.
     pub fn begin_phase(&mut self) {
+        self.begin_phase_at(Instant::now());
+    }
+
+    /// A phase starts at `began`: each exporter's energy counts from its reading at that
+    /// time, interpolated between its latest reading and the next one.
+    fn begin_phase_at(&mut self, began: Instant) {
         let spans = self
             .tracks
             .iter()
             .map(|t| Span {
                 prev: t.latest,
+                began: Some(began),
                 ..Span::default()
             })
             .collect();
-        self.phase = Some((Instant::now(), 0, spans));
+        self.phase = Some((began, 0, spans));
+    }
+
+    /// Whether any exporter is read: a scrape at a phase's start then bounds its energy.
+    pub fn is_on(&self) -> bool {
+        !self.tracks.is_empty()
     }
 
     /// Exporter `i`'s scrape, taken at `at`.
@@ -366,16 +407,17 @@ mod tests {
         Exposition::parse(&text)
     }
 
-    /// A meter of one exporter fed `scrapes` (seconds, exposition); the first before the
-    /// phase begins.
+    /// A meter of one exporter fed `scrapes` (seconds, exposition); the phase begins
+    /// with the first.
     fn phase_of(scrapes: &[(f64, Exposition)]) -> EnergyPhase {
         let t0 = Instant::now();
         let mut meter = Meter::new(&["http://dcgm:9400/metrics".to_string()]);
         for (k, (t, e)) in scrapes.iter().enumerate() {
-            if k == 1 {
-                meter.begin_phase();
+            let at = t0 + Duration::from_secs_f64(*t);
+            meter.add(0, at, e);
+            if k == 0 {
+                meter.begin_phase_at(at);
             }
-            meter.add(0, t0 + Duration::from_secs_f64(*t), e);
         }
         meter.end_phase().expect("a phase")
     }
@@ -484,7 +526,7 @@ mod tests {
         let mut meter = Meter::new(&urls);
         meter.add(0, t0, &dcgm(Some(0.0), None));
         meter.add(1, t0, &dcgm(None, Some(50.0)));
-        meter.begin_phase();
+        meter.begin_phase_at(t0);
         let at = t0 + Duration::from_secs(2);
         meter.add(0, at, &dcgm(Some(1e4), None));
         meter.add(1, at, &dcgm(None, Some(50.0)));
@@ -493,7 +535,7 @@ mod tests {
         assert_eq!(p.source, Some(EnergySource::Mixed));
         assert!(close(p.joules, 220.0), "{p:?}");
         assert!(close(p.mean_watts, 110.0));
-        meter.begin_phase();
+        meter.begin_phase_at(at);
         meter.add(0, at + Duration::from_secs(1), &dcgm(Some(2e4), None));
         let p = meter.end_phase().expect("a phase");
         assert_eq!(p.joules, None);
@@ -535,7 +577,7 @@ mod tests {
     fn a_phase_without_an_earlier_scrape_says_what_it_left_out() {
         let t0 = Instant::now();
         let mut meter = Meter::new(&["http://dcgm/metrics".to_string()]);
-        meter.begin_phase();
+        meter.begin_phase_at(t0);
         meter.add(0, t0 + Duration::from_millis(400), &dcgm(Some(0.0), None));
         meter.add(0, t0 + Duration::from_millis(1400), &dcgm(Some(1e5), None));
         let p = meter.end_phase().expect("a phase");
@@ -556,6 +598,38 @@ mod tests {
             "{:?}",
             p.missing
         );
+    }
+
+    #[test]
+    fn the_energy_counts_from_the_phases_own_start() {
+        // A reading 1 s before the phase (two GPUs at 0 J, 100 W), the next 1 s into it
+        // (300 J and 200 W each): the phase has the second half, 150 J and 150 W each.
+        let t0 = Instant::now();
+        let mut meter = Meter::new(&["http://dcgm/metrics".to_string()]);
+        meter.add(0, t0, &dcgm(Some(0.0), Some(100.0)));
+        meter.begin_phase_at(t0 + Duration::from_secs(1));
+        meter.add(
+            0,
+            t0 + Duration::from_secs(2),
+            &dcgm(Some(3e5), Some(200.0)),
+        );
+        let p = meter.end_phase().expect("a phase");
+        assert!(close(p.joules, 300.0), "{p:?}");
+        assert!(close(p.seconds, 1.0), "{p:?}");
+        // The gauge alone: the trapezoid from 150 W (interpolated) to 200 W, two GPUs.
+        let mut meter = Meter::new(&["http://dcgm/metrics".to_string()]);
+        meter.add(0, t0, &dcgm(None, Some(100.0)));
+        meter.begin_phase_at(t0 + Duration::from_secs(1));
+        meter.add(0, t0 + Duration::from_secs(2), &dcgm(None, Some(200.0)));
+        let p = meter.end_phase().expect("a phase");
+        assert!(close(p.joules, 350.0), "{p:?}");
+        // A counter that restarted in between keeps its earlier value: counts from zero.
+        let mut meter = Meter::new(&["http://dcgm/metrics".to_string()]);
+        meter.add(0, t0, &dcgm(Some(9e5), None));
+        meter.begin_phase_at(t0 + Duration::from_secs(1));
+        meter.add(0, t0 + Duration::from_secs(2), &dcgm(Some(1e4), None));
+        let p = meter.end_phase().expect("a phase");
+        assert!(close(p.joules, 20.0), "{p:?}");
     }
 
     #[test]

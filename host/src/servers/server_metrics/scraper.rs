@@ -158,6 +158,12 @@ impl Scraper {
         });
         state.phase = Some((index, now, ServerPhaseAccumulator::new(baseline)));
         state.energy.begin_phase();
+        if state.energy.is_on() {
+            // A scrape now bounds the energy at the phase's start (`energy.rs`), which
+            // the idle draw since the latest tick would otherwise swell.
+            let (ask, _) = oneshot::channel();
+            let _ = self.now.send(ask);
+        }
     }
 
     /// The running phase ends now: a last scrape is taken (bounded in time; without an
