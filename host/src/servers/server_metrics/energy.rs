@@ -77,8 +77,9 @@ pub struct EnergyPhase {
     pub source: Option<EnergySource>,
     /// Energy used over the phase, joules (all exporters).
     pub joules: Option<f64>,
-    /// Seconds the energy spans: from the last scrape before the phase to its last one
-    /// (the longest of the exporters').
+    /// Seconds the energy spans: from the phase's start (each exporter's reading there
+    /// interpolated between its scrapes around it) to its last scrape (the longest of the
+    /// exporters').
     pub seconds: Option<f64>,
     /// Mean power, watts: each exporter's joules over its seconds, summed.
     pub mean_watts: Option<f64>,
