@@ -5,6 +5,7 @@
 //! Skipped with a printed reason when Python is missing, unless RUNNER_REQUIRE_LLAMACPP=1.
 
 pub(crate) mod fixture;
+mod server_side;
 
 use serde_json::Value;
 

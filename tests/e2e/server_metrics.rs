@@ -220,6 +220,28 @@ fn a_target_of_several_without_metrics_is_one_warning_and_the_rest_are_read() {
         "{section}"
     );
     assert!(!section.contains("Endpoints ("), "{section}");
+    // The client's TTFT is split only on the simulator, which measured its first tokens:
+    // its mean there is the per-target table's (shown to 2 decimals in both).
+    assert!(!section.contains("Client TTFT mean (ms):"), "{section}");
+    let split = section
+        .lines()
+        .find_map(|l| l.strip_prefix("Client TTFT mean, target 0 (ms):"))
+        .unwrap_or_else(|| panic!("no split on target 0:\n{section}"))
+        .trim();
+    assert!(
+        split.ends_with("(target 1: no server TTFT measured, left out)"),
+        "{split}"
+    );
+    let client = split.split(' ').next().unwrap();
+    let per_target = text
+        .split("Per-target Metrics")
+        .nth(1)
+        .and_then(|t| t.lines().find(|l| l.split_whitespace().next() == Some("0")))
+        .unwrap_or_else(|| panic!("no per-target row of target 0:\n{text}"));
+    assert!(
+        per_target.split_whitespace().any(|cell| cell == client),
+        "{client} is not target 0's mean TTFT: {per_target}"
+    );
 }
 
 /// `shared_prefix.rhai` at `ratio`: its result.

@@ -4,7 +4,8 @@
 //! - `fetch`: one bounded HTTP scrape; `exposition`: its text parsed and summed over label
 //!   sets (the `prometheus-parse` crate).
 //! - `known`: the metrics of vLLM, SGLang, llama.cpp and TGI the reports name in words.
-//! - `phase`: one phase's summary, built scrape by scrape.
+//! - `phase`: one phase's summary, built scrape by scrape; `per_endpoint`: what each
+//!   endpoint's own histograms say of it (with several targets).
 //! - `readings`: averages read over a phase, and each engine's prefix-cache hit rate.
 //! - `samples_file`: server_metrics.jsonl, every scrape as it is taken.
 //! - `spec_decode`: a phase's speculative decoding, from the acceptance counters.
@@ -12,10 +13,11 @@
 //!   from the endpoints.
 //! - `scraper`: the thread that ties them together.
 
-mod exposition;
 pub mod energy;
+mod exposition;
 mod fetch;
 pub mod known;
+mod per_endpoint;
 mod phase;
 pub mod readings;
 mod samples_file;
@@ -26,9 +28,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use exposition::{Exposition, Family, Kind};
+pub use per_endpoint::EndpointTtft;
 pub use phase::{
-    bucket_quantile, Above, Bucket, CounterStat, GaugeStat, HistogramStat, ServerPhase,
-    ServerPoint,
+    bucket_quantile, Above, Bucket, CounterStat, GaugeStat, HistogramStat, ServerPhase, ServerPoint,
 };
 pub use scraper::{PhaseMetrics, Scraper};
 pub use spec_decode::{SpecDecode, SpecDecodeSource};
@@ -61,6 +63,9 @@ pub struct ScrapeConfig {
     pub samples_file: Option<PathBuf>,
     /// `--power-metrics`: energy or power exporters, read apart from the endpoints.
     pub power: Vec<String>,
+    /// The targets (indices) each endpoint serves, in endpoint order: with each target's
+    /// own /metrics, the targets whose URL gives it; with one `--server-metrics` URL, all.
+    pub endpoint_targets: Vec<Vec<usize>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +115,14 @@ impl ScrapeConfig {
                 .iter()
                 .any(|t| url.starts_with(&format!("{}/", server_root(t))))
         };
+        let endpoint_targets = urls
+            .iter()
+            .map(|url| {
+                (0..targets.len())
+                    .filter(|&t| flag.is_some() || default_url(targets[t]) == *url)
+                    .collect()
+            })
+            .collect();
         let endpoints = urls
             .into_iter()
             .map(|url| MetricsEndpoint {
@@ -122,6 +135,7 @@ impl ScrapeConfig {
             interval,
             samples_file: output.map(|d| d.join(SAMPLES_FILE)),
             power: Vec::new(),
+            endpoint_targets,
         })
     }
 
@@ -132,6 +146,7 @@ impl ScrapeConfig {
             interval,
             samples_file: None,
             power: Vec::new(),
+            endpoint_targets: Vec::new(),
         }
     }
 }
@@ -179,7 +194,13 @@ mod tests {
         assert_eq!(on_target, Some(vec![endpoint("http://h:1/m", Some("k"))]));
         let next_door = endpoints(Some("http://h:10/m"), &["http://h:1"]);
         assert_eq!(next_door, Some(vec![endpoint("http://h:10/m", None)]));
-        let fleet = endpoints(None, &["http://a:1/v1", "http://b:2", "http://a:1"]);
+        let targets = ["http://a:1/v1", "http://b:2", "http://a:1"];
+        let config = ScrapeConfig::for_run(None, &targets, None, MIN_INTERVAL, None);
+        assert_eq!(
+            config.map(|c| c.endpoint_targets),
+            Some(vec![vec![0, 2], vec![1]])
+        );
+        let fleet = endpoints(None, &targets);
         assert_eq!(
             fleet,
             Some(vec![

@@ -52,6 +52,9 @@ pub struct ServerPhase {
     /// the phase (`readings`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub derived: Vec<super::readings::DerivedStat>,
+    /// With several endpoints, each one's server TTFT (`per_endpoint`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ttft_by_endpoint: Vec<super::EndpointTtft>,
     /// Speculative decoding, when the server drafted in the phase (`spec_decode`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode: Option<super::SpecDecode>,
@@ -159,6 +162,11 @@ pub struct ServerPhaseAccumulator {
     samples: u64,
     scalars: BTreeMap<String, Running>,
     series: Vec<ServerPoint>,
+    /// With several endpoints, each one's baseline and latest scrape, and the targets it
+    /// serves.
+    base_each: Vec<Option<Arc<Exposition>>>,
+    latest_each: Vec<Option<Arc<Exposition>>>,
+    endpoint_targets: Vec<Vec<usize>>,
 }
 
 /// Most chart points kept per phase (a day at 1 s is 86,400): past it, every other point
@@ -179,6 +187,30 @@ impl ServerPhaseAccumulator {
             baseline,
             ..ServerPhaseAccumulator::default()
         }
+    }
+
+    /// Each endpoint's last scrape before the phase (`None`: none yet) and the targets
+    /// each serves.
+    pub fn per_endpoint(
+        mut self,
+        base: Vec<Option<Arc<Exposition>>>,
+        targets: Vec<Vec<usize>>,
+    ) -> ServerPhaseAccumulator {
+        self.base_each = base;
+        self.endpoint_targets = targets;
+        self
+    }
+
+    /// Each endpoint's latest scrape; an endpoint first scraped in the phase counts from
+    /// its first.
+    pub fn add_each(&mut self, latest: Vec<Option<Arc<Exposition>>>) {
+        self.base_each.resize(latest.len(), None);
+        for (base, now) in self.base_each.iter_mut().zip(&latest) {
+            if base.is_none() {
+                base.clone_from(now);
+            }
+        }
+        self.latest_each = latest;
     }
 
     pub fn add(&mut self, sample: Timed) {
@@ -268,8 +300,13 @@ impl ServerPhaseAccumulator {
                 Kind::Histogram => phase.histograms.push(histogram(k, now, before)),
             }
         }
-        phase.prefix_cache_hit_rate = super::readings::prefix_cache_hit_rate(&phase.counters);
+        let increases: Vec<(&str, f64)> = (phase.counters.iter())
+            .map(|c| (c.name.as_str(), c.delta))
+            .collect();
+        phase.prefix_cache_hit_rate = super::readings::prefix_cache_hit_rate(&increases);
         phase.derived = super::readings::derived(&base.exposition, &latest.exposition);
+        phase.ttft_by_endpoint =
+            super::per_endpoint::ttft(&self.base_each, &self.latest_each, &self.endpoint_targets);
         fill_means(&mut phase, &latest.exposition, &base.exposition);
         phase.spec_decode =
             super::spec_decode::of_phase(&base.exposition, &latest.exposition, |n| {

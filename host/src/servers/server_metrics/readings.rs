@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 
 use super::exposition::Exposition;
 use super::known::{self, Meaning, Reading};
-use super::phase::CounterStat;
 
 /// A figure of the phase derived from a gauge that is not a level.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -88,13 +87,14 @@ fn ratio_of_increases(
 /// whichever counters it has: vLLM's hits over queries, SGLang's cached over prompt tokens
 /// (which count them), llama.cpp's cached over cached plus computed (its prompt-token
 /// counter leaves the cached ones out).
-pub fn prefix_cache_hit_rate(counters: &[CounterStat]) -> Option<f64> {
-    let delta = |name: &str| counters.iter().find(|c| c.name == name).map(|c| c.delta);
+/// `counters`: each known counter's name and increase over the phase.
+pub fn prefix_cache_hit_rate(counters: &[(&str, f64)]) -> Option<f64> {
+    let delta = |name: &str| counters.iter().find(|c| c.0 == name).map(|c| c.1);
     let first = |meaning: Meaning| {
         counters
             .iter()
-            .find(|c| known::lookup(&c.name).is_some_and(|k| k.meaning == meaning))
-            .map(|c| c.delta)
+            .find(|c| known::lookup(c.0).is_some_and(|k| k.meaning == meaning))
+            .map(|c| c.1)
     };
     let (hits, queries) = if let (Some(hits), Some(queries)) = (
         first(Meaning::PrefixCacheHits),
@@ -150,13 +150,8 @@ mod tests {
         assert_eq!(got[1].value, Some(50.0));
     }
 
-    fn counter(name: &str, delta: f64) -> CounterStat {
-        CounterStat {
-            name: name.into(),
-            meaning: String::new(),
-            delta,
-            rate: 0.0,
-        }
+    fn counter(name: &str, delta: f64) -> (&str, f64) {
+        (name, delta)
     }
 
     #[test]

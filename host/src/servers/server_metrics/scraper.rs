@@ -42,6 +42,9 @@ pub struct PhaseMetrics {
 struct State {
     /// The latest scrape and when it was taken.
     latest: Option<(Instant, Arc<Exposition>)>,
+    /// What each endpoint last gave, and the targets each serves.
+    each: Vec<Option<Arc<Exposition>>>,
+    endpoint_targets: Vec<Vec<usize>>,
     /// Its scalar values (what a `stop` function sees).
     values: ServerValues,
     /// The running phase: its index, start and summary so far.
@@ -106,6 +109,7 @@ impl Scraper {
             .map_err(|e| ServerMetricsError::Client(e.to_string()))?;
         let state = Arc::new(Mutex::new(State {
             energy: Meter::new(&config.power),
+            endpoint_targets: config.endpoint_targets.clone(),
             ..State::default()
         }));
         let (stop, stopped) = oneshot::channel();
@@ -156,7 +160,9 @@ impl Scraper {
             t_s: -now.saturating_duration_since(*at).as_secs_f64(),
             exposition: e.clone(),
         });
-        state.phase = Some((index, now, ServerPhaseAccumulator::new(baseline)));
+        let acc = ServerPhaseAccumulator::new(baseline)
+            .per_endpoint(state.each.clone(), state.endpoint_targets.clone());
+        state.phase = Some((index, now, acc));
         state.energy.begin_phase();
         if state.energy.is_on() {
             // A scrape now bounds the energy at the phase's start (`energy.rs`), which
@@ -415,16 +421,19 @@ impl Job {
         let Some(exposition) = self.combined() else {
             return;
         };
+        let each: Vec<_> = self.sources.iter().map(|s| s.latest.clone()).collect();
         let phase = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             state.values = exposition.values();
             state.latest = Some((at, exposition.clone()));
+            state.each.clone_from(&each);
             match &mut state.phase {
                 Some((index, start, acc)) => {
                     acc.add(Timed {
                         t_s: at.saturating_duration_since(*start).as_secs_f64(),
                         exposition: exposition.clone(),
                     });
+                    acc.add_each(each);
                     Some(*index)
                 }
                 None => None,

@@ -44,8 +44,8 @@ pub fn rows(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<Row> {
             &[
                 ("mean_ms", "mean (ms)", Better::Lower),
                 // From buckets: coarse, no winner (the module's comment).
-                ("p50_ms", "p50 (ms)", Better::Lower),
-                ("p99_ms", "p99 (ms)", Better::Lower),
+                ("p50_ms", "p50 ≈ (ms, from buckets)", Better::Lower),
+                ("p99_ms", "p99 ≈ (ms, from buckets)", Better::Lower),
             ][..],
         ),
     ];
@@ -256,8 +256,8 @@ mod tests {
             labels,
             [
                 "Server TTFT mean (ms)",
-                "Server TTFT p50 (ms)",
-                "Server TTFT p99 (ms)"
+                "Server TTFT p50 ≈ (ms, from buckets)",
+                "Server TTFT p99 ≈ (ms, from buckets)"
             ]
         );
         assert_eq!(rows[0].b_wins(), Some(true), "the exact mean decides");

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use crate::measuring::metrics::PhaseSummary;
 use crate::servers::server_metrics::known::{self, Meaning};
-use crate::servers::server_metrics::{Bucket, HistogramStat, ServerPhase};
+use crate::servers::server_metrics::{Bucket, EndpointTtft, HistogramStat, ServerPhase};
 
 /// One line of the section: a label and its value.
 type Line = (String, String);
@@ -110,6 +110,10 @@ fn ttft_split(server: &ServerPhase, client: &PhaseSummary) -> Option<Line> {
     if client.ttft.count == 0 {
         return None;
     }
+    let each = &server.ttft_by_endpoint;
+    if each.iter().any(|e| e.observed <= 0.0) {
+        return partial_ttft_split(each, client);
+    }
     let client_ttft = client.ttft.mean;
     let queue = mean_of(Meaning::ServerQueueTime)
         .map(|q| format!(" (queue {q:.2})"))
@@ -118,6 +122,42 @@ fn ttft_split(server: &ServerPhase, client: &PhaseSummary) -> Option<Line> {
         "Client TTFT mean (ms):".into(),
         format!(
             "{client_ttft:.2} = server {server_ttft:.2}{queue} + {:.2} outside the engine",
+            client_ttft - server_ttft
+        ),
+    ))
+}
+
+/// With several targets of which some measured no first token (no TTFT histogram, or an
+/// empty one), the split of the client's TTFT on the targets that did, against their own
+/// server TTFT: over the fleet, the server's mean would leave out requests the client's
+/// takes in.
+fn partial_ttft_split(each: &[EndpointTtft], client: &PhaseSummary) -> Option<Line> {
+    let (measured, silent): (Vec<&EndpointTtft>, Vec<&EndpointTtft>) =
+        each.iter().partition(|e| e.observed > 0.0);
+    let weighted = |pairs: &mut dyn Iterator<Item = (f64, f64)>| {
+        let (sum, n) = pairs.fold((0.0, 0.0), |(s, n), (mean, count)| {
+            (s + mean * count, n + count)
+        });
+        (n > 0.0).then(|| sum / n)
+    };
+    let server_ttft = weighted(
+        &mut measured
+            .iter()
+            .filter_map(|e| Some((e.mean_ms?, e.observed))),
+    )?;
+    let targets: Vec<usize> = measured.iter().flat_map(|e| e.targets.clone()).collect();
+    let client_ttft = weighted(&mut client.targets.iter().filter_map(|t| {
+        let index: usize = t.tag.parse().ok()?;
+        (targets.contains(&index) && t.ttft.count > 0).then_some((t.ttft.mean, t.ttft.count as f64))
+    }))?;
+    let list = |v: &mut dyn Iterator<Item = usize>| {
+        v.map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+    };
+    let without = list(&mut silent.iter().flat_map(|e| e.targets.clone()));
+    Some((
+        format!("Client TTFT mean, target {} (ms):", list(&mut targets.iter().copied())),
+        format!(
+            "{client_ttft:.2} = server {server_ttft:.2} + {:.2} outside the engine (target {without}: no server TTFT measured, left out)",
             client_ttft - server_ttft
         ),
     ))
