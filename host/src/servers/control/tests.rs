@@ -4,7 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{Path, RawQuery, State};
-use axum::http::StatusCode;
+use axum::http::header::AUTHORIZATION;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
@@ -39,13 +40,19 @@ async fn sglang(calls: Calls) -> String {
         )
         .route(
             "/flush_cache",
-            post(|State(calls): State<Calls>| async move {
-                log(&calls, "flush".into());
-                match calls.lock().unwrap().len() {
-                    1 | 2 => StatusCode::BAD_REQUEST,
-                    _ => StatusCode::OK,
-                }
-            }),
+            post(
+                |State(calls): State<Calls>, headers: HeaderMap| async move {
+                    // The run's API key goes along as a bearer token.
+                    match headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+                        Some("Bearer k") => log(&calls, "flush".into()),
+                        other => log(&calls, format!("flush with authorization {other:?}")),
+                    }
+                    match calls.lock().unwrap().len() {
+                        1 | 2 => StatusCode::BAD_REQUEST,
+                        _ => StatusCode::OK,
+                    }
+                },
+            ),
         )
         .route(
             "/start_profile",
