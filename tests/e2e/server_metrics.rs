@@ -345,6 +345,79 @@ fn every_phase_counts_exactly_the_tokens_the_client_counted() {
     assert!(generated.contains(" 2048 ("), "{generated}");
 }
 
+/// One shared_prefix run against `sim`: its stdout, stderr and result.json.
+fn shared_prefix_on(sim: &SimProcess, extra: &[&str]) -> (String, String, Value) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("result.json").display().to_string();
+    let mut args = vec![
+        scenario("shared_prefix.rhai"),
+        "-p".into(),
+        "groups=2".into(),
+        "-p".into(),
+        "requests_per_group=6".into(),
+        "-p".into(),
+        "output_tokens=4".into(),
+        "--target".into(),
+        sim.url.clone(),
+        "--save-result".into(),
+        path.clone(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = runner(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let result = std::fs::read_to_string(&path).expect("result.json");
+    (
+        stdout(&o),
+        stderr(&o),
+        serde_json::from_str(&result).unwrap(),
+    )
+}
+
+const LEFTOVER: &str = "which no request of this run could have filled yet";
+
+#[test]
+fn the_answers_cached_tokens_give_a_hit_rate_and_a_cache_left_warm_is_a_warning() {
+    let _quiet = exclusive();
+    let sim = SimProcess::start(&[]);
+    let (text, err, first) = shared_prefix_on(&sim, &[]);
+    // The simulator's usage says what its prefix cache held, as its counters do.
+    let usage = &first["runner"]["prefix_cache"];
+    let counters = first["runner"]["server_metrics"]["prefix_cache_hit_rate"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(usage["requests"], 12, "{usage}");
+    assert!(
+        (usage["hit_rate"].as_f64().unwrap() - counters).abs() < 1e-9,
+        "{usage} against {counters}"
+    );
+    assert!(text.contains("Prefix cache (answers' usage):"), "{text}");
+    assert!(
+        !text.contains(LEFTOVER) && !err.contains(LEFTOVER),
+        "{text}{err}"
+    );
+    // The same prompts again: the first request finds the first run's prefix.
+    let (text, err, second) = shared_prefix_on(&sim, &[]);
+    assert!(text.contains(LEFTOVER), "{text}");
+    assert!(err.contains(LEFTOVER), "{err}");
+    assert!(
+        second["runner"]["prefix_cache"]["early_least_share"]
+            .as_f64()
+            .unwrap()
+            > 0.5
+    );
+    // Emptied first, the run is the first run again.
+    let (text, err, third) = shared_prefix_on(&sim, &["--reset-prefix-cache", "run"]);
+    assert!(
+        !text.contains(LEFTOVER) && !err.contains(LEFTOVER),
+        "{text}{err}"
+    );
+    assert_eq!(
+        third["runner"]["prefix_cache"],
+        first["runner"]["prefix_cache"]
+    );
+}
+
 /// kv_guard's arguments: the rate doubles from 4 req/s every 2 s on a simulator whose KV
 /// cache holds 31 requests of 512 + 128 tokens, so KV use passes 90 % within a few phases.
 const KV_GUARD_ARGS: [&str; 18] = [

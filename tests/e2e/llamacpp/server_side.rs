@@ -101,7 +101,7 @@ fn hit_rate(run: &Run) -> f64 {
         .unwrap_or_else(|| panic!("no prefix-cache hit rate in {server}"))
 }
 
-const LEFTOVER: &str = "which no request of this run could have filled";
+const LEFTOVER: &str = "which no request of this run could have filled yet";
 
 #[test]
 fn hit_rates_rates_and_a_leftover_cache_read_as_llama_cpp_means_them() {

@@ -7,34 +7,42 @@
 
 use super::run_report::RunReport;
 
-/// Share of the first request's prompt served from cache that counts as left over: a
-/// chat template's few shared tokens stay below it.
+/// Share of its prompt each early request must have found in cache for the cache to count
+/// as left over: a chat template's few shared tokens stay below it.
 pub const LEFTOVER_SHARE: f64 = 0.1;
 
-/// The first request's cached and prompt tokens, when the cache held enough of it.
+/// The run's early requests (sent before any of its requests had a first token: no
+/// prefill of the run had ended) and what they found in cache, when every one of them
+/// found at least [`LEFTOVER_SHARE`] of its prompt there. Requests in flight together may
+/// reach the server out of send order, and vLLM caches a long prompt's blocks chunk by
+/// chunk, so one early request's hit alone proves nothing; all of them hitting does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Leftover {
+    pub requests: u64,
     pub cached: u64,
     pub prompt: u64,
 }
 
-/// What the run's first phase's first request found in the cache (from its usage).
+/// What the run's first phase's early requests found in the cache (from their usage).
 pub fn check(report: &RunReport) -> Option<Leftover> {
-    let first = report.phases.first()?.summary.prefix_cache.as_ref()?;
-    let (cached, prompt) = (
-        first.first_request_cached_tokens,
-        first.first_request_prompt_tokens,
-    );
-    (prompt > 0 && cached as f64 >= LEFTOVER_SHARE * prompt as f64)
-        .then_some(Leftover { cached, prompt })
+    let cache = report.phases.first()?.summary.prefix_cache.as_ref()?;
+    (cache.early_prompt_tokens > 0 && cache.early_least_share >= LEFTOVER_SHARE).then_some(
+        Leftover {
+            requests: cache.early_requests,
+            cached: cache.early_cached_tokens,
+            prompt: cache.early_prompt_tokens,
+        },
+    )
 }
 
 impl Leftover {
     /// The warning, one line.
     pub fn warning(&self) -> String {
         format!(
-            "warning: the server served {} of the run's first request's {} prompt tokens from its prefix cache, which no request of this run could have filled: a cache left warm by an earlier run (this run's hit rates and TTFT read a warm cache; --reset-prefix-cache run empties it first)",
-            self.cached, self.prompt
+            "warning: the server served {} of the {} prompt tokens of the run's first {} from its prefix cache, which no request of this run could have filled yet: a cache left warm by an earlier run (this run's hit rates and TTFT read a warm cache; --reset-prefix-cache run empties it first)",
+            self.cached,
+            self.prompt,
+            if self.requests == 1 { "request".to_string() } else { format!("{} requests", self.requests) }
         )
     }
 }

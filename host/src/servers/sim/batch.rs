@@ -195,9 +195,14 @@ impl Scheduler {
             let Some(mut seq) = self.waiting.pop_front() else {
                 return;
             };
-            if seq.out.send(Event::Admitted).is_ok() {
+            // The prefix cache is looked up as the engine takes the request; a client
+            // gone by then has still cost the lookup, as on vLLM.
+            let cached = self.use_prefix_cache(&mut seq);
+            let admitted = Event::Admitted {
+                cached: Some(cached),
+            };
+            if seq.out.send(admitted).is_ok() {
                 self.kv_used += seq.kv();
-                self.use_prefix_cache(&mut seq);
                 seq.drafts = self.drafter.as_mut().map(Drafter::stream);
                 self.running.push(seq);
             }
@@ -205,8 +210,9 @@ impl Scheduler {
     }
 
     /// Skips the prefill of the prompt's cached leading blocks (at least its last token is
-    /// computed, as in vLLM, to sample the first output token).
-    fn use_prefix_cache(&mut self, seq: &mut Seq) {
+    /// computed, as in vLLM, to sample the first output token); the prompt tokens found
+    /// in cache.
+    fn use_prefix_cache(&mut self, seq: &mut Seq) -> usize {
         let blocks = self.prefix.admit(&seq.blocks);
         let cached = seq.blocks.covered(blocks, seq.prompt);
         seq.prefilled = cached.min(seq.prompt.saturating_sub(1));
@@ -217,6 +223,7 @@ impl Scheduler {
             c.prompt_tokens += prompt;
         });
         self.metrics.admitted(queued);
+        cached
     }
 
     /// Lay out one step and return its simulated duration.
@@ -332,7 +339,10 @@ mod tests {
         let mut rxs: Vec<_> = (0..3).map(|_| seq(&mut s, 100, 100)).collect();
         s.admit();
         assert_eq!((s.running.len(), s.waiting.len(), s.kv_used), (2, 1, 400));
-        assert_eq!(drain(&mut rxs[0]), vec![Event::Admitted]);
+        assert_eq!(
+            drain(&mut rxs[0]),
+            vec![Event::Admitted { cached: Some(0) }]
+        );
         assert!(drain(&mut rxs[2]).is_empty());
 
         let mut s = scheduler(params(8, 8192, 500), 1);
@@ -350,8 +360,11 @@ mod tests {
         // Step 1: a prefills 250, b gets the remaining 50 tokens.
         assert_eq!(s.plan(), s.params.step_time(0, 300));
         s.complete();
-        assert_eq!(drain(&mut a), vec![Event::Admitted, Event::Tokens(1)]);
-        assert_eq!(drain(&mut b), vec![Event::Admitted]);
+        assert_eq!(
+            drain(&mut a),
+            vec![Event::Admitted { cached: Some(0) }, Event::Tokens(1)]
+        );
+        assert_eq!(drain(&mut b), vec![Event::Admitted { cached: Some(0) }]);
         // Step 2: a decodes (1 token of budget), b prefills its last 200.
         assert_eq!(s.plan(), s.params.step_time(1, 200));
         s.complete();
@@ -377,7 +390,7 @@ mod tests {
         assert_eq!(
             events,
             vec![
-                Event::Admitted,
+                Event::Admitted { cached: Some(0) },
                 Event::Tokens(3),
                 Event::Tokens(3),
                 Event::Tokens(1)

@@ -290,7 +290,7 @@ fn fixed(table: Timetable) -> Events {
         let n = table.per_chunk.min(table.max_tokens - sent);
         Some((Event::Tokens(n), (table, sent + n)))
     });
-    Box::pin(stream::once(ready(Event::Admitted)).chain(chunks))
+    Box::pin(stream::once(ready(Event::Admitted { cached: None })).chain(chunks))
 }
 
 /// Every chunk at once; yielding between chunks makes each its own write, as a real server's.
@@ -303,5 +303,5 @@ fn zero(max_tokens: usize, per_chunk: usize) -> Events {
         let n = per_chunk.min(max_tokens - sent);
         Some((Event::Tokens(n), sent + n))
     });
-    Box::pin(stream::once(ready(Event::Admitted)).chain(chunks))
+    Box::pin(stream::once(ready(Event::Admitted { cached: None })).chain(chunks))
 }

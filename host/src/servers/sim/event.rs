@@ -10,8 +10,9 @@ use tokio::time::Instant;
 /// What happens to a request, in order: admitted once, then chunks of tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// The engine took the request (chat streams answer with the role-only delta).
-    Admitted,
+    /// The engine took the request (chat streams answer with the role-only delta), with
+    /// its prompt tokens found in the prefix cache where the timing model has one.
+    Admitted { cached: Option<usize> },
     /// This many more tokens were generated and go out as one SSE event.
     Tokens(usize),
 }

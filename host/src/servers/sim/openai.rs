@@ -356,6 +356,8 @@ pub struct Writer {
     head: String,
     seed: u64,
     emitted: usize,
+    /// Prompt tokens found in the prefix cache, where the timing model has one.
+    cached: Option<usize>,
     job: Job,
 }
 
@@ -381,6 +383,7 @@ impl Writer {
             head,
             seed: job.text_seed,
             emitted: 0,
+            cached: None,
             job: job.clone(),
         }
     }
@@ -542,10 +545,20 @@ impl Writer {
         }
     }
 
+    /// The prompt tokens the engine found in its prefix cache.
+    pub fn cached(&mut self, cached: Option<usize>) {
+        self.cached = cached;
+    }
+
+    /// Token counts, and the cached prompt tokens as vLLM gives them with
+    /// `--enable-prompt-tokens-details` (and llama.cpp always).
     fn usage(&self) -> String {
         let (p, c) = (self.job.prompt_tokens, self.emitted);
+        let details = self.cached.map_or_else(String::new, |n| {
+            format!(r#","prompt_tokens_details":{{"cached_tokens":{n}}}"#)
+        });
         format!(
-            r#"{{"prompt_tokens":{p},"completion_tokens":{c},"total_tokens":{}}}"#,
+            r#"{{"prompt_tokens":{p},"completion_tokens":{c},"total_tokens":{}{details}}}"#,
             p + c
         )
     }

@@ -376,8 +376,9 @@ async fn generate(state: Arc<AppState>, route: Route, request: Request) -> Respo
 
 async fn full_response(mut events: Events, mut writer: Wire) -> Response {
     while let Some(event) = events.next().await {
-        if let Event::Tokens(n) = event {
-            writer.add_tokens(n);
+        match event {
+            Event::Tokens(n) => writer.add_tokens(n),
+            Event::Admitted { cached } => writer.cached(cached),
         }
     }
     with_content_type(Body::from(writer.full_response()), "application/json")
@@ -406,7 +407,8 @@ impl Sse {
         loop {
             match self.stage {
                 Stage::Events => match self.events.next().await {
-                    Some(Event::Admitted) => {
+                    Some(Event::Admitted { cached }) => {
+                        self.writer.cached(cached);
                         if let Some(role) = self.writer.role_chunk() {
                             return Some(role);
                         }

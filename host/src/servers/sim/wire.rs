@@ -100,6 +100,14 @@ impl Wire {
         matches!(self, Wire::OpenAi(_)).then(|| Bytes::from_static(openai::DONE))
     }
 
+    /// The prompt tokens the engine found in its prefix cache (in OpenAI's usage; the
+    /// Responses and Messages writers leave them out).
+    pub fn cached(&mut self, cached: Option<usize>) {
+        if let Wire::OpenAi(w) = self {
+            w.cached(cached);
+        }
+    }
+
     /// Counts tokens generated for a non-streaming response.
     pub fn add_tokens(&mut self, tokens: usize) {
         match self {
