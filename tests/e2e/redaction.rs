@@ -162,7 +162,10 @@ fn run(target: Option<&str>, key: Option<&str>, dir: &Path) -> Output {
         out,
     ];
     if let Some(t) = target {
+        // Every run sends the same prompts to one simulator: each starts from an empty
+        // prefix cache, or the later ones read a warm one (and say so).
         args.extend(["--target".into(), t.to_string()]);
+        args.extend(["--reset-prefix-cache".into(), "run".into()]);
     }
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_runner"));
     cmd.args(&args)
