@@ -61,7 +61,11 @@ impl PrefixCacheStats {
         self.requests += 1;
         self.prompt_tokens = self.prompt_tokens.saturating_add(r.input_tokens);
         self.cached_tokens = self.cached_tokens.saturating_add(cached);
-        self.keep_early(&[(r.sent_ns, cached, r.input_tokens)]);
+        // Records come in completion order, mostly later sent than the kept ones.
+        let full = self.early.len() >= EARLY_KEPT;
+        if !full || self.early.last().is_some_and(|last| r.sent_ns < last.0) {
+            self.keep_early(&[(r.sent_ns, cached, r.input_tokens)]);
+        }
     }
 
     /// Keeps the [`EARLY_KEPT`] earliest sent of `early` and those already kept.
