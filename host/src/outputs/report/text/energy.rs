@@ -3,8 +3,6 @@
 //! `servers/server_metrics/energy.rs`), as lines the text, markdown and HTML reports each
 //! lay out their own way. What an exporter lacked is one line each.
 
-use std::fmt::Write as _;
-
 use crate::servers::server_metrics::energy::EnergyPhase;
 use crate::servers::server_metrics::ServerPhase;
 
@@ -51,27 +49,16 @@ pub fn lines(e: &EnergyPhase) -> Vec<Line> {
 /// The section in the text report's layout (a 50-wide ruler, labels in 40 columns);
 /// nothing without `--power-metrics`.
 pub fn render_section(server: &ServerPhase) -> String {
-    let Some(e) = &server.energy else {
-        return String::new();
-    };
-    let mut out = format!("{:-^50}\n", format!(" {TITLE} "));
-    for (label, value) in lines(e) {
-        let _ = writeln!(out, "{label:<40} {value}");
-    }
-    out
+    server.energy.as_ref().map_or_else(String::new, |e| {
+        super::format::lines_section(TITLE, &lines(e))
+    })
 }
 
 /// The section of phase `name` as report.md gives it: a heading and a table.
 pub fn render_markdown(name: &str, server: &ServerPhase) -> String {
-    let Some(e) = &server.energy else {
-        return String::new();
-    };
-    let mut out = format!("\n## {TITLE}: {name}\n\n| metric | value |\n|---|---|\n");
-    for (label, value) in lines(e) {
-        let label = label.trim_end_matches(':').replace('|', "\\|");
-        let _ = writeln!(out, "| {label} | {} |", value.replace('|', "\\|"));
-    }
-    out
+    server.energy.as_ref().map_or_else(String::new, |e| {
+        super::format::lines_markdown(TITLE, name, &lines(e))
+    })
 }
 
 #[cfg(test)]

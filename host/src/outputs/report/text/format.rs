@@ -26,6 +26,27 @@ pub(super) fn footer(out: &mut String, c: char) {
 }
 
 /// `"{:<40} {:<10}"`: integers and strings.
+/// A section of label/value lines in the text layout: a 50-wide ruler with `title`,
+/// labels in 40 columns.
+pub(super) fn lines_section(title: &str, lines: &[(String, String)]) -> String {
+    let mut out = format!("{:-^50}\n", format!(" {title} "));
+    for (label, value) in lines {
+        let _ = writeln!(out, "{label:<40} {value}");
+    }
+    out
+}
+
+/// The same lines as report.md gives them for phase `name`: a heading and a table, `|`
+/// escaped.
+pub(super) fn lines_markdown(title: &str, name: &str, lines: &[(String, String)]) -> String {
+    let mut out = format!("\n## {title}: {name}\n\n| metric | value |\n|---|---|\n");
+    for (label, value) in lines {
+        let label = label.trim_end_matches(':').replace('|', "\\|");
+        let _ = writeln!(out, "| {label} | {} |", value.replace('|', "\\|"));
+    }
+    out
+}
+
 pub(super) fn row(out: &mut String, label: &str, value: impl Display) {
     let _ = writeln!(out, "{label:<40} {value:<10}");
 }

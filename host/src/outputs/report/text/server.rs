@@ -2,8 +2,6 @@
 //! words (text and markdown), and the client's TTFT set beside the server's own. Counters
 //! show their increase over the phase and its rate; prefix-cache counters count tokens.
 
-use std::fmt::Write as _;
-
 use crate::measuring::metrics::PhaseSummary;
 use crate::servers::server_metrics::known::{self, Meaning};
 use crate::servers::server_metrics::{Bucket, EndpointTtft, HistogramStat, ServerPhase};
@@ -173,12 +171,7 @@ fn capitalised(s: &str) -> String {
 
 /// The section in the text report's layout: a 50-wide ruler, labels in 40 columns.
 pub(super) fn render_section(server: &ServerPhase, client: &PhaseSummary) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "{:-^50}", " Server metrics ");
-    for (label, value) in lines(server, client) {
-        let _ = writeln!(out, "{label:<40} {value}");
-    }
-    out
+    super::format::lines_section("Server metrics", &lines(server, client))
 }
 
 /// "Prefix cache (answers' usage): 61.0 % of 16592 prompt tokens (32 requests)": the

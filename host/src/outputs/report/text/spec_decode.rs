@@ -3,8 +3,6 @@
 //! `servers/server_metrics/spec_decode.rs`), as lines the text, markdown and HTML reports
 //! each lay out their own way.
 
-use std::fmt::Write as _;
-
 use crate::servers::server_metrics::{ServerPhase, SpecDecode, SpecDecodeSource};
 
 /// The section's title in every format.
@@ -49,27 +47,16 @@ pub fn lines(s: &SpecDecode) -> Vec<Line> {
 /// The section in the text report's layout (a 50-wide ruler, labels in 40 columns);
 /// nothing when the server did not draft in the phase.
 pub fn render_section(server: &ServerPhase) -> String {
-    let Some(s) = &server.spec_decode else {
-        return String::new();
-    };
-    let mut out = format!("{:-^50}\n", format!(" {TITLE} "));
-    for (label, value) in lines(s) {
-        let _ = writeln!(out, "{label:<40} {value}");
-    }
-    out
+    server.spec_decode.as_ref().map_or_else(String::new, |s| {
+        super::format::lines_section(TITLE, &lines(s))
+    })
 }
 
 /// The section of phase `name` as report.md gives it: a heading and a table.
 pub fn render_markdown(name: &str, server: &ServerPhase) -> String {
-    let Some(s) = &server.spec_decode else {
-        return String::new();
-    };
-    let mut out = format!("\n## {TITLE}: {name}\n\n| metric | value |\n|---|---|\n");
-    for (label, value) in lines(s) {
-        let label = label.trim_end_matches(':').replace('|', "\\|");
-        let _ = writeln!(out, "| {label} | {} |", value.replace('|', "\\|"));
-    }
-    out
+    server.spec_decode.as_ref().map_or_else(String::new, |s| {
+        super::format::lines_markdown(TITLE, name, &lines(s))
+    })
 }
 
 #[cfg(test)]
