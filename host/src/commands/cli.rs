@@ -51,6 +51,24 @@ pub enum Command {
     /// Look at a request trace before replaying it
     #[command(subcommand)]
     Trace(TraceCommand),
+    /// vLLM's benchmark command lines: `runner bench serve` takes `vllm bench serve`'s flags
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// `vllm bench serve`'s flags, verbatim, run as a generated scenario (--emit-scenario
+    /// FILE writes it; `runner bench serve --help` lists what is taken and refused)
+    #[command(disable_help_flag = true)]
+    Serve(BenchServeArgs),
+}
+
+#[derive(Args)]
+pub struct BenchServeArgs {
+    /// The flags of `vllm bench serve`
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub flags: Vec<OsString>,
 }
 
 #[derive(Subcommand)]
@@ -396,8 +414,9 @@ pub fn usage_error_line(rendered: &str) -> String {
 }
 
 /// Subcommands and the flags that print and exit; any other first argument is a scenario.
-const KNOWN_FIRST: [&str; 15] = [
+const KNOWN_FIRST: [&str; 16] = [
     "run",
+    "bench",
     "info",
     "pack",
     "verify",

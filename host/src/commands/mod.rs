@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod config;
 
+mod bench_serve;
 mod compare;
 mod info;
 mod merge;
@@ -54,6 +55,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Command::Compare(a) => compare::compare(a),
         Command::Merge(a) => merge::merge(a),
         Command::Trace(cli::TraceCommand::Analyze(a)) => trace::analyze(a).map(|_| 0),
+        Command::Bench(cli::BenchCommand::Serve(a)) => bench_serve::bench_serve(a.flags),
     };
     match result {
         Ok(code) => code,
