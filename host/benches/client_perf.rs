@@ -17,51 +17,25 @@
 //!   client on CPU 0 beside two busy loops, with the kernel's receive times and with the
 //!   client's read times (`loaded`, only when named).
 //!
+//! - the same at 1,000 streams of 100 tokens/s each, simulator on CPU 1 and client on
+//!   CPU 0 (`wide`, only when named).
+//!
 //! Name sections to run only those: `... --bench client_perf -- streaming truth`
-//! (streaming, lateness, truth, memory, loaded).
+//! (streaming, lateness, truth, memory, loaded, wide).
 //!
 //! The scenario layer's cost and the 100 × 32,000-token prompts are measured by the
 //! `scenario_cost` bench.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Instant;
 
 use serde_json::Value;
 
-/// The binary under test: this build's, or another one given in `RUNNER_BIN` (to compare
-/// a change against a saved build).
-fn runner_bin() -> String {
-    std::env::var("RUNNER_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_runner").to_string())
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-/// A `runner sim` process on a free loopback port; killed when dropped.
-struct Sim {
-    child: Child,
-    url: String,
-}
-
-/// `program`, pinned to the CPUs `cpus` (`taskset -c`) when given.
-fn pinned(cpus: Option<&str>, program: &str) -> Command {
-    match cpus {
-        Some(cpus) => {
-            let mut cmd = Command::new("taskset");
-            cmd.args(["-c", cpus, program]);
-            cmd
-        }
-        None => Command::new(program),
-    }
-}
+mod support;
+use support::{machine, pinned, repo, runner_bin, wait_with_usage, Sim, Usage};
 
 /// Processes that spin on CPUs `cpus` until dropped: another program's load.
 struct BusyLoops(Vec<Child>);
@@ -85,49 +59,6 @@ impl Drop for BusyLoops {
             let _ = child.wait();
         }
     }
-}
-
-impl Sim {
-    fn start(args: &[&str]) -> Sim {
-        Sim::start_on(None, args)
-    }
-
-    /// A simulator pinned to CPUs `cpus`.
-    fn start_on(cpus: Option<&str>, args: &[&str]) -> Sim {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = pinned(cpus, &runner_bin())
-            .args(["sim", "--port", &port.to_string()])
-            .args(args)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("runner sim starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "runner sim did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Sim {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// What the client process used, from the kernel's accounting of it.
-struct Usage {
-    cpu_s: f64,
-    max_rss_kib: u64,
-    wall_s: f64,
 }
 
 /// One client run: `runner throughput.rhai` against `sim` with `-p` overrides; returns
@@ -175,26 +106,6 @@ fn run_scenario_on(
     let usage = wait_with_usage(child, started);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     (serde_json::from_str(&text).expect("result.json"), usage)
-}
-
-fn wait_with_usage(child: Child, started: Instant) -> Usage {
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid value; wait4 fills it for our own child.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: pid is our child, not yet reaped (Child::wait was never called).
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the client failed (status {status})"
-    );
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    Usage {
-        cpu_s: secs(ru.ru_utime) + secs(ru.ru_stime),
-        max_rss_kib: ru.ru_maxrss as u64,
-        wall_s: started.elapsed().as_secs_f64(),
-    }
 }
 
 fn f(v: &Value, path: &[&str]) -> f64 {
@@ -382,7 +293,16 @@ struct Placement {
     /// Busy loops beside the client, on its CPUs.
     busy_loops: usize,
     clock: &'static str,
+    /// Requests in flight, measured requests (after a warm-up of `streams`) and tokens
+    /// per answer.
+    streams: usize,
+    requests: usize,
+    tokens: usize,
 }
+
+/// The truth run's load as the `truth` and `loaded` sections use it: 64 streams, 640
+/// measured requests of 64 tokens.
+const NARROW: (usize, usize, usize) = (64, 640, 64);
 
 /// One truth run: result.json, and per request paired with the server's send log by
 /// `x-request-id`, the server's TTFT and E2EL and the client's excess over each (ms).
@@ -438,8 +358,9 @@ fn send_log(path: &Path) -> HashMap<String, Sent> {
         .collect()
 }
 
-/// The fixed profile's timing (TTFT 50 ms, 10 ms gaps, 64 tokens: a nominal E2EL of
-/// 680 ms); a warm-up phase of 64 requests, then 640 measured, 64 at a time (closed loop).
+/// The fixed profile's timing (TTFT 50 ms, 10 ms gaps: 100 tokens/s per stream); a
+/// warm-up phase of `streams` requests, then `requests` measured, `streams` at a time
+/// (closed loop).
 fn truth_run(place: &Placement) -> Truth {
     let log_dir = tempfile::tempdir().expect("temp dir");
     let log = log_dir.path().join("sent.jsonl");
@@ -453,9 +374,9 @@ fn truth_run(place: &Placement) -> Truth {
         &repo().join("tests/fixtures/scenarios/truth.rhai"),
         &sim,
         &[
-            ("requests", "640".into()),
-            ("concurrency", "64".into()),
-            ("output_tokens", "64".into()),
+            ("requests", place.requests.to_string()),
+            ("concurrency", place.streams.to_string()),
+            ("output_tokens", place.tokens.to_string()),
         ],
         &[
             "--percentiles",
@@ -479,13 +400,14 @@ fn truth_run(place: &Placement) -> Truth {
         .filter(|rec| rec["phase"] == 1)
         .filter_map(|rec| {
             let server = sent.get(rec["request_id"].as_str()?)?;
-            (server.chunk_ms.len() == 64).then_some((rec, server))
+            (server.chunk_ms.len() == place.tokens).then_some((rec, server))
         })
         .collect();
     let client_ms = |rec: &Value, chunk: usize| {
         let t = rec["chunks"][chunk]["t_ns"].as_u64().unwrap_or(0);
         t.saturating_sub(rec["sent_ns"].as_u64().unwrap_or(0)) as f64 / 1e6
     };
+    let last = place.tokens - 1;
     let delays = paired
         .iter()
         .flat_map(|p| p.0["chunks"].as_array().into_iter().flatten())
@@ -494,7 +416,7 @@ fn truth_run(place: &Placement) -> Truth {
     Truth {
         paired: paired.len(),
         ttft: sorted(paired.iter().map(|p| p.1.chunk_ms[0]).collect()),
-        e2el: sorted(paired.iter().map(|p| p.1.chunk_ms[63]).collect()),
+        e2el: sorted(paired.iter().map(|p| p.1.chunk_ms[last]).collect()),
         over_ttft: sorted(
             paired
                 .iter()
@@ -504,7 +426,7 @@ fn truth_run(place: &Placement) -> Truth {
         over_e2el: sorted(
             paired
                 .iter()
-                .map(|p| client_ms(&p.0, 63) - p.1.chunk_ms[63])
+                .map(|p| client_ms(&p.0, last) - p.1.chunk_ms[last])
                 .collect(),
         ),
         delays: sorted(delays.collect()),
@@ -525,6 +447,9 @@ fn truth(report: &mut String) {
         client_cpus: None,
         busy_loops: 0,
         clock: "kernel",
+        streams: NARROW.0,
+        requests: NARROW.1,
+        tokens: NARROW.2,
     });
     let r = &t.result;
     writeln!(report, "\n### Against the server's own send times (fixed profile: TTFT 50 ms, 10 ms gaps, 64 tokens; 64 streams, 640 requests after a warm-up of 64)\n\n| figure | client measured | server sent (send log) | nominal |\n|---|---|---|---|").unwrap();
@@ -578,6 +503,9 @@ fn loaded(report: &mut String, rounds: usize) {
                 client_cpus: Some("0"),
                 busy_loops: 2,
                 clock,
+                streams: NARROW.0,
+                requests: NARROW.1,
+                tokens: NARROW.2,
             });
             let delay = match t.delays.last() {
                 Some(max) => format!(
@@ -603,31 +531,40 @@ fn loaded(report: &mut String, rounds: usize) {
     }
 }
 
-fn mean_and_p99(v: &[f64]) -> String {
-    format!("{:.3} / {:.3}", mean(v), percentile(v, 99.0))
+/// The truth run at 1,000 streams of 100 tokens at 100 tokens/s each (100,000 chunks/s
+/// at the plateau), server on CPU 1 and client on CPU 0, kernel receive clock: the mean
+/// TTFT excess over the server's send log is the accuracy figure of
+/// bench-results/client_cost.md.
+fn wide(report: &mut String, rounds: usize) {
+    writeln!(report, "\n### 1,000 streams at 100 tokens/s each (fixed profile: TTFT 50 ms, 10 ms gaps, 100 tokens; 1,000 measured requests after a warm-up of 1,000; simulator on CPU 1, client on CPU 0); client's figure minus the server's send log, request by request\n\n| round | paired | TTFT excess mean ms | TTFT excess p99 ms | E2EL excess mean ms | E2EL excess p99 ms | client delay p50 / p99 ms | mean ITL ms (client) |\n|---|---|---|---|---|---|---|---|").unwrap();
+    for round in 0..rounds {
+        let t = truth_run(&Placement {
+            server_cpus: Some("1"),
+            client_cpus: Some("0"),
+            busy_loops: 0,
+            clock: "kernel",
+            streams: 1000,
+            requests: 1000,
+            tokens: 100,
+        });
+        let row = format!(
+            "| {round} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} / {:.3} | {:.3} |",
+            t.paired,
+            mean(&t.over_ttft),
+            percentile(&t.over_ttft, 99.0),
+            mean(&t.over_e2el),
+            percentile(&t.over_e2el, 99.0),
+            percentile(&t.delays, 50.0),
+            percentile(&t.delays, 99.0),
+            f(&t.result, &["mean_itl_ms"]),
+        );
+        println!("{row}");
+        writeln!(report, "{row}").unwrap();
+    }
 }
 
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let load = load
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ");
-    format!("{cpu}, {cores} cores, Linux {kernel}; load average before the run: {load}")
+fn mean_and_p99(v: &[f64]) -> String {
+    format!("{:.3} / {:.3}", mean(v), percentile(v, 99.0))
 }
 
 fn main() {
@@ -662,6 +599,10 @@ fn main() {
     // Only when named: it pins processes to CPUs 0 and 1 and loads CPU 0.
     if args[1..].iter().any(|a| a == "loaded") {
         loaded(&mut report, if quick { 1 } else { 3 });
+    }
+    // Only when named: it pins processes to CPUs 0 and 1.
+    if args[1..].iter().any(|a| a == "wide") {
+        wide(&mut report, if quick { 1 } else { 3 });
     }
     if only("memory") {
         memory(&mut report);

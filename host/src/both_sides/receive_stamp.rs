@@ -159,15 +159,34 @@ fn read_stamped(
 }
 
 /// `read` (one non-blocking read of `tcp`, e.g. [`recv`]) once `tcp` is readable, again
-/// while it would block: tokio's `try_io` clears the readiness when it does.
+/// while it would block: tokio's `try_io` clears the readiness when it does. A read that
+/// `drained` the socket (it returned less than it asked for) clears the readiness too, as
+/// tokio's own `poll_read` does: without that, every read of a streamed chunk is followed
+/// by a second system call that only finds the socket empty (about one `recvmsg` in two
+/// against a server that writes each chunk on its own). The readiness is cleared only if
+/// no event came since it was read, so bytes that arrive later still wake the reader.
 pub fn poll_read_with<T>(
     tcp: &tokio::net::TcpStream,
     cx: &mut std::task::Context<'_>,
     mut read: impl FnMut() -> io::Result<T>,
+    drained: impl Fn(&T) -> bool,
 ) -> std::task::Poll<io::Result<T>> {
     loop {
         std::task::ready!(tcp.poll_read_ready(cx))?;
-        match tcp.try_io(tokio::io::Interest::READABLE, &mut read) {
+        let mut kept = None;
+        let done = tcp.try_io(tokio::io::Interest::READABLE, || match read() {
+            // Reported as "would block" so that try_io clears the readiness; the bytes
+            // read are kept and returned below.
+            Ok(got) if drained(&got) => {
+                kept = Some(got);
+                Err(io::ErrorKind::WouldBlock.into())
+            }
+            other => other,
+        });
+        if let Some(got) = kept {
+            return std::task::Poll::Ready(Ok(got));
+        }
+        match done {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             done => return std::task::Poll::Ready(done),
         }

@@ -118,9 +118,13 @@ impl StampedStream {
             ..
         } = self;
         let into = buf.initialize_unfilled_to(buf.remaining().min(READ_BYTES));
-        let got = ready!(receive_stamp::poll_read_with(tcp, cx, || {
-            receive_stamp::recv(tcp.as_raw_fd(), into, control)
-        }))?;
+        let want = into.len();
+        let got = ready!(receive_stamp::poll_read_with(
+            tcp,
+            cx,
+            || receive_stamp::recv(tcp.as_raw_fd(), into, control),
+            |got| got.bytes < want,
+        ))?;
         if got.bytes > 0 {
             last_read.set(got.arrival.unwrap_or(got.read));
         }

@@ -87,9 +87,12 @@ impl Read for TimedStream {
             control,
         } = self.get_mut();
         let want = buf.remaining().min(READ_BYTES);
-        let (n, stamp) = ready!(receive_stamp::poll_read_with(tcp, cx, || {
-            read_once(tcp, &mut own[..want], control, *kernel_times)
-        }))?;
+        let (n, stamp) = ready!(receive_stamp::poll_read_with(
+            tcp,
+            cx,
+            || read_once(tcp, &mut own[..want], control, *kernel_times),
+            |(n, _)| *n < want,
+        ))?;
         if n > 0 {
             log.read(stamp);
         }
