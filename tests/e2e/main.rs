@@ -9,6 +9,7 @@ mod accounting;
 mod apis;
 mod backlog;
 mod bad_input;
+mod bench_serve;
 mod budgets;
 mod build_steps;
 mod cli;

@@ -57,6 +57,8 @@ const fn gap(name: &'static str, kind: FlagKind, why: &'static str) -> FlagSpec 
 const HF: &str = "Hugging Face Hub datasets need the network and the `datasets` library; export the rows to JSONL and use --dataset-name custom --dataset-path FILE";
 const MM: &str = "multimodal requests (images, video) are not generated; use a scenario whose requests carry `messages` with image parts";
 const EMBED: &str = "embedding and rerank benchmarks are not driven through bench serve; use `runner run scenarios/embeddings.rhai --api embeddings`";
+const SPEC: &str = "the spec_bench and speed_bench datasets are not generated; export their prompts to JSONL and use --dataset-name custom";
+const TRACE: &str = "the timed_trace dataset is not read; replay a trace with `runner run scenarios/trace_replay.rhai`";
 const PLOT: &str = "plots are not drawn by bench serve; pass --output DIR for report.html, which has the run's charts";
 
 use FlagKind::{Float, Int, Json, List, Switch, Text};
@@ -73,8 +75,9 @@ pub const VLLM_FLAGS: &[FlagSpec] = &[
     taken("--skip-chat-template", Switch),
     taken("--disable-shuffle", Switch),
     taken("--custom-output-len", Int),
-    gap("--spec-bench-output-len", Int, "the spec_bench dataset is not generated; export its prompts to JSONL and use --dataset-name custom"),
-    gap("--spec-bench-category", Text, "the spec_bench dataset is not generated; export its prompts to JSONL and use --dataset-name custom"),
+    gap("--spec-bench-output-len", Int, SPEC),
+    gap("--spec-bench-category", Text, SPEC),
+    // Gone from vLLM 0.33.0 (its sonnet dataset too); kept so older command lines run.
     taken("--sonnet-input-len", Int),
     taken("--sonnet-output-len", Int),
     taken("--sonnet-prefix-len", Int),
@@ -127,8 +130,8 @@ pub const VLLM_FLAGS: &[FlagSpec] = &[
     taken("--result-dir", Text),
     taken("--result-filename", Text),
     taken("--ignore-eos", Switch),
-    gap("--self-timed", Switch, "the timed_trace dataset is not read; replay a trace with `runner run scenarios/trace_replay.rhai`"),
-    gap("--no-self-timed", Switch, "the timed_trace dataset is not read; replay a trace with `runner run scenarios/trace_replay.rhai`"),
+    gap("--self-timed", Switch, TRACE),
+    gap("--no-self-timed", Switch, TRACE),
     taken("--percentile-metrics", Text),
     taken("--metric-percentiles", Text),
     taken("--goodput", List),
@@ -154,6 +157,24 @@ pub const VLLM_FLAGS: &[FlagSpec] = &[
     gap("--plot-timeline", Switch, PLOT),
     gap("--timeline-itl-thresholds", Text, PLOT),
     gap("--plot-dataset-stats", Switch, PLOT),
+    // In vLLM 0.33.0, not in the source files first read.
+    // Taken: the runner reads a tokenizer.json and runs no model code, so there is
+    // nothing to trust; refusing it would break the one-word switch for no benefit.
+    taken("--trust-remote-code", Switch),
+    gap("--enable-multimodal-chat", Switch, MM),
+    gap("--custom-ensure-client-side-data", Switch, "the custom dataset is always read by the runner itself; drop the flag"),
+    gap("--asr-max-audio-len-sec", Float, "audio (ASR) requests are not generated; the runner benchmarks text generation"),
+    gap("--asr-min-audio-len-sec", Float, "audio (ASR) requests are not generated; the runner benchmarks text generation"),
+    gap("--bfcl-categories", Text, HF),
+    gap("--speed-bench-dataset-subset", Text, SPEC),
+    gap("--speed-bench-output-len", Int, SPEC),
+    gap("--speed-bench-category", Text, SPEC),
+    gap("--timed-trace-chunk-hash-size", Int, TRACE),
+    gap("--timed-trace-sec-multiplier", Float, TRACE),
+    gap("--timed-trace-label-timestamp", Text, TRACE),
+    gap("--timed-trace-label-input-length", Text, TRACE),
+    gap("--timed-trace-label-output-length", Text, TRACE),
+    gap("--timed-trace-label-hash-ids", Text, TRACE),
 ];
 
 /// The runner's own flags, beside vLLM's.

@@ -1,0 +1,458 @@
+//! `runner bench serve`: vLLM's flags verbatim (each taken or a named gap, checked against
+//! the release's own parser), vLLM's result file and block (checked against files vLLM's
+//! client wrote), and `--emit-scenario` round-trips: the emitted scenario, run with the
+//! printed command, sends the same request stream (the same digest) as the flags.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn bench_fixture(name: &str) -> String {
+    repo()
+        .join("tests/fixtures/bench_serve")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn read_json(path: &str) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A simulator fast enough for a few dozen requests in milliseconds.
+fn fast_sim() -> SimProcess {
+    SimProcess::start(&[
+        "--sim-profile",
+        "fixed",
+        "--sim-ttft-ms",
+        "1",
+        "--sim-itl-ms",
+        "1",
+    ])
+}
+
+fn port_of(sim: &SimProcess) -> String {
+    sim.url.rsplit(':').next().expect("a port").to_string()
+}
+
+/// A value to give a flag of vLLM's type in the parity check, and the flags it needs.
+fn sample(name: &str, kind: &str) -> Vec<String> {
+    let custom = bench_fixture("custom.jsonl");
+    let v: &[&str] = match name {
+        "--dataset-name" => &["random"],
+        "--dataset-path" => &[custom.as_str(), "--dataset-name", "custom"],
+        "--backend" => &["openai"],
+        "--endpoint" => &["/v1/completions"],
+        "--tokenizer" => &["o200k_base"],
+        "--tokenizer-mode" => &["auto"],
+        "--lora-assignment" => &["random"],
+        "--ramp-up-strategy" => &[
+            "linear",
+            "--ramp-up-start-rps",
+            "1",
+            "--ramp-up-end-rps",
+            "2",
+        ],
+        "--percentile-metrics" => &["ttft,e2el"],
+        "--metric-percentiles" => &["50,99"],
+        "--random-range-ratio" => &["0.5"],
+        "--header" => &["x-a=1"],
+        "--metadata" => &["k=v"],
+        "--goodput" => &["ttft:100"],
+        "--lora-modules" => &["a"],
+        "--extra-body" | "--chat-template-kwargs" | "--random-mm-limit-mm-per-prompt" => {
+            &["{\"a\": 1}"]
+        }
+        _ => match kind {
+            "store_true" | "BooleanOptionalAction" => &[],
+            "int" => &["4"],
+            "float" => &["0.5"],
+            _ => &["x"],
+        },
+    };
+    std::iter::once(name.to_string())
+        .chain(v.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+#[test]
+fn parity_every_vllm_flag_is_taken_or_a_named_gap() {
+    let fixture = read_json(
+        &repo()
+            .join("tests/fixtures/vllm_bench_serve_flags.json")
+            .display()
+            .to_string(),
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let emit = dir.path().join("s.rhai").display().to_string();
+    let mut listed: BTreeMap<String, String> = BTreeMap::new();
+    let upstream = fixture["flags"].as_array().expect("flags");
+    let kept = fixture["kept_after_upstream_removal"]
+        .as_array()
+        .expect("kept");
+    for f in upstream.iter().chain(kept) {
+        let name = f["name"].as_str().expect("name");
+        let ours = f["ours"].as_str().unwrap_or("taken");
+        let mut args = vec![
+            "bench".to_string(),
+            "serve".into(),
+            "--dry-run".into(),
+            "--emit-scenario".into(),
+            emit.clone(),
+        ];
+        args.extend(sample(name, f["type"].as_str().unwrap_or("str")));
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = runner(&argv);
+        let err = stderr(&out);
+        match ours {
+            "taken" => assert_eq!(out.status.code(), Some(0), "{name} should be taken: {err}"),
+            _ => {
+                assert_eq!(
+                    out.status.code(),
+                    Some(2),
+                    "{name} should be refused: {err}"
+                );
+                assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+                assert!(err.contains(&format!("`{name}` is not supported")), "{err}");
+                eprintln!("gap {name}: {}", err.trim_end());
+            }
+        }
+        listed.insert(name.to_string(), ours.to_string());
+    }
+    // The binary's own lists: a flag it has that upstream dropped (or that the fixture
+    // calls a gap while the binary takes it) fails here until the fixture is updated.
+    let help = stdout(&runner(&["bench", "serve", "--help"]));
+    let (taken, refused) = help
+        .split_once("Refused")
+        .expect("help lists the refused flags");
+    let taken: Vec<&str> = taken
+        .split("The runner's own")
+        .next()
+        .unwrap_or("")
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("--"))
+        .collect();
+    let refused: Vec<&str> = refused
+        .lines()
+        .filter_map(|l| l.trim().split(':').next())
+        .filter(|n| n.starts_with("--"))
+        .collect();
+    for name in &taken {
+        assert_eq!(
+            listed.get(*name).map(String::as_str),
+            Some("taken"),
+            "{name} is taken but the fixture does not say so"
+        );
+    }
+    for name in &refused {
+        assert_eq!(
+            listed.get(*name).map(String::as_str),
+            Some("gap"),
+            "{name} is a gap but the fixture does not say so"
+        );
+    }
+    assert_eq!(
+        taken.len() + refused.len(),
+        listed.len(),
+        "the binary and the fixture list the same flags"
+    );
+}
+
+#[test]
+fn unknown_and_unsupported_flags_exit_2_with_one_line() {
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["--no-such-flag", "1"], "--no-such-flag", "--help"),
+        (
+            &["--num-prompt", "3"],
+            "--num-prompt",
+            "write flags in full",
+        ),
+        (
+            &["--hf-split", "train"],
+            "--hf-split",
+            "use --dataset-name custom",
+        ),
+        (
+            &["--dataset-name", "hf"],
+            "--dataset-name",
+            "use --dataset-name custom",
+        ),
+        (
+            &["--dataset-name", "random-mm"],
+            "random-mm",
+            "use --dataset-name random",
+        ),
+        (&["--plot-timeline"], "--plot-timeline", "--output DIR"),
+        (&["--num-prompts", "many"], "--num-prompts", "an integer"),
+    ];
+    for (args, names, instead) in cases {
+        let mut all = vec!["bench", "serve", "--dry-run"];
+        all.extend_from_slice(args);
+        let out = runner(&all);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: one line, got {err}"
+        );
+        assert!(
+            err.starts_with("error: ") && err.contains(names) && err.contains(instead),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+/// Each key's JSON type, and a list's element type (`list[float]`).
+fn types(v: &Value) -> BTreeMap<String, String> {
+    fn kind(v: &Value) -> String {
+        match v {
+            Value::Null => "null".into(),
+            Value::Bool(_) => "bool".into(),
+            Value::Number(n) if n.is_f64() => "float".into(),
+            Value::Number(_) => "int".into(),
+            Value::String(_) => "str".into(),
+            Value::Array(a) => format!("list[{}]", a.first().map(kind).unwrap_or_default()),
+            Value::Object(_) => "dict".into(),
+        }
+    }
+    let map = v.as_object().expect("a JSON object");
+    map.iter().map(|(k, v)| (k.clone(), kind(v))).collect()
+}
+
+/// Runs `runner bench serve` against `sim` with vLLM's flags `flags` and returns its
+/// stdout and the vLLM result file it wrote.
+fn bench_saved(sim: &SimProcess, flags: &[&str]) -> (String, Value) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let result_dir = dir.path().display().to_string();
+    let port = port_of(sim);
+    let mut args = vec![
+        "bench",
+        "serve",
+        "--port",
+        &port,
+        "--model",
+        "sim/llm-9b",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        "20",
+        "--save-result",
+        "--result-dir",
+        &result_dir,
+        "--result-filename",
+        "r.json",
+    ];
+    args.extend_from_slice(flags);
+    let out = runner(&args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    (
+        stdout(&out),
+        read_json(&dir.path().join("r.json").display().to_string()),
+    )
+}
+
+#[test]
+fn save_result_has_vllms_keys_types_and_block() {
+    let sim = fast_sim();
+    for (flags, fixture) in [
+        (&[][..], "vllm_result.json"),
+        (&["--save-detailed"][..], "vllm_result_detailed.json"),
+        (
+            &[
+                "--max-concurrency",
+                "4",
+                "--request-rate",
+                "1000",
+                "--percentile-metrics",
+                "ttft,tpot,itl,e2el",
+            ][..],
+            "vllm_result_block.json",
+        ),
+    ] {
+        let (text, ours) = bench_saved(&sim, flags);
+        let theirs = read_json(&bench_fixture(fixture));
+        assert_eq!(types(&ours), types(&theirs), "{fixture}: key set and types");
+        if fixture == "vllm_result_block.json" {
+            assert_eq!(
+                block_labels(&text),
+                block_labels(
+                    &std::fs::read_to_string(bench_fixture("vllm_block.txt")).expect("block")
+                )
+            );
+        }
+    }
+}
+
+/// The labels of the `Serving Benchmark Result` block, in order, without the values.
+fn block_labels(text: &str) -> Vec<String> {
+    let start = text
+        .find("============ Serving Benchmark Result")
+        .expect("the block");
+    let mut labels = vec![];
+    for line in text[start..].lines() {
+        let label = match line.split_once(':') {
+            Some((l, _)) => format!("{l}:"),
+            None => line.trim_end().to_string(),
+        };
+        let end = label.starts_with("=====") && !label.contains("Serving");
+        labels.push(label);
+        if end {
+            break;
+        }
+    }
+    labels
+}
+
+/// The request digest a run with `--output dir` recorded.
+fn digest_in(dir: &Path) -> String {
+    let result = read_json(&dir.join("result.json").display().to_string());
+    let digest = result["runner"]["request_digest"]
+        .as_str()
+        .expect("a request digest");
+    assert!(
+        digest.starts_with("sha256:") || digest.len() == 64,
+        "{digest}"
+    );
+    digest.to_string()
+}
+
+fn round_trip(sim: &SimProcess, flags: &[&str]) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let emit = dir.path().join("emitted.rhai").display().to_string();
+    let first = dir.path().join("first");
+    let first_s = first.display().to_string();
+    let port = port_of(sim);
+    let mut args = vec![
+        "bench",
+        "serve",
+        "--port",
+        &port,
+        "--num-prompts",
+        "12",
+        "--emit-scenario",
+        &emit,
+        "--output",
+        &first_s,
+    ];
+    args.extend_from_slice(flags);
+    let out = runner(&args);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{flags:?}: {err}");
+    let line = err
+        .lines()
+        .find_map(|l| l.split_once("run it with: runner "))
+        .expect("the printed command")
+        .1;
+    let second = dir.path().join("second");
+    let mut again: Vec<String> = line.split_whitespace().map(String::from).collect();
+    again.extend([
+        "--quiet".into(),
+        "--output".into(),
+        second.display().to_string(),
+    ]);
+    let argv: Vec<&str> = again.iter().map(String::as_str).collect();
+    let out = runner(&argv);
+    assert!(out.status.success(), "{line}: {}", stderr(&out));
+    assert_eq!(
+        digest_in(&first),
+        digest_in(&second),
+        "{flags:?}: the emitted scenario sends the same stream"
+    );
+}
+
+#[test]
+fn emitted_scenarios_round_trip_for_every_dataset() {
+    let sim = fast_sim();
+    let sharegpt = bench_fixture("sharegpt.json");
+    let sonnet = bench_fixture("sonnet.txt");
+    let custom = bench_fixture("custom.jsonl");
+    round_trip(
+        &sim,
+        &[
+            "--random-input-len",
+            "24",
+            "--random-output-len",
+            "4",
+            "--random-range-ratio",
+            "0.5",
+            "--random-prefix-len",
+            "8",
+            "--request-rate",
+            "500",
+            "--burstiness",
+            "0.7",
+        ],
+    );
+    round_trip(
+        &sim,
+        &[
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            &sharegpt,
+            "--max-concurrency",
+            "3",
+        ],
+    );
+    round_trip(
+        &sim,
+        &[
+            "--dataset-name",
+            "sonnet",
+            "--dataset-path",
+            &sonnet,
+            "--sonnet-input-len",
+            "80",
+            "--sonnet-prefix-len",
+            "30",
+            "--sonnet-output-len",
+            "4",
+        ],
+    );
+    round_trip(
+        &sim,
+        &[
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+            &custom,
+            "--custom-output-len",
+            "4",
+            "--skip-chat-template",
+            "--num-warmups",
+            "2",
+        ],
+    );
+    round_trip(
+        &sim,
+        &[
+            "--dataset-name",
+            "prefix_repetition",
+            "--prefix-repetition-prefix-len",
+            "16",
+            "--prefix-repetition-suffix-len",
+            "8",
+            "--prefix-repetition-num-prefixes",
+            "3",
+            "--output-len",
+            "4",
+            "--ramp-up-strategy",
+            "linear",
+            "--ramp-up-start-rps",
+            "200",
+            "--ramp-up-end-rps",
+            "800",
+        ],
+    );
+}
