@@ -16,8 +16,9 @@
 //! MiB.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BinaryHeap;
+
+use super::ranks::Ranks;
 
 /// Pieces up to this length merge with tiktoken's scan, which is faster when short.
 const SCAN_MERGE_BYTES: usize = 64;
@@ -48,8 +49,6 @@ pub(super) enum Pattern {
     O200k,
 }
 
-type Ranks = HashMap<Box<[u8]>, u32, BuildHasherDefault<FxHasher>>;
-
 pub(super) struct FastBpe {
     ranks: Ranks,
     pattern: Pattern,
@@ -63,10 +62,7 @@ impl FastBpe {
         pattern: Pattern,
         tokens: impl Iterator<Item = (&'a [u8], u32)>,
     ) -> Result<Self, String> {
-        let mut ranks = Ranks::default();
-        for (bytes, id) in tokens {
-            ranks.insert(bytes.into(), id);
-        }
+        let ranks = Ranks::new(tokens);
         let regex = Box::new(
             fancy_regex::Regex::new(match pattern {
                 Pattern::Cl100k => CL100K_PATTERN,
@@ -137,7 +133,7 @@ impl FastBpe {
     }
 
     fn encode_piece(&self, piece: &[u8], out: &mut Vec<u32>) -> Option<()> {
-        if let Some(&id) = self.ranks.get(piece) {
+        if let Some(id) = self.ranks.get(piece) {
             out.push(id);
             return Some(());
         }
@@ -158,7 +154,7 @@ impl FastBpe {
     }
 
     fn rank(&self, bytes: &[u8]) -> u32 {
-        self.ranks.get(bytes).copied().unwrap_or(u32::MAX)
+        self.ranks.get(bytes).unwrap_or(u32::MAX)
     }
 
     fn byte_pair_encode(&self, piece: &[u8], out: &mut Vec<u32>) -> Option<()> {
@@ -173,7 +169,7 @@ impl FastBpe {
     /// have the lowest rank (leftmost on ties). Ported from tiktoken-rs 0.7 (MIT).
     fn scan_merge(&self, piece: &[u8], out: &mut Vec<u32>) -> Option<()> {
         if piece.len() == 1 {
-            out.push(*self.ranks.get(piece)?);
+            out.push(self.ranks.get(piece)?);
             return Some(());
         }
         // (start, rank of the pair starting here)
@@ -210,7 +206,7 @@ impl FastBpe {
             }
         }
         for w in parts.windows(2) {
-            out.push(*self.ranks.get(&piece[w[0].0..w[1].0])?);
+            out.push(self.ranks.get(&piece[w[0].0..w[1].0])?);
         }
         Some(())
     }
@@ -242,7 +238,7 @@ impl FastBpe {
         let mut s = 0;
         while s < n {
             let e = merge.next[s] as usize;
-            out.push(*self.ranks.get(&piece[s..e])?);
+            out.push(self.ranks.get(&piece[s..e])?);
             s = e;
         }
         Some(())
@@ -416,44 +412,6 @@ fn o200k_piece_end(b: &[u8], p: usize) -> usize {
     whitespace(b, p)
 }
 
-/// The Fx hash (as in rustc-hash, which tiktoken itself uses): much faster than SipHash
-/// on short keys, and lookups need no DoS resistance.
-#[derive(Default, Clone, Copy)]
-pub(super) struct FxHasher {
-    hash: u64,
-}
-
-impl FxHasher {
-    fn add(&mut self, word: u64) {
-        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(w));
-        }
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.hash
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::tests::{cl100k, o200k};
@@ -466,7 +424,7 @@ mod tests {
         let Backend::Tiktoken { bpe, fast, .. } = &tok.backend else {
             unreachable!()
         };
-        (fast.encode(text), bpe.encode_ordinary(text))
+        (fast.encode(text), bpe.get().unwrap().encode_ordinary(text))
     }
 
     fn assert_same(text: &str) {
@@ -629,7 +587,7 @@ mod tests {
             };
             for len in [25_000, 50_000, 100_000, 200_000] {
                 let start = std::time::Instant::now();
-                let n = bpe.encode_ordinary(&ascii[..len]).len();
+                let n = bpe.get().unwrap().encode_ordinary(&ascii[..len]).len();
                 eprintln!(
                     "{}: tiktoken-rs on a {len} byte word: {n} tokens in {:?}",
                     tok.name(),

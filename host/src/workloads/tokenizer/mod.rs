@@ -12,11 +12,17 @@
 //! BPE, Metaspace and whitespace pre-tokenizers, so the first draft usually has exactly
 //! `n` tokens; the result is always re-encoded and, if off, adjusted in a bounded loop
 //! (append words when short, cut the token ids at `n` and decode when long).
+//!
+//! A bundled encoding is loaded from what an earlier run derived (cache.rs) when it can
+//! be: tiktoken-rs's `CoreBPE` is then built only if an encode ever needs it.
 
+mod cache;
 mod fast_bpe;
+mod ranks;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use rand::{Rng, RngCore};
 use tiktoken_rs::CoreBPE;
@@ -72,12 +78,80 @@ pub struct Tokenizer {
 
 enum Backend {
     Tiktoken {
-        bpe: Box<CoreBPE>,
+        bpe: LazyCore,
         /// Same output as `bpe`, about 30× faster on ASCII text, and never quadratic.
-        fast: FastBpe,
+        fast: Box<FastBpe>,
         table: TokenTable,
     },
     Hf(Box<tokenizers::Tokenizer>),
+}
+
+/// The tiktoken encodings bundled with tiktoken-rs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Builtin {
+    O200k,
+    Cl100k,
+}
+
+impl Builtin {
+    fn from_name(name: &str) -> Option<Builtin> {
+        match name {
+            "o200k_base" => Some(Builtin::O200k),
+            "cl100k_base" => Some(Builtin::Cl100k),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Builtin::O200k => "o200k_base",
+            Builtin::Cl100k => "cl100k_base",
+        }
+    }
+
+    fn pattern(self) -> fast_bpe::Pattern {
+        match self {
+            Builtin::O200k => fast_bpe::Pattern::O200k,
+            Builtin::Cl100k => fast_bpe::Pattern::Cl100k,
+        }
+    }
+
+    /// tiktoken-rs's encoder: parses the embedded vocabulary (most of a fresh load's time).
+    fn build(self) -> Result<CoreBPE, TokenizerError> {
+        let built = match self {
+            Builtin::O200k => tiktoken_rs::o200k_base(),
+            Builtin::Cl100k => tiktoken_rs::cl100k_base(),
+        };
+        built.map_err(|e| TokenizerError::Builtin {
+            name: self.name().into(),
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// tiktoken-rs's `CoreBPE`, built on first use: `FastBpe` encodes every text of the
+/// bundled encodings, so a load from the cache never needs it.
+struct LazyCore {
+    encoding: Builtin,
+    cell: OnceLock<Option<Box<CoreBPE>>>,
+}
+
+impl LazyCore {
+    fn new(encoding: Builtin, built: Option<CoreBPE>) -> LazyCore {
+        let cell = OnceLock::new();
+        if let Some(bpe) = built {
+            let _ = cell.set(Some(Box::new(bpe)));
+        }
+        LazyCore { encoding, cell }
+    }
+
+    /// `None` only if tiktoken-rs failed to build it, which a load has already ruled out
+    /// unless the load came from the cache.
+    fn get(&self) -> Option<&CoreBPE> {
+        self.cell
+            .get_or_init(|| self.encoding.build().ok().map(Box::new))
+            .as_deref()
+    }
 }
 
 /// Bytes of every tiktoken id, so that decoding is lossy on split UTF-8 (like Python's
@@ -103,7 +177,9 @@ impl TokenTable {
         if !*self.known.get(i)? {
             return None;
         }
-        Some(&self.bytes[self.starts[i] as usize..self.starts[i + 1] as usize])
+        // Checked reads: a table from the cache is validated, but a slip must not panic.
+        let (start, end) = (*self.starts.get(i)?, *self.starts.get(i + 1)?);
+        self.bytes.get(start as usize..end as usize)
     }
 }
 
@@ -123,57 +199,69 @@ impl Tokenizer {
     /// Loads `"o200k_base"` (the default), `"cl100k_base"`, or a Hugging Face
     /// `tokenizer.json` (a path to the file, or to a directory that holds one).
     pub fn load(spec: &str) -> Result<Tokenizer, TokenizerError> {
-        match spec {
-            "o200k_base" | "cl100k_base" => Self::load_builtin(spec),
-            _ => {
-                let path = Path::new(spec);
-                let looks_like_path = spec.contains(['/', '\\']) || spec.ends_with(".json");
-                if path.exists() {
-                    Self::load_hf(spec, path)
-                } else if looks_like_path {
-                    Err(TokenizerError::NotFound { path: path.into() })
-                } else {
-                    Err(TokenizerError::UnknownName { name: spec.into() })
-                }
-            }
+        if let Some(encoding) = Builtin::from_name(spec) {
+            let entry = cache::default_path(encoding.name());
+            return Self::load_builtin(encoding, entry.as_deref());
+        }
+        let path = Path::new(spec);
+        let looks_like_path = spec.contains(['/', '\\']) || spec.ends_with(".json");
+        if path.exists() {
+            Self::load_hf(spec, path)
+        } else if looks_like_path {
+            Err(TokenizerError::NotFound { path: path.into() })
+        } else {
+            Err(TokenizerError::UnknownName { name: spec.into() })
         }
     }
 
-    fn load_builtin(name: &str) -> Result<Tokenizer, TokenizerError> {
-        let built = if name == "o200k_base" {
-            tiktoken_rs::o200k_base()
-        } else {
-            tiktoken_rs::cl100k_base()
-        };
-        let bpe = built.map_err(|e| TokenizerError::Builtin {
-            name: name.into(),
-            reason: e.to_string(),
-        })?;
+    /// A bundled encoding, from the cache entry at `entry` when it holds a sound one, else
+    /// built from tiktoken-rs and then kept there. The cache never fails the load: with no
+    /// entry path, or one that cannot be read or written, this is a plain build.
+    fn load_builtin(encoding: Builtin, entry: Option<&Path>) -> Result<Tokenizer, TokenizerError> {
+        if let Some(Ok((table, pools))) = entry.map(|p| cache::read(p, encoding.name())) {
+            return Self::from_table(encoding, table, Some(pools), None);
+        }
+        let bpe = encoding.build()?;
         let table = build_table(&bpe);
+        let tok = Self::from_table(encoding, table, None, Some(bpe))?;
+        if let (Some(path), Backend::Tiktoken { table, .. }) = (entry, &tok.backend) {
+            // A read-only or missing cache only costs the next run this build again.
+            let _ = cache::write(path, encoding.name(), table, &tok.pools);
+        }
+        Ok(tok)
+    }
+
+    /// The tokenizer over `table`; `pools` are picked here unless given (from the cache).
+    fn from_table(
+        encoding: Builtin,
+        table: TokenTable,
+        pools: Option<Pools>,
+        bpe: Option<CoreBPE>,
+    ) -> Result<Tokenizer, TokenizerError> {
         let vocab_size = table.known.len();
-        let pattern = if name == "o200k_base" {
-            fast_bpe::Pattern::O200k
-        } else {
-            fast_bpe::Pattern::Cl100k
-        };
         let ordinary = (0..vocab_size as u32)
             .filter(|&id| !table.special[id as usize])
             .filter_map(|id| Some((table.get(id)?, id)));
-        let fast = FastBpe::new(pattern, ordinary).map_err(|reason| TokenizerError::Builtin {
-            name: name.into(),
-            reason,
+        let fast = FastBpe::new(encoding.pattern(), ordinary).map_err(|reason| {
+            TokenizerError::Builtin {
+                name: encoding.name().into(),
+                reason,
+            }
         })?;
         let mut tok = Tokenizer {
-            name: name.into(),
+            name: encoding.name().into(),
             backend: Backend::Tiktoken {
-                bpe: Box::new(bpe),
-                fast,
+                bpe: LazyCore::new(encoding, bpe),
+                fast: Box::new(fast),
                 table,
             },
             vocab_size,
             pools: Pools::empty(),
         };
-        tok.pools = tok.build_pools();
+        tok.pools = match pools {
+            Some(pools) => pools,
+            None => tok.build_pools(),
+        };
         Ok(tok)
     }
 
@@ -234,9 +322,11 @@ impl Tokenizer {
     /// encodings, special-token text is encoded as ordinary text.
     pub fn encode(&self, text: &str) -> Vec<u32> {
         match &self.backend {
+            // FastBpe gives up only on a byte without a rank; tiktoken-rs then decides.
             Backend::Tiktoken { bpe, fast, .. } => fast
                 .encode(text)
-                .unwrap_or_else(|| bpe.encode_ordinary(text)),
+                .or_else(|| Some(bpe.get()?.encode_ordinary(text)))
+                .unwrap_or_default(),
             // Load checked that ordinary text encodes; an error here has no token count
             // to give, so it yields none rather than panicking.
             Backend::Hf(hf) => hf
@@ -593,13 +683,14 @@ mod tests {
     }
 
     // Building a tiktoken encoding takes a while; share one per built-in across tests.
+    // Built fresh (no cache entry): cache.rs's tests compare cached loads with these.
     pub(super) fn o200k() -> &'static Tokenizer {
         static T: OnceLock<Tokenizer> = OnceLock::new();
-        T.get_or_init(|| Tokenizer::load("o200k_base").unwrap())
+        T.get_or_init(|| Tokenizer::load_builtin(Builtin::O200k, None).unwrap())
     }
     pub(super) fn cl100k() -> &'static Tokenizer {
         static T: OnceLock<Tokenizer> = OnceLock::new();
-        T.get_or_init(|| Tokenizer::load("cl100k_base").unwrap())
+        T.get_or_init(|| Tokenizer::load_builtin(Builtin::Cl100k, None).unwrap())
     }
     fn hf(name: &str) -> Tokenizer {
         Tokenizer::load(&fixture(name)).unwrap()
@@ -819,7 +910,7 @@ mod tests {
             assert_ne!(make(11), make(12), "{}", tok.name());
         }
         // A fresh load picks the same pools: the text does not depend on load order.
-        let again = Tokenizer::load("o200k_base").unwrap();
+        let again = Tokenizer::load_builtin(Builtin::O200k, None).unwrap();
         let mut a = ChaCha8Rng::seed_from_u64(5);
         let mut b = ChaCha8Rng::seed_from_u64(5);
         assert_eq!(
