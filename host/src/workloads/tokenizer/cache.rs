@@ -106,6 +106,7 @@ fn header(name: &str) -> Vec<u8> {
     let code = Sha256::new()
         .chain_update(include_bytes!("mod.rs"))
         .chain_update(include_bytes!("fast_bpe.rs"))
+        .chain_update(include_bytes!("ranks.rs"))
         .chain_update(include_bytes!("cache.rs"))
         .finalize();
     out.extend_from_slice(&code);
