@@ -1,6 +1,7 @@
 //! Where the runner keeps what it may rebuild: compiled components (`compiled/`, see
-//! scenario/wasm/compile_cache.rs) and packages pulled from a registry (`packages/`, see
-//! package/oci/store.rs). One root, so one variable moves or clears both.
+//! scenario/wasm/compile_cache.rs), packages pulled from a registry (`packages/`, see
+//! package/oci/store.rs) and the built-in tokenizers' derived tables (`tokenizers/`, see
+//! tokenizer/cache.rs). One root, so one variable moves or clears them all.
 
 use std::path::PathBuf;
 
