@@ -59,6 +59,9 @@ pub fn bench_serve(raw: Vec<OsString>) -> Result<i32> {
     if options.workload.custom_chat_template_skipped {
         crate::errln!("note: the custom dataset's prompts are sent as written, without the tokenizer's chat template (as with --skip-chat-template)");
     }
+    if options.run.tokenizer_id.is_none() {
+        crate::errln!("note: token counts use o200k_base; give --tokenizer DIR (a local model directory with tokenizer.json) for the model's own");
+    }
     wait_ready(&options.run.target, options.run.ready_check_timeout_sec)?;
     run_and_save(&options, run_args, work.path())
 }
