@@ -159,6 +159,13 @@ fn clients() -> (Vec<Client>, Vec<String>) {
             kind: Kind::Runner { bin: runner_bin() },
             tokenizer: None,
         });
+        if let Ok(bin) = std::env::var("RUNNER_BEFORE") {
+            clients.push(Client {
+                name: "runner before, default tokenizer".into(),
+                kind: Kind::Runner { bin },
+                tokenizer: None,
+            });
+        }
     }
     (clients, notes)
 }
@@ -215,7 +222,7 @@ fn main() {
         .unwrap_or(3usize);
     let (clients, notes) = clients();
     let mut header = format!(
-        "\n## {}\n\n{}\n\nServer: `runner sim --sim-profile zero` ({}) on CPU {SERVER_CPU}; clients on CPU {CLIENT_CPU}, alternated in each of {rounds} rounds. Tokenizer of every client: {}.\n\n",
+        "\n### {}\n\n{}\n\nServer: `runner sim --sim-profile zero` ({}) on CPU {SERVER_CPU}; clients on CPU {CLIENT_CPU}, alternated in each of {rounds} rounds. Tokenizer of every client: {}.\n\n",
         chrono::Local::now().format("%Y-%m-%d %H:%M"),
         machine(),
         runner_bin(),
@@ -230,6 +237,7 @@ fn main() {
     for n in &notes {
         let _ = writeln!(header, "\n{n}");
     }
+    header.push('\n');
     println!("{header}");
     let sim = Sim::start_on(Some(SERVER_CPU), &["--sim-profile", "zero"]);
     let mut by_load: Vec<(Load, Rounds)> = [STREAMING, START_UP, WIDE]

@@ -20,13 +20,19 @@ use crate::both_sides::receive_stamp;
 /// The most one read takes: a streamed chunk is far smaller, and hyper asks again.
 const READ_BYTES: usize = 16 * 1024;
 
+thread_local! {
+    /// Where a read lands before its bytes are copied into hyper's buffer (which may be
+    /// uninitialised): one per I/O thread, not one per connection, since a read is copied
+    /// out before `poll_read` returns. At 10,000 open streams that is 160 MiB less.
+    static READ_BUFFER: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0; READ_BYTES].into_boxed_slice());
+}
+
 pub struct TimedStream {
     tcp: TcpStream,
     log: WireLog,
     /// The kernel stamps what this socket receives.
     kernel_times: bool,
-    /// Bytes are read here, then copied into hyper's buffer (which may be uninitialised).
-    buf: Box<[u8]>,
     control: Vec<u8>,
 }
 
@@ -39,7 +45,6 @@ impl TimedStream {
             tcp,
             log: WireLog::default(),
             kernel_times,
-            buf: vec![0; READ_BYTES].into_boxed_slice(),
             control: receive_stamp::control_buffer(),
         }
     }
@@ -83,21 +88,22 @@ impl Read for TimedStream {
             tcp,
             log,
             kernel_times,
-            buf: own,
             control,
         } = self.get_mut();
         let want = buf.remaining().min(READ_BYTES);
-        let (n, stamp) = ready!(receive_stamp::poll_read_with(
-            tcp,
-            cx,
-            || read_once(tcp, &mut own[..want], control, *kernel_times),
-            |(n, _)| *n < want,
-        ))?;
-        if n > 0 {
-            log.read(stamp);
-        }
-        buf.put_slice(&own[..n]);
-        Poll::Ready(Ok(()))
+        READ_BUFFER.with_borrow_mut(|own| {
+            let (n, stamp) = ready!(receive_stamp::poll_read_with(
+                tcp,
+                cx,
+                || read_once(tcp, &mut own[..want], control, *kernel_times),
+                |(n, _)| *n < want,
+            ))?;
+            if n > 0 {
+                log.read(stamp);
+            }
+            buf.put_slice(&own[..n]);
+            Poll::Ready(Ok(()))
+        })
     }
 }
 
