@@ -209,6 +209,27 @@ fn unknown_and_unsupported_flags_exit_2_with_one_line() {
     }
 }
 
+/// `ours` has the keys of `theirs` and each key's type, where an empty list of theirs
+/// (`list[]`) stands for a list of any element type: against the zero-delay server
+/// vLLM's client reads every chunk of an answer at once and records no inter-token
+/// gap (its `itls` are empty lists), where ours records each chunk's.
+fn assert_same_shape(ours: &BTreeMap<String, String>, theirs: &BTreeMap<String, String>) {
+    assert_eq!(
+        ours.keys().collect::<Vec<_>>(),
+        theirs.keys().collect::<Vec<_>>(),
+        "zero-delay server: key set"
+    );
+    for (key, t) in theirs {
+        let o = &ours[key];
+        let same = match t.split_once("[]") {
+            Some((head, tail)) => o.starts_with(&format!("{head}[")) && o.ends_with(tail),
+            None => o == t,
+        };
+        assert!(same, "zero-delay server: {key} is {o}, vLLM's is {t}");
+    }
+    assert_eq!(theirs["itls"], "list[list[]]", "the fixture's empty gaps");
+}
+
 /// Each key's JSON type, and a list's element type (`list[float]`).
 fn types(v: &Value) -> BTreeMap<String, String> {
     fn kind(v: &Value) -> String {
@@ -283,6 +304,14 @@ fn save_result_has_vllms_keys_types_and_block() {
         let (text, ours) = bench_saved(&sim, flags);
         let theirs = read_json(&bench_fixture(fixture));
         assert_eq!(types(&ours), types(&theirs), "{fixture}: key set and types");
+        if fixture == "vllm_result_detailed.json" {
+            // The same against a zero-delay server (every chunk at once, ITLs of 0),
+            // beside the file vLLM's client wrote against that server.
+            let zero = SimProcess::start(&["--sim-profile", "zero"]);
+            let (_, ours) = bench_saved(&zero, flags);
+            let theirs = read_json(&bench_fixture("vllm_result_detailed_zero.json"));
+            assert_same_shape(&types(&ours), &types(&theirs));
+        }
         if fixture == "vllm_result_block.json" {
             assert_eq!(
                 block_labels(&text),
