@@ -406,15 +406,34 @@ fn the_answers_cached_tokens_give_a_hit_rate_and_a_cache_left_warm_is_a_warning(
             .unwrap()
             > 0.5
     );
-    // Emptied first, the run is the first run again.
+    // Emptied first, the run is the first run again: its early requests find nothing.
+    // The later ones' hits depend on which requests the simulator's scheduler takes up
+    // in the same step (one admitted beside the request that writes its prefix finds
+    // less of it), which the machine's load moves: 15,309 against 15,313 cached tokens
+    // of 24,580 beside two busy loops. So those are compared within 5 points.
     let (text, err, third) = shared_prefix_on(&sim, &["--reset-prefix-cache", "run"]);
     assert!(
         !text.contains(LEFTOVER) && !err.contains(LEFTOVER),
         "{text}{err}"
     );
-    assert_eq!(
-        third["runner"]["prefix_cache"],
-        first["runner"]["prefix_cache"]
+    let (again, before) = (
+        &third["runner"]["prefix_cache"],
+        &first["runner"]["prefix_cache"],
+    );
+    for key in [
+        "requests",
+        "prompt_tokens",
+        "early_requests",
+        "early_prompt_tokens",
+        "early_cached_tokens",
+        "early_least_share",
+    ] {
+        assert_eq!(again[key], before[key], "{key}: {again} against {before}");
+    }
+    let hit_rate = |v: &Value| v["hit_rate"].as_f64().unwrap();
+    assert!(
+        (hit_rate(again) - hit_rate(before)).abs() < 0.05,
+        "{again} against {before}"
     );
 }
 
