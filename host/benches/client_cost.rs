@@ -219,7 +219,9 @@ fn main() {
         .iter()
         .position(|a| a == "--rounds")
         .and_then(|i| args.get(i + 1)?.parse().ok())
-        .unwrap_or(3usize);
+        .unwrap_or(3usize)
+        // Medians need at least one round.
+        .max(1);
     let (clients, notes) = clients();
     let mut header = format!(
         "\n### {}\n\n{}\n\nServer: `runner sim --sim-profile zero` ({}) on CPU {SERVER_CPU}; clients on CPU {CLIENT_CPU}, alternated in each of {rounds} rounds. Tokenizer of every client: {}.\n\n",
