@@ -114,8 +114,10 @@ impl Scraper {
         }));
         let (stop, stopped) = oneshot::channel();
         let (now, asks) = mpsc::unbounded_channel();
+        let (first_kept, first) = std::sync::mpsc::channel();
         let job = Job {
             asks,
+            first_kept: Some(first_kept),
             sources,
             power,
             file,
@@ -134,6 +136,11 @@ impl Scraper {
                 })
             })
             .map_err(|e| ServerMetricsError::Client(e.to_string()))?;
+        // The run starts once the first scrape is in (bounded by its time limit): the
+        // first phase then counts its counters and energy from a reading taken before it
+        // began. Without the wait, a slow exporter (or a loaded machine) left the first
+        // phase without a baseline and its first moments uncounted.
+        let _ = first.recv_timeout(timeout + timeout);
         Ok(Scraper {
             state,
             now,
@@ -302,6 +309,8 @@ async fn fetch_all(sources: &[Source]) -> Vec<Fetched> {
 struct Job {
     /// Scrapes asked for now (a phase's end), each answered once kept.
     asks: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
+    /// Told once the first scrape is kept, answered or not (`Scraper::start` waits).
+    first_kept: Option<std::sync::mpsc::Sender<()>>,
     sources: Vec<Source>,
     /// `--power-metrics` exporters.
     power: Vec<Source>,
@@ -320,7 +329,11 @@ impl Job {
         loop {
             tokio::select! {
                 _ = ticks.tick() => {
-                    if !self.scrape().await {
+                    let alive = self.scrape().await;
+                    if let Some(first) = self.first_kept.take() {
+                        let _ = first.send(());
+                    }
+                    if !alive {
                         return;
                     }
                 }
