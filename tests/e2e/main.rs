@@ -49,6 +49,7 @@ mod signals;
 mod skew;
 mod slurm;
 mod spec_decode;
+mod steady_state;
 mod thresholds;
 mod tools;
 mod traces;

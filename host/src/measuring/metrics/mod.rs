@@ -8,6 +8,7 @@ pub mod record;
 pub mod sessions;
 pub mod stamp_source;
 pub mod stat;
+pub mod steady_state;
 pub mod summary;
 pub mod tags;
 
@@ -18,6 +19,7 @@ pub use sessions::SessionsSummary;
 pub use stamp_source::StampSources;
 pub(crate) use stat::add_count;
 pub use stat::{Distribution, StatStateError};
+pub use steady_state::{SteadyState, SteadyWindow};
 pub use summary::PhaseState;
 pub use summary::{
     DecisionLatencies, FailureCount, PhaseAccumulator, PhaseInfo, PhaseSummary, TokenAccounting,

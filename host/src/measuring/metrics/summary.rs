@@ -18,6 +18,7 @@ use super::record::{ErrorKind, RequestRecord};
 use super::sessions::{SessionStats, SessionsSummary};
 use super::stamp_source::{StampSourceStats, StampSources, CLIENT_DELAY_PERCENTILES};
 use super::stat::{Distribution, StreamingStat};
+use super::steady_state::{SteadyState, SteadyStats};
 
 mod mergeable;
 use super::tags::{TagStats, TagSummary, TAG_PERCENTILES};
@@ -185,6 +186,9 @@ pub struct PhaseSummary {
     /// The prefix cache as the answers' usage told it; `None` when none said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache: Option<PrefixCacheSummary>,
+    /// The steady-state window of a capped phase and its figures (`steady_state.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_state: Option<SteadyState>,
 }
 
 /// The latencies an adaptive scenario decides on, at p50, p90 and p99 whatever
@@ -275,6 +279,7 @@ pub struct PhaseAccumulator {
     clock: StampSourceStats,
     sessions: SessionStats,
     prefix_cache: PrefixCacheStats,
+    steady: SteadyStats,
 }
 
 /// The per-target table's percentiles (the per-tag table's) and the report's, which hold
@@ -350,6 +355,7 @@ impl PhaseAccumulator {
             clock: StampSourceStats::default(),
             sessions: SessionStats::default(),
             prefix_cache: PrefixCacheStats::default(),
+            steady: SteadyStats::default(),
         }
     }
 
@@ -375,6 +381,7 @@ impl PhaseAccumulator {
         self.clock.record(r);
         self.sessions.record(r);
         self.prefix_cache.record(r);
+        self.steady.record(r);
         if let Some(target) = r.target {
             self.targets.record_as(&target.to_string(), r);
         }
@@ -529,6 +536,12 @@ impl PhaseAccumulator {
             latencies: BTreeMap::new(),
             sessions: self.sessions.summarize(),
             prefix_cache: self.prefix_cache.summarize(),
+            steady_state: self.steady.summarize(
+                info.max_concurrency,
+                &self.starts,
+                &self.ends,
+                pcts,
+            ),
         };
         self.summarize_latencies(&mut summary);
         let p99_lateness = summary.lateness.percentile(99.0).unwrap_or(0.0);

@@ -32,6 +32,9 @@ pub fn render_markdown(report: &RunReport) -> String {
         }
     }
     md += &endings(&report.endings());
+    for s in &measured {
+        md += &super::text::steady_state::render_markdown(s);
+    }
     let servers = report.phases.iter().filter(|p| !p.warmup);
     for (p, server) in servers.filter_map(|p| Some((p, p.server.as_ref()?))) {
         if server.samples > 0 {

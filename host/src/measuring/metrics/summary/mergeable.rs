@@ -218,6 +218,7 @@ impl PhaseAccumulator {
         }
         self.starts = merge_sorted(&self.starts, &o.starts);
         self.ends = merge_sorted(&self.ends, &o.ends);
+        self.steady.merge(&o.steady);
         if self.tokens_per_second.len() < o.tokens_per_second.len() {
             self.tokens_per_second.resize(o.tokens_per_second.len(), 0);
         }

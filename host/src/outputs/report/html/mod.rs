@@ -9,6 +9,7 @@ pub mod series;
 mod server_charts;
 mod sessions;
 mod spec_decode;
+mod steady_state;
 
 use std::fmt::Write as _;
 
@@ -73,6 +74,7 @@ pub fn render(report: &RunReport, series: &Series) -> Result<String, ChartError>
     sessions::sessions_section(&mut out, &phases)?;
     spec_decode::spec_decode_section(&mut out, report);
     energy::energy_section(&mut out, report);
+    steady_state::steady_state_section(&mut out, report);
     tables_and_blocks(&mut out, &phases, &h.targets);
     let _ = writeln!(
         out,

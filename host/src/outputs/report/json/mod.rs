@@ -18,8 +18,8 @@ use serde_json::{json, Value};
 use self::result_file::{
     ClockResult, DistributionResult, Infinite, MultiPhaseResult, PackageId, PerSessionResult,
     RequestRate, ResultFile, ResultJsonPhase, RunSections, RunnerMetrics, RunnerSection,
-    SessionsResult, ShardResult, ShardsResult, SinglePhaseResult, TagResult, TargetResult,
-    TokenAccountingResult, TurnResult, VerdictResult, VllmMetrics, WarmupPhase,
+    SessionsResult, ShardResult, ShardsResult, SinglePhaseResult, SteadyStateResult, TagResult,
+    TargetResult, TokenAccountingResult, TurnResult, VerdictResult, VllmMetrics, WarmupPhase,
 };
 use super::run_report::RunReport;
 use super::RunHeader;
@@ -250,6 +250,15 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary) -> RunnerSection {
         ended: None,
         sessions: s.sessions.as_ref().map(sessions_result),
         prefix_cache: s.prefix_cache.clone(),
+        steady_state: s.steady_state.as_ref().map(|st| SteadyStateResult {
+            window: st.window.clone(),
+            request_throughput: st.request_throughput,
+            output_throughput: st.output_throughput,
+            total_token_throughput: st.total_token_throughput,
+            ttft: distribution_result(&st.ttft),
+            tpot: distribution_result(&st.tpot),
+            e2el: distribution_result(&st.e2el),
+        }),
     }
 }
 

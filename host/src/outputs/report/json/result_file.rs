@@ -219,6 +219,25 @@ pub struct RunnerSection {
     /// The prefix cache as the answers' usage told it, when any did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache: Option<crate::measuring::metrics::PrefixCacheSummary>,
+    /// The steady-state window of a phase with a concurrency cap and its figures, when
+    /// the requests in flight reached 95 % of the cap (`metrics::steady_state`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_state: Option<SteadyStateResult>,
+}
+
+/// `runner.steady_state`: the window (seconds from the phase's start) and the headline
+/// figures over it.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(deny_unknown_fields))]
+pub struct SteadyStateResult {
+    pub window: crate::measuring::metrics::SteadyWindow,
+    pub request_throughput: f64,
+    pub output_throughput: f64,
+    pub total_token_throughput: f64,
+    pub ttft: DistributionResult,
+    pub tpot: DistributionResult,
+    pub e2el: DistributionResult,
 }
 
 /// Which clock a phase's latencies were read on. A chunk's time is the kernel's receive

@@ -10,6 +10,7 @@ mod format;
 mod server;
 mod sessions;
 pub(super) mod spec_decode;
+pub(super) mod steady_state;
 mod targets;
 
 use std::fmt::Write as _;
@@ -243,6 +244,7 @@ fn render_phases(phases: &[ReportPhase]) -> String {
             continue;
         }
         out += &render_phase_result(s);
+        out += &steady_state::render_section(s);
         if let Some(sessions) = &s.sessions {
             out += &sessions::render_sessions(sessions);
         }
