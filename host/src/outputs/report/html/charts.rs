@@ -54,6 +54,11 @@ pub struct Chart {
     pub markers: Vec<f64>,
     /// Draw each point as a dot too (few points, as in a sweep).
     pub dots: bool,
+    /// Shaded spans of x (each phase's steady-state window), drawn under the lines.
+    pub bands: Vec<(f64, f64)>,
+    /// The x axis ends here, the lines cut at it (a CDF clipped at its p99.9, so one
+    /// outlier does not squeeze the rest into the left edge).
+    pub x_max: Option<f64>,
 }
 
 impl Chart {
@@ -66,6 +71,8 @@ impl Chart {
             x_scale: XScale::Linear,
             markers: Vec::new(),
             dots: false,
+            bands: Vec::new(),
+            x_max: None,
         }
     }
 
@@ -92,13 +99,27 @@ impl Chart {
         }
     }
 
-    /// A line's finite points, on the chart's x scale.
+    /// A line's finite points, on the chart's x scale; past `x_max`, the line ends at it
+    /// with the value it had there.
     fn points(&self, line: &Line) -> Vec<(f64, f64)> {
-        line.points
+        let finite = line
+            .points
             .iter()
-            .filter(|p| p.0.is_finite() && p.1.is_finite())
-            .map(|&(x, y)| (self.tx(x), y))
-            .collect()
+            .filter(|p| p.0.is_finite() && p.1.is_finite());
+        let Some(max) = self.x_max else {
+            return finite.map(|&(x, y)| (self.tx(x), y)).collect();
+        };
+        let mut out: Vec<(f64, f64)> = Vec::new();
+        for &(x, y) in finite {
+            if x > max {
+                if let Some(&(_, last)) = out.last() {
+                    out.push((self.tx(max), last));
+                }
+                break;
+            }
+            out.push((self.tx(x), y));
+        }
+        out
     }
 
     /// The chart as an `<svg>` element.
@@ -155,13 +176,24 @@ impl Chart {
         (x0, x1): (f64, f64),
         (y0, y1): (f64, f64),
     ) -> Result<(), ChartError> {
+        for &(a, b) in &self.bands {
+            let (a, b) = (self.tx(a).max(x0), self.tx(b).min(x1));
+            if b > a {
+                chart
+                    .draw_series([Rectangle::new(
+                        [(a, y0), (b, y1)],
+                        RGBColor(44, 160, 44).mix(0.12).filled(),
+                    )])
+                    .map_err(|e| self.error(&e))?;
+            }
+        }
         for &m in &self.markers {
             let x = self.tx(m);
             if x > x0 && x < x1 {
                 chart
                     .draw_series(LineSeries::new(
                         [(x, y0), (x, y1)],
-                        RGBColor(200, 200, 200).stroke_width(1),
+                        RGBColor(110, 110, 110).stroke_width(2),
                     ))
                     .map_err(|e| self.error(&e))?;
             }
@@ -276,6 +308,35 @@ mod tests {
         log.dots = true;
         let svg = log.to_svg().unwrap();
         assert!(svg.contains("\n1024\n"), "{svg}");
+    }
+
+    #[test]
+    fn a_line_past_x_max_ends_at_it_and_bands_are_shaded() {
+        let mut chart = Chart::new("cut", "ms", "fraction").line(
+            "a",
+            vec![
+                (1.0, 0.0),
+                (1.0, 0.5),
+                (2.0, 0.5),
+                (2.0, 0.9),
+                (900.0, 0.9),
+                (900.0, 1.0),
+            ],
+        );
+        chart.x_max = Some(3.0);
+        let line = &chart.lines[0];
+        assert_eq!(
+            chart.points(line),
+            vec![(1.0, 0.0), (1.0, 0.5), (2.0, 0.5), (2.0, 0.9), (3.0, 0.9)]
+        );
+        let plain = chart.to_svg().unwrap();
+        chart.bands = vec![(1.5, 2.5)];
+        let shaded = chart.to_svg().unwrap();
+        assert_eq!(
+            shaded.matches("<rect").count(),
+            plain.matches("<rect").count() + 1,
+            "{shaded}"
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use hdrhistogram::Histogram;
 
 use self::charts::{Chart, ChartError, XScale};
 use self::escape::escape;
-use self::series::{cdf, PhaseLatencies, Series};
+use self::series::{cdf, quantile_ms, PhaseLatencies, Series};
 use super::run_report::RunReport;
 use super::table::{columns, tag_columns, target_columns};
 use super::text::render_phase_result;
@@ -101,11 +101,18 @@ fn charts(out: &mut String, report: &RunReport, series: &Series) -> Result<(), C
     out.push_str("</div>\n<h2>Over time</h2>\n");
     if many {
         out.push_str(
-            "<p class=\"muted\">Phases back to back; grey rules mark where each begins.</p>\n",
+            "<p class=\"muted\">Phases back to back; dark grey rules mark where each begins.</p>\n",
+        );
+    }
+    let phases = report.measured();
+    let bands = steady_state::bands(&phases, &series.boundaries);
+    if !bands.is_empty() {
+        out.push_str(
+            "<p class=\"muted\">Shaded: each phase's steady-state window (requests in flight at 95 % of its cap or more).</p>\n",
         );
     }
     out.push_str("<div class=\"grid\">\n");
-    for chart in time_charts(series) {
+    for chart in time_charts(series, &bands) {
         out.push_str(&chart.to_svg()?);
     }
     for chart in server_charts::server_charts(series, &servers) {
@@ -338,6 +345,8 @@ fn sweep_charts(phases: &[PhaseSummary]) -> Vec<Chart> {
 /// Picks one latency histogram of a phase.
 type Pick = fn(&PhaseLatencies) -> &Histogram<u64>;
 
+/// The CDF charts; each x axis ends at the largest p99.9 of its lines, and its title says
+/// so where that cut any line short.
 fn cdf_charts(series: &Series) -> Vec<Chart> {
     let metrics: [(&str, Pick); 4] = [
         ("TTFT", |p| &p.ttft),
@@ -348,14 +357,6 @@ fn cdf_charts(series: &Series) -> Vec<Chart> {
     metrics
         .iter()
         .map(|(name, get)| {
-            let mut chart = Chart::new(
-                &format!("{name} CDF"),
-                &format!("{name} (ms)"),
-                "fraction of requests ≤ x",
-            );
-            if *name == "ITL" {
-                chart.y_label = "fraction of chunk gaps ≤ x".into();
-            }
             // One line per tag (a 70/30 mix of short and long prompts is two curves, not
             // one bimodal one), else one per phase.
             let lines = if series.tags.is_empty() {
@@ -363,6 +364,24 @@ fn cdf_charts(series: &Series) -> Vec<Chart> {
             } else {
                 &series.tags
             };
+            let clip = lines
+                .iter()
+                .filter_map(|p| quantile_ms(get(p), CLIP_QUANTILE))
+                .reduce(f64::max);
+            let max = lines
+                .iter()
+                .map(|p| get(p).max() as f64 / 1e3)
+                .reduce(f64::max);
+            let clipped = matches!((clip, max), (Some(c), Some(m)) if m > c);
+            let title = match clip.filter(|_| clipped) {
+                Some(c) => format!("{name} CDF (axis cut at p99.9, {c:.1} ms)"),
+                None => format!("{name} CDF"),
+            };
+            let mut chart = Chart::new(&title, &format!("{name} (ms)"), "fraction of requests ≤ x");
+            if *name == "ITL" {
+                chart.y_label = "fraction of chunk gaps ≤ x".into();
+            }
+            chart.x_max = clip.filter(|_| clipped);
             for p in lines {
                 chart = chart.line(&p.name, cdf(get(p)));
             }
@@ -371,7 +390,13 @@ fn cdf_charts(series: &Series) -> Vec<Chart> {
         .collect()
 }
 
-fn time_charts(series: &Series) -> Vec<Chart> {
+/// Where a CDF chart's x axis ends: one slow outlier must not squeeze every other request
+/// into the left edge (a single 1,000 ms ITL did).
+const CLIP_QUANTILE: f64 = 0.999;
+
+/// The charts over time; each phase's steady-state window is shaded (`bands`: on the
+/// timeline, in seconds).
+fn time_charts(series: &Series, bands: &[(f64, f64)]) -> Vec<Chart> {
     let markers: Vec<f64> = series.boundaries.iter().map(|b| b.0).collect();
     let over = |values: &[f64]| -> Vec<(f64, f64)> {
         values
@@ -410,6 +435,7 @@ fn time_charts(series: &Series) -> Vec<Chart> {
     );
     for c in &mut charts {
         c.markers = markers.clone();
+        c.bands = bands.to_vec();
     }
     charts
 }

@@ -263,10 +263,23 @@ pub fn cdf(h: &Histogram<u64>) -> Vec<(f64, f64)> {
             points.push(last);
         }
     }
-    // Start the curve at zero probability just below the smallest value.
-    let first = points[0].0;
-    points.insert(0, (first, 0.0));
-    points
+    // Steps, as an empirical CDF is: flat up to each value, then up at it, from zero
+    // probability at the smallest value. Lines between the points would claim values
+    // between them that no request had.
+    let mut steps = Vec::with_capacity(points.len() * 2);
+    let mut below = 0.0;
+    for (x, p) in points {
+        steps.push((x, below));
+        steps.push((x, p));
+        below = p;
+    }
+    steps
+}
+
+/// The value at quantile `q` (0 to 1) of a CDF's histogram, ms: where its chart's x axis
+/// may end.
+pub fn quantile_ms(h: &Histogram<u64>, q: f64) -> Option<f64> {
+    (!h.is_empty()).then(|| h.highest_equivalent(h.value_at_quantile(q)) as f64 / 1e3)
 }
 
 #[cfg(test)]
@@ -391,11 +404,17 @@ mod tests {
             h.record(v * 1000).unwrap();
         }
         let c = cdf(&h);
-        assert!(c.len() <= CDF_POINTS + 2);
+        assert!(c.len() <= 2 * (CDF_POINTS + 1));
         assert_eq!(c[0].1, 0.0);
+        // Steps: each value twice, flat then up.
+        assert!(c.chunks(2).all(|s| s[0].0 == s[1].0 && s[0].1 <= s[1].1));
+        assert!(c.windows(2).skip(1).step_by(2).all(|w| w[0].1 == w[1].1));
         assert_eq!(c.last().unwrap().1, 1.0);
         assert!((c.last().unwrap().0 - 1000.0).abs() < 1.0);
         assert!(c.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
         assert!(cdf(&histogram()).is_empty());
+        let p999 = quantile_ms(&h, 0.999).expect("a quantile");
+        assert!((p999 - 999.0).abs() < 1.0, "{p999}");
+        assert_eq!(quantile_ms(&histogram(), 0.999), None);
     }
 }

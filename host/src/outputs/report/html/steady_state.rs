@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use super::escape::escape;
+use crate::measuring::metrics::PhaseSummary;
 use crate::outputs::report::run_report::RunReport;
 use crate::outputs::report::text::steady_state::{lines, TITLE};
 
@@ -36,4 +37,17 @@ pub(super) fn steady_state_section(out: &mut String, report: &RunReport) {
         }
         out.push_str("</table>\n");
     }
+}
+
+/// Each measured phase's steady-state window on the time charts' timeline: its start
+/// there (`boundaries`, in the order of `phases`) plus the window's bounds.
+pub(super) fn bands(phases: &[PhaseSummary], boundaries: &[(f64, String)]) -> Vec<(f64, f64)> {
+    phases
+        .iter()
+        .zip(boundaries)
+        .filter_map(|(s, (start, _))| {
+            let w = &s.steady_state.as_ref()?.window;
+            Some((start + w.start_s, start + w.end_s))
+        })
+        .collect()
 }
