@@ -275,8 +275,6 @@ fn live_metrics_are_served_while_the_run_goes_on() {
     assert_eq!(wait_exit(&mut child, Duration::from_secs(60)), Some(0));
     let (out, _) = pipes.join();
     assert!(out.contains("Serving Benchmark Result"), "{out}");
-    // Stopped with the run: nothing listens any more.
-    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }
 
 #[test]
