@@ -235,8 +235,8 @@ fn live_metrics_are_served_while_the_run_goes_on() {
         "the phase's first counters",
         Duration::from_secs(60),
         || {
-            first =
-                scrape(port).filter(|t| counter(t, "runner_sent_total", "throughput").is_some());
+            let sent = |t: &String| counter(t, "runner_sent_total", "throughput");
+            first = scrape(port).filter(|t| sent(t).is_some_and(|n| n > 0.0));
             first.is_some()
         },
     );
