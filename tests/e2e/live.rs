@@ -272,7 +272,15 @@ fn live_metrics_are_served_while_the_run_goes_on() {
         );
     }
 
+    // Scrapers that connect and never send a byte, held open until the run has ended: it
+    // still ends, with its report (the server holds at most four of them at once, drops
+    // each after two seconds, and stops with the run whatever they do).
+    let hostile: Vec<_> = (0..16)
+        .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    assert!(!hostile.is_empty());
     assert_eq!(wait_exit(&mut child, Duration::from_secs(60)), Some(0));
+    drop(hostile);
     let (out, _) = pipes.join();
     assert!(out.contains("Serving Benchmark Result"), "{out}");
 }
