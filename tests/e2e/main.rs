@@ -26,6 +26,7 @@ mod html;
 mod languages;
 mod large;
 mod leaks;
+mod live;
 mod llamacpp;
 mod memory_cap;
 mod messages;

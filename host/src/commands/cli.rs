@@ -248,6 +248,12 @@ pub struct RunArgs {
     /// Time between scrapes of the server's metrics (e.g. 1s, 250ms; at least 100ms)
     #[arg(long = "server-metrics-interval", value_name = "DURATION", default_value = "1s", value_parser = crate::servers::server_metrics::parse_interval)]
     pub server_metrics_interval: Duration,
+    /// Serve the run's own metrics while it runs, in Prometheus text at
+    /// http://ADDR/metrics: result.json's names prefixed `runner_`, the phase as a label
+    /// (the phase's counters, and the last 5 s's throughput and latency quantiles).
+    /// Loopback only, e.g. 127.0.0.1:9464
+    #[arg(long = "live-metrics", value_name = "ADDR", value_parser = crate::outputs::live_metrics::parse_addr)]
+    pub live_metrics: Option<std::net::SocketAddr>,
     /// Scrape a GPU energy or power exporter (NVIDIA DCGM exporter, AMD device-metrics
     /// exporter) at URL on the server metrics' ticks: each phase's energy, mean power,
     /// joules per output token and output tokens per joule; repeatable (exporters add up)

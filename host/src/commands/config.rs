@@ -65,6 +65,8 @@ pub struct RunConfig {
     pub server_metrics: (Option<String>, Duration),
     /// `--power-metrics`: energy or power exporters, scraped on the same ticks.
     pub power_metrics: Vec<String>,
+    /// `--live-metrics`: where the run's own metrics are served while it runs.
+    pub live_metrics: Option<std::net::SocketAddr>,
     pub quiet: bool,
     pub start_at: Option<StartAt>,
 }
@@ -132,6 +134,7 @@ impl RunConfig {
             save_result: a.save_result.clone(),
             server_metrics: (a.server_metrics.clone(), a.server_metrics_interval),
             power_metrics: a.power_metrics.clone(),
+            live_metrics: a.live_metrics,
             quiet: a.quiet,
             start_at: a.start_at,
         })

@@ -12,6 +12,7 @@ use crate::commands::cli::RunArgs;
 use crate::commands::config::{RunConfig, TargetSpec};
 use crate::measuring::engine::{self, EngineConfig, RunResult, StopReason};
 use crate::measuring::thresholds::EXIT_THRESHOLDS_FAILED;
+use crate::outputs::live_metrics::LiveMetrics;
 use crate::outputs::progress::{self, Progress};
 use crate::outputs::report::{output, text, ReportParts, ReportPhase, RunHeader, RunReport};
 use crate::safeguards::interrupt::Interrupts;
@@ -165,6 +166,10 @@ fn execute(
     });
     let started = SystemTime::now();
     let known_phases = (!scenario.has_next_phase()).then_some(config.phases.len());
+    let served = config
+        .live_metrics
+        .map(|addr| LiveMetrics::start(addr, engine_config.live.clone()))
+        .transpose()?;
     let progress = Progress::start(
         engine_config.live.clone(),
         known_phases,
@@ -181,6 +186,7 @@ fn execute(
         session.interrupts.receiver(),
     ));
     progress.finish();
+    drop(served);
     drop(target.sim);
     Ok(Finished {
         result: result?,

@@ -1,22 +1,25 @@
 //! A progress display for long runs: phase, sent / completed / failed, elapsed and what
-//! remains by the phase's stop condition, live output throughput and TTFT p50.
+//! remains by the phase's stop condition, live output throughput and TTFT p50; under it
+//! the live panel of the last few seconds (`live_panel`).
 //!
-//! Drawn on stderr by a thread that reads the engine's live snapshot a few times a second,
+//! Drawn on stderr by a thread that reads the engine's live snapshot every [`TICK`],
 //! so nothing on the request path waits for it. Shown only when stdout is a terminal (a
 //! piped or redirected report stays clean) and not with `--quiet`.
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
+use super::live_panel::{self, ServerHistory};
 use crate::measuring::engine::LiveView;
 use crate::workloads::scenario::{PhaseSpec, Snapshot};
 
-const TICK: Duration = Duration::from_millis(200);
+/// Time between frames: five a second.
+pub const TICK: Duration = Duration::from_millis(200);
 
 /// Whether a progress display belongs on this terminal.
 pub fn wanted(quiet: bool) -> bool {
@@ -65,27 +68,58 @@ impl Drop for Progress {
     }
 }
 
+/// What the bar's template shows besides the bar itself, written by the drawing loop
+/// before each frame: the frame is drawn once, whole, by `force_draw`.
+#[derive(Default)]
+struct Frame {
+    phase: String,
+    status: String,
+    panel: String,
+}
+
+type Shared = Arc<Mutex<Frame>>;
+
+fn style(frame: &Shared) -> ProgressStyle {
+    let key = |pick: fn(&Frame) -> &str| {
+        let frame = frame.clone();
+        move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = w.write_str(pick(&frame.lock().unwrap_or_else(|e| e.into_inner())));
+        }
+    };
+    ProgressStyle::with_template("{phase} [{bar:20}] {status}\n{panel}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .with_key("phase", key(|f| &f.phase))
+        .with_key("status", key(|f| &f.status))
+        .with_key("panel", key(|f| &f.panel))
+        .progress_chars("=> ")
+}
+
 fn draw(live: &LiveView, phases: Option<usize>, stop: &AtomicBool) {
     // Hidden until the first values are in, so no empty bar flashes.
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
-    bar.set_style(
-        ProgressStyle::with_template("{prefix} [{bar:20}] {wide_msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
+    let frame = Shared::default();
+    bar.set_style(style(&frame));
+    let mut server = ServerHistory::default();
     while !stop.load(Ordering::Relaxed) {
         let s = live.snapshot();
         if let Some(spec) = live.phase_spec() {
             let spec = &spec;
             let total = phases.map_or_else(|| "?".to_string(), |n| n.to_string());
+            let gauges = server.gauges(&s.server, Instant::now());
+            *frame.lock().unwrap_or_else(|e| e.into_inner()) = Frame {
+                phase: format!("phase {}/{total} {}", s.phase + 1, spec.name),
+                status: status_line(spec, &s),
+                panel: live_panel::lines(&live.window(), gauges.as_ref()).join("\n"),
+            };
             let (pos, len) = position(spec, &s);
-            bar.set_length(len);
-            bar.set_position(pos);
-            bar.set_prefix(format!("phase {}/{total} {}", s.phase + 1, spec.name));
-            bar.set_message(status_line(spec, &s));
+            bar.update(|state| {
+                state.set_len(len);
+                state.set_pos(pos);
+            });
             if bar.is_hidden() {
                 bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(5));
             }
+            bar.force_draw();
         }
         std::thread::sleep(TICK);
     }

@@ -8,6 +8,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::live::Live;
 use super::record_file::RecordFile;
+use super::window::Window;
 use super::{Collect, EngineConfig, EngineError, StopReason, ToScenario, ERROR_RATE_MIN_FINISHED};
 use crate::measuring::metrics::{MetricsOptions, PhaseAccumulator, PhaseInfo, RequestRecord};
 use crate::workloads::scenario::Outcome;
@@ -23,6 +24,8 @@ pub(super) struct Collector {
     pub(super) options: MetricsOptions,
     pub(super) max_error_rate: Option<ErrorRateLimit>,
     pub(super) live: Arc<Mutex<Live>>,
+    /// The live counters' window, recorded here apart from `live`'s lock.
+    pub(super) window: Arc<Mutex<Window>>,
     /// Where outcomes go, for a scenario that hears of responses.
     pub(super) outcomes: Option<std_mpsc::Sender<ToScenario>>,
 }
@@ -38,7 +41,13 @@ impl Collector {
         live: Arc<Mutex<Live>>,
         outcomes: Option<std_mpsc::Sender<ToScenario>>,
     ) -> Collector {
+        let window = live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .window
+            .clone();
         Collector {
+            window,
             records,
             options: config.metrics.clone(),
             max_error_rate: config.max_error_rate.map(|limit| ErrorRateLimit {
@@ -113,6 +122,10 @@ impl Collector {
                 l.snapshot.failed += 1;
             }
         }
+        self.window
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(record, std::time::Instant::now());
         if let (Some(tx), Some(o)) = (&self.outcomes, outcome) {
             let _ = tx.send(ToScenario::Outcome(*o));
         }

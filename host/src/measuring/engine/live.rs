@@ -1,9 +1,11 @@
 //! The live counters of the running phase: what a scenario's `stop` function sees, and
-//! what a progress display reads while the run goes on.
+//! what a progress display or `--live-metrics` reads while the run goes on (the whole
+//! phase's counters, and its last seconds from `window`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::window::{Window, WindowStats};
 use crate::servers::server_metrics::Scraper;
 use crate::workloads::scenario::{PhaseSpec, Snapshot};
 
@@ -17,6 +19,9 @@ pub(super) struct Live {
     pub(super) e2el: hdrhistogram::Histogram<u64>,
     /// The server's metrics, when they are scraped.
     pub(super) server: Option<Arc<Scraper>>,
+    /// The phase's last seconds, behind a lock of its own: the dispatcher, which takes
+    /// this one on every send, never waits while a reader merges the window.
+    pub(super) window: Arc<Mutex<Window>>,
 }
 
 impl Live {
@@ -49,6 +54,7 @@ impl LiveView {
             ttft: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
             e2el: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
             server: None,
+            window: Arc::new(Mutex::new(Window::new(Instant::now()))),
         })))
     }
 
@@ -63,6 +69,19 @@ impl LiveView {
     /// The counters of the running phase now (the same snapshot a `stop` function sees).
     pub fn snapshot(&self) -> Snapshot {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).current()
+    }
+
+    /// The running phase over the last [`super::WINDOW`].
+    pub fn window(&self) -> WindowStats {
+        let (window, elapsed_s) = {
+            let live = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            (
+                live.window.clone(),
+                live.phase_start.elapsed().as_secs_f64(),
+            )
+        };
+        let window = window.lock().unwrap_or_else(|e| e.into_inner());
+        window.stats(Instant::now(), elapsed_s)
     }
 
     /// The running phase's spec, once one has started.
@@ -92,5 +111,9 @@ impl Live {
         self.phase_start = Instant::now();
         self.ttft.reset();
         self.e2el.reset();
+        self.window
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .restart(self.phase_start);
     }
 }

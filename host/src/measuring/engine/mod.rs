@@ -11,6 +11,7 @@
 //! - `record` and `record_builder`: a finished exchange to its record, off the I/O threads.
 //! - `collect` and `record_file`: statistics, requests.jsonl, outcomes back to the scenario.
 //! - `live` and `signals`: the running phase's counters, and what stops a phase early.
+//!   `window`: its last few seconds, for a live display.
 
 mod collect;
 mod dispatch;
@@ -21,6 +22,7 @@ mod record;
 mod record_builder;
 mod record_file;
 mod signals;
+mod window;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -45,6 +47,7 @@ use phases::{Finished, PhaseLoop, SCENARIO_GRACE};
 use record_builder::Backlog;
 use record_file::RecordFile;
 use signals::Signals;
+pub use window::{WindowQuantiles, WindowStats, WINDOW};
 
 /// Most phases one run may have: an adaptive scenario whose `next_phase` never answers
 /// "done" ends with an error here instead of running until someone notices.
