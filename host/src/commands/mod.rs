@@ -12,6 +12,7 @@ mod merge;
 mod pack;
 mod pull;
 mod push;
+mod repeat;
 mod run;
 mod sim;
 mod source;

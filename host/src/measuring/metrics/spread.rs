@@ -137,7 +137,10 @@ mod tests {
         assert!(close(s.cv.unwrap(), 2.5f64.sqrt() / 3.0, 1e-12));
         // Two runs: t(0.975, 1) = 12.706204736.
         let two = Spread::of(&[10.0, 12.0]).unwrap();
-        assert!(close(two.ci_high - two.mean, 12.706_204_736, 1e-6), "{two:?}");
+        assert!(
+            close(two.ci_high - two.mean, 12.706_204_736, 1e-6),
+            "{two:?}"
+        );
     }
 
     #[test]
