@@ -43,8 +43,12 @@ pub(super) fn series(session: &Session, mut a: RunArgs) -> Result<i32> {
         let Ran { report, code } = run_once(session, &a, print)
             .map_err(|e| e.context(format!("run {run} of {runs} failed, which ends the series")))?;
         if code != 0 {
+            let report_at = match &a.output {
+                Some(d) => format!("; its report is in {}", d.join("report.txt").display()),
+                None => String::new(),
+            };
             crate::errln!(
-                "error: run {run} of {runs} ended with exit code {code}, which ends the series (no summary over the runs)"
+                "error: run {run} of {runs} ended with exit code {code}, which ends the series (no summary over the runs){report_at}"
             );
             return Ok(code);
         }

@@ -687,7 +687,10 @@ mod tests {
             .collect();
         assert!(delays.iter().all(|d| *d < Duration::from_millis(10)));
         let mean_ms = delays.iter().map(|d| d.as_secs_f64() * 1e3).sum::<f64>() / 1000.0;
-        assert!((mean_ms - 5.0).abs() < 0.5, "uniform over [0, 10): mean {mean_ms}");
+        assert!(
+            (mean_ms - 5.0).abs() < 0.5,
+            "uniform over [0, 10): mean {mean_ms}"
+        );
         assert_eq!(c.ttft_jitter_of(b"same"), c.ttft_jitter_of(b"same"));
         let other = SimArgs {
             ttft_jitter_ms: Some(1.0),
