@@ -123,6 +123,7 @@ fn five_runs_give_a_ttft_interval_that_holds_the_servers_own_ttft() {
 /// `runner compare A B`'s row of `label`, split into its cells.
 fn compare_row(a: &Path, b: &Path, label: &str) -> (String, Vec<String>) {
     let out = runner(&[
+        "compare",
         &a.join("result.json").display().to_string(),
         &b.display().to_string(),
     ]);
