@@ -15,11 +15,12 @@ use anyhow::{anyhow, Result};
 
 use super::run::{run_once, Print, Ran, Session};
 use crate::commands::cli::RunArgs;
-use crate::outputs::report::output;
 use crate::outputs::report::series::{self, render, RunFigures, RunSeries};
+use crate::outputs::report::{json, output};
 
 /// Runs the series `a.repeat` asks for; the exit code is the failing run's, else 0.
-pub(super) fn series(session: &Session, mut a: RunArgs) -> Result<i32> {
+pub(super) fn series(mut a: RunArgs) -> Result<i32> {
+    let session = &Session::open(&a)?;
     let runs = a.repeat.unwrap_or(2);
     let base = Paths::of(&a);
     // The series' folder is held for the whole series, and the files an earlier series
@@ -80,7 +81,7 @@ pub(super) fn series(session: &Session, mut a: RunArgs) -> Result<i32> {
 fn finish(series: &RunSeries, output: Option<&Path>) -> Result<i32> {
     let table = render::render_text(series);
     if let Some(dir) = output {
-        output::write_text(&dir.join("result.json"), &render::render_json(series))?;
+        output::write_text(&dir.join("result.json"), &json::render_series(series))?;
         output::write_text(&dir.join("report.md"), &render::render_markdown(series))?;
         // The last run's report is in its own folder: the series' report.txt is the table.
         output::write_text(&dir.join("report.txt"), &table)?;

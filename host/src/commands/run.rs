@@ -24,9 +24,6 @@ use crate::workloads::tokenizer::Tokenizer;
 
 pub fn run(a: RunArgs) -> Result<i32> {
     let session = Session::open(&a)?;
-    if a.repeat.is_some() {
-        return super::repeat::series(&session, a);
-    }
     Ok(run_once(&session, &a, Print::Report)?.code)
 }
 
@@ -94,7 +91,7 @@ pub(super) struct Session {
 }
 
 impl Session {
-    fn open(a: &RunArgs) -> Result<Session> {
+    pub(super) fn open(a: &RunArgs) -> Result<Session> {
         let mut secrets = crate::safeguards::redact::Redactor::new(a.api_key.as_deref(), None);
         for target in &a.target {
             secrets.add_target(target);

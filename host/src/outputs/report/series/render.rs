@@ -1,11 +1,10 @@
 //! A series as people and programs read it: the compact text table printed after the
-//! last run's report (and in the series' report.txt), its markdown twin (report.md) and
-//! result.json.
+//! last run's report (and in the series' report.txt) and its markdown twin (report.md);
+//! result.json is `json::render_series`.
 
 use std::fmt::Write as _;
 
 use super::{RunSeries, SeriesFigure, SeriesPhase};
-use crate::outputs::report::json::result_file::{ResultFile, SeriesResult};
 use crate::outputs::report::table::{aligned_table, markdown_table};
 
 /// A value as the table shows it: a share with four decimals, anything else with two
@@ -125,10 +124,4 @@ pub fn render_markdown(series: &RunSeries) -> String {
     }
     md += &unstable_line(series);
     md
-}
-
-/// result.json of the series.
-pub fn render_json(series: &RunSeries) -> String {
-    let file = ResultFile::Series(Box::new(SeriesResult::of(series)));
-    serde_json::to_string_pretty(&file).unwrap_or_default() + "\n"
 }
