@@ -38,6 +38,7 @@ mod packages;
 mod prefix_intent;
 mod progress;
 mod redaction;
+mod repeat;
 mod report;
 mod requests;
 mod schema;

@@ -341,8 +341,47 @@ pub struct RunArgs {
     /// shards begin together; each records how late it actually started
     #[arg(long, value_name = "TIME", value_parser = parse_start_at_arg)]
     pub start_at: Option<StartAt>,
+    /// Run the scenario N times (2 to 100), each run's outputs in --output's run-1 … run-N,
+    /// then each headline figure's mean, standard deviation and 95% confidence interval
+    /// over the runs; every run gets a fresh seed derived from the first's unless
+    /// --same-seed, and the built-in simulator is started afresh for each run
+    #[arg(long, value_name = "N", value_parser = parse_repeat_arg)]
+    pub repeat: Option<u32>,
+    /// With --repeat: every run uses the same seed (the same requests), so the spread is
+    /// the server's and the client's alone
+    #[arg(long, requires = "repeat")]
+    pub same_seed: bool,
+    /// With --repeat: flag a figure whose coefficient of variation (std / mean) across the
+    /// runs is above PCT percent
+    #[arg(long, value_name = "PCT", default_value = "10", requires = "repeat", value_parser = parse_cv_arg)]
+    pub cv_threshold: f64,
     #[command(flatten)]
     pub sim: SimArgs,
+}
+
+/// A run count for --repeat: 2 to [`MAX_RUNS`](crate::outputs::report::series::MAX_RUNS).
+pub fn parse_repeat_arg(s: &str) -> Result<u32, String> {
+    let max = crate::outputs::report::series::MAX_RUNS;
+    match s.trim().parse::<u32>() {
+        Ok(n) if (2..=max).contains(&n) => Ok(n),
+        Ok(n) if n > max => Err(format!(
+            "at most {max} runs in one series, got {n} (the interval narrows as 1/√N: {max} runs already make it a tenth of one run's spread)"
+        )),
+        _ => Err(format!(
+            "expected a number of runs from 2 to {max} (a spread needs two runs; leave --repeat out for one), got `{s}`"
+        )),
+    }
+}
+
+/// A percentage above 0 for --cv-threshold (`10` or `10%`), kept as a fraction.
+pub fn parse_cv_arg(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    match t.strip_suffix('%').unwrap_or(t).trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v / 100.0),
+        _ => Err(format!(
+            "expected a percentage above 0 such as 10 or 2.5%, got `{s}`"
+        )),
+    }
 }
 
 pub fn parse_shard_arg(s: &str) -> Result<Shard, String> {
@@ -460,6 +499,24 @@ mod tests {
         assert_eq!(parse_rate_arg("0"), Ok(0.0));
         for bad in ["1", "150%", "-0.1", "x", "NaN"] {
             assert!(parse_rate_arg(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn repeat_counts_and_cv_thresholds_are_bounded() {
+        assert_eq!(parse_repeat_arg("5"), Ok(5));
+        assert_eq!(parse_repeat_arg("100"), Ok(100));
+        for bad in ["0", "1", "-3", "x"] {
+            assert!(
+                parse_repeat_arg(bad).unwrap_err().contains("from 2 to 100"),
+                "{bad}"
+            );
+        }
+        assert!(parse_repeat_arg("101").unwrap_err().contains("at most 100"));
+        assert_eq!(parse_cv_arg("10"), Ok(0.1));
+        assert_eq!(parse_cv_arg("2.5%"), Ok(0.025));
+        for bad in ["0", "-1", "x", "inf"] {
+            assert!(parse_cv_arg(bad).is_err(), "{bad}");
         }
     }
 

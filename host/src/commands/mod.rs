@@ -12,6 +12,7 @@ mod merge;
 mod pack;
 mod pull;
 mod push;
+mod repeat;
 mod run;
 mod sim;
 mod source;
@@ -45,6 +46,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     let result = match cli.command {
+        Command::Run(a) if a.repeat.is_some() => repeat::series(*a),
         Command::Run(a) => run::run(*a),
         Command::Info(a) => info::info(a).map(|_| 0),
         Command::Pack(a) => pack::pack(a).map(|_| 0),

@@ -25,14 +25,33 @@ use crate::workloads::tokenizer::Tokenizer;
 
 pub fn run(a: RunArgs) -> Result<i32> {
     let session = Session::open(&a)?;
+    Ok(run_once(&session, &a, Print::Report)?.code)
+}
+
+/// Whether a run prints its report on stdout (a series prints only its last run's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Print {
+    Report,
+    Nothing,
+}
+
+/// A run that ended with a report: the report and the run's exit code.
+pub(super) struct Ran {
+    pub(super) report: RunReport,
+    pub(super) code: i32,
+}
+
+/// One run, from loading the scenario to its outputs; an error once the report is out is
+/// the run's own failure.
+pub(super) fn run_once(session: &Session, a: &RunArgs, print: Print) -> Result<Ran> {
     let tokenizer = load_tokenizer(&a.tokenizer)?;
     let mut loaded = load_scenario(&a.source, tokenizer.clone(), &a.data_dirs, a.quiet)?;
-    let config = RunConfig::new(&a, &loaded.description, &mut *loaded.scenario)?;
+    let config = RunConfig::new(a, &loaded.description, &mut *loaded.scenario)?;
     let target = Targets::connect(&config, &tokenizer, &session.rt)?;
     let mut header = run_header(&config, &loaded, &target, &tokenizer);
-    let control = server_control(&a, &config, &target, &session)?;
+    let control = server_control(a, &config, &target, session)?;
     let finished = execute(
-        &session,
+        session,
         loaded.scenario,
         &config,
         target,
@@ -50,7 +69,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     );
     header.api = crate::outputs::report::run_report::api_used(&used, &header.api);
     let report = build_report(&config, header, &failure.result);
-    if let Err(e) = write_and_print(&config, &report) {
+    if let Err(e) = write_and_print(&config, &report, print) {
         // The run's own failure (requests.jsonl cut by the same full disk) comes first:
         // the error that ends the command would hide it.
         if let Some(cut) = &failure.failure {
@@ -58,13 +77,14 @@ pub fn run(a: RunArgs) -> Result<i32> {
         }
         return Err(e);
     }
-    exit_code(&report, failure, config.shard.is_some())
+    let code = exit_code(&report, failure, config.shard.is_some())?;
+    Ok(Ran { report, code })
 }
 
 /// What holds for the whole command: the run's secrets are hidden in every line, record
 /// and file; signals are handled from the start (loading and the pre-run checks end at
 /// once with exit code 130, the run itself stops and reports, see `interrupt`).
-struct Session {
+pub(super) struct Session {
     rt: tokio::runtime::Runtime,
     interrupts: Interrupts,
     /// The unpacked package's own signal watcher stands down while this is held.
@@ -72,7 +92,7 @@ struct Session {
 }
 
 impl Session {
-    fn open(a: &RunArgs) -> Result<Session> {
+    pub(super) fn open(a: &RunArgs) -> Result<Session> {
         let mut secrets = crate::safeguards::redact::Redactor::new(a.api_key.as_deref(), None);
         for target in &a.target {
             secrets.add_target(target);
@@ -336,7 +356,7 @@ fn build_report(config: &RunConfig, header: RunHeader, result: &RunResult) -> Ru
 
 /// Every file is written before the report is printed: a reader that closes stdout early
 /// (`| head -1`) must not cost any of them.
-fn write_and_print(config: &RunConfig, report: &RunReport) -> Result<()> {
+fn write_and_print(config: &RunConfig, report: &RunReport, print: Print) -> Result<()> {
     // The header is printed with the body, as report.txt has it: only the run knows the
     // API its requests went to (chat messages go to chat whatever --api says) and the
     // request stream's digest.
@@ -354,7 +374,9 @@ fn write_and_print(config: &RunConfig, report: &RunReport) -> Result<()> {
         }
         Ok(())
     })();
-    crate::out!("{body}");
+    if print == Print::Report {
+        crate::out!("{body}");
+    }
     if let Some(leftover) = crate::outputs::report::leftover_cache::check(report) {
         crate::errln!("{}", leftover.warning());
     }

@@ -6,6 +6,7 @@ pub mod options;
 pub mod prefix_cache;
 pub mod record;
 pub mod sessions;
+pub mod spread;
 pub mod stamp_source;
 pub mod stat;
 pub mod steady_state;

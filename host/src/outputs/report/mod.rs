@@ -1,7 +1,8 @@
 //! Reports: the text block of `vllm bench serve` (byte-compatible) followed by our extras,
 //! a closing table over phases, the `--save-result` JSON object, and with `--output` a
 //! self-contained HTML page with charts, a markdown copy and per-request CSV; plus the
-//! comparison of saved results (`runner compare`).
+//! comparison of saved results (`runner compare`); the spread of a series of repeated
+//! runs (`--repeat`).
 
 pub mod compare;
 pub mod csv;
@@ -12,6 +13,7 @@ pub mod markdown;
 pub mod output;
 pub mod prefix_intent;
 pub mod run_report;
+pub mod series;
 mod sessions;
 pub mod table;
 pub mod text;

@@ -61,6 +61,12 @@ pub struct SimArgs {
     /// `fixed` profile: time from request arrival to the first content chunk, in ms [default: 50]
     #[arg(long = "sim-ttft-ms", value_name = "MS")]
     pub ttft_ms: Option<f64>,
+    /// `fixed` profile: each request's first token comes up to MS later than --sim-ttft-ms,
+    /// uniformly, the delay picked by a hash of its body (the same request gets the same
+    /// TTFT every run; another seed's requests get others), so TTFT varies from request to
+    /// request as a real server's does and its mean is --sim-ttft-ms + MS/2 [default: 0]
+    #[arg(long = "sim-ttft-jitter-ms", value_name = "MS")]
+    pub ttft_jitter_ms: Option<f64>,
     /// `fixed` profile: gap between consecutive chunks, in ms [default: 10]
     #[arg(long = "sim-itl-ms", value_name = "MS")]
     pub itl_ms: Option<f64>,
@@ -122,6 +128,7 @@ impl Default for SimArgs {
             profile: "default".to_string(),
             model: None,
             ttft_ms: None,
+            ttft_jitter_ms: None,
             itl_ms: None,
             max_seqs: None,
             max_batched_tokens: None,
@@ -229,6 +236,9 @@ pub struct SimConfig {
     pub tool_call_ratio: f64,
     /// Requests slowed down before their first token, if any.
     pub slow: Option<SlowRequests>,
+    /// `fixed`: the most a request's first token comes later than its TTFT (a delay
+    /// picked by a hash of its body, see [`SimConfig::ttft_jitter_of`]).
+    pub ttft_jitter: Duration,
     /// Prompt token counter; when `None`, the estimate is ceil(bytes / 4).
     pub prompt_token_counter: Option<TokenCounter>,
     /// Where to log each stream's actual chunk send times (`--sim-send-log`).
@@ -248,6 +258,7 @@ impl Default for SimConfig {
             reasoning_tokens: 0,
             tool_call_ratio: 0.0,
             slow: None,
+            ttft_jitter: Duration::ZERO,
             prompt_token_counter: None,
             send_log: None,
             power: None,
@@ -266,6 +277,7 @@ impl fmt::Debug for SimConfig {
             .field("reasoning_tokens", &self.reasoning_tokens)
             .field("tool_call_ratio", &self.tool_call_ratio)
             .field("slow", &self.slow)
+            .field("ttft_jitter", &self.ttft_jitter)
             .field("prompt_token_counter", &self.prompt_token_counter.is_some())
             .field("send_log", &self.send_log)
             .field("power", &self.power)
@@ -290,6 +302,17 @@ impl SimConfig {
     ) -> SimConfig {
         self.prompt_token_counter = Some(Arc::new(counter));
         self
+    }
+
+    /// The extra delay before the first token of the request with `body`: a share of
+    /// [`SimConfig::ttft_jitter`] drawn from the body's hash, uniform over requests.
+    pub fn ttft_jitter_of(&self, body: &[u8]) -> Duration {
+        if self.ttft_jitter.is_zero() {
+            return Duration::ZERO;
+        }
+        // The top 53 bits of the hash as a fraction in [0, 1), as the tool-call ratio reads it.
+        let share = (super::tool::body_hash(body) >> 11) as f64 / (1u64 << 53) as f64;
+        self.ttft_jitter.mul_f64(share)
     }
 
     /// Prompt tokens of `text`, by the counter or the 4-bytes-per-token estimate.
@@ -344,6 +367,7 @@ impl SimArgs {
             reasoning_tokens: self.reasoning_tokens.unwrap_or(0),
             tool_call_ratio: self.tool_call_ratio()?,
             slow: self.slow()?,
+            ttft_jitter: millis("ttft-jitter-ms", self.ttft_jitter_ms.unwrap_or(0.0))?,
             prompt_token_counter: None,
             send_log: self.send_log.clone(),
             power: self.power,
@@ -431,6 +455,7 @@ impl SimArgs {
         self.reject(
             &[
                 ("ttft-ms", self.ttft_ms.is_some()),
+                ("ttft-jitter-ms", self.ttft_jitter_ms.is_some()),
                 ("itl-ms", self.itl_ms.is_some()),
             ],
             hint,
@@ -646,6 +671,33 @@ mod tests {
             let e = ratio(bad).expect_err("not a share");
             assert!(e.to_string().contains("--sim-tool-call-ratio"), "{e}");
         }
+    }
+
+    #[test]
+    fn ttft_jitter_is_the_fixed_profiles_and_spreads_over_bodies() {
+        let c = SimArgs {
+            profile: "fixed".into(),
+            ttft_jitter_ms: Some(10.0),
+            ..SimArgs::default()
+        }
+        .to_config()
+        .expect("fixed");
+        let delays: Vec<Duration> = (0..1000)
+            .map(|i| c.ttft_jitter_of(format!("{{\"prompt\":\"p{i}\"}}").as_bytes()))
+            .collect();
+        assert!(delays.iter().all(|d| *d < Duration::from_millis(10)));
+        let mean_ms = delays.iter().map(|d| d.as_secs_f64() * 1e3).sum::<f64>() / 1000.0;
+        assert!(
+            (mean_ms - 5.0).abs() < 0.5,
+            "uniform over [0, 10): mean {mean_ms}"
+        );
+        assert_eq!(c.ttft_jitter_of(b"same"), c.ttft_jitter_of(b"same"));
+        let other = SimArgs {
+            ttft_jitter_ms: Some(1.0),
+            ..SimArgs::default()
+        };
+        let e = other.to_config().expect_err("default profile");
+        assert!(e.to_string().contains("--sim-ttft-jitter-ms"), "{e}");
     }
 
     #[test]

@@ -352,6 +352,7 @@ async fn generate(state: Arc<AppState>, route: Route, request: Request) -> Respo
     if let Err(message) = state.engine.check(job.prompt_tokens, job.max_tokens) {
         return ApiError::bad_request(message).into_response();
     }
+    let delay = delay + state.config.ttft_jitter_of(&body);
     let Some(events) = state.engine.submit(
         arrived,
         delay,

@@ -40,7 +40,7 @@ pub struct ToolAsk<'a> {
 
 /// The call `body` is answered with, if any; `ratio` is `--sim-tool-call-ratio`.
 pub fn choose(ask: &ToolAsk<'_>, ratio: f64, body: &[u8]) -> Option<ToolAnswer> {
-    let hash = fnv1a(body);
+    let hash = body_hash(body);
     let names: Vec<&str> = ask
         .tools
         .and_then(Value::as_array)
@@ -82,7 +82,7 @@ fn tool_name(v: &Value) -> Option<&str> {
 /// FNV-1a, 64 bits, then MurmurHash3's finaliser: a hash that is the same in every build
 /// (std's is not promised to be) and whose high bits spread even for bodies that differ
 /// in one digit (FNV's alone do not, and the ratio reads the high bits).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(super) fn body_hash(bytes: &[u8]) -> u64 {
     let h = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });

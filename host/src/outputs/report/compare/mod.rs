@@ -6,6 +6,7 @@
 mod pairs;
 mod row;
 mod server;
+mod significance;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -76,6 +77,9 @@ pub struct LoadedResult {
     pub runner: Option<Map<String, Value>>,
     /// A `vllm bench serve --save-result` file: one flat phase, no `runner` section.
     pub vllm: bool,
+    /// A series of repeated runs (`--repeat`): each phase's figures' values by run, in
+    /// the order of `phases` (whose values are the means over the runs).
+    pub runs: Option<Vec<significance::RunValues>>,
 }
 
 pub fn load(path: &Path) -> Result<LoadedResult, CompareError> {
@@ -89,6 +93,19 @@ pub fn load(path: &Path) -> Result<LoadedResult, CompareError> {
     let Value::Object(top) = value else {
         return Err(format("not a JSON object".into()));
     };
+    if top.contains_key(crate::outputs::report::json::result_file::SERIES_KEY) {
+        let (phases, runs) = significance::load_series(&top)
+            .filter(|(phases, _)| !phases.is_empty())
+            .ok_or_else(|| format("a `series` without its phases and figures".into()))?;
+        return Ok(LoadedResult {
+            label: String::new(),
+            path: path.to_path_buf(),
+            phases,
+            runner: top.get("runner").and_then(Value::as_object).cloned(),
+            vllm: false,
+            runs: Some(runs),
+        });
+    }
     let vllm = !top.contains_key("phases") && !top.contains_key("runner");
     let objects: Vec<Map<String, Value>> = match top.get("phases") {
         Some(Value::Array(list)) => list.iter().filter_map(|v| v.as_object().cloned()).collect(),
@@ -122,6 +139,7 @@ pub fn load(path: &Path) -> Result<LoadedResult, CompareError> {
         phases,
         runner,
         vllm,
+        runs: None,
     })
 }
 
@@ -387,9 +405,9 @@ fn cells(r: &Row, a: &str, b: &str) -> [String; 6] {
     ]
 }
 
-/// An aligned text table.
-fn text_table(a: &str, b: &str, rows: &[Row]) -> String {
-    let head = [
+/// An aligned text table; `extra`, when given, is a last column `significant?`.
+fn text_table(a: &str, b: &str, rows: &[Row], extra: Option<&[String]>) -> String {
+    let mut head = vec![
         "metric".to_string(),
         a.to_string(),
         b.to_string(),
@@ -397,8 +415,11 @@ fn text_table(a: &str, b: &str, rows: &[Row]) -> String {
         "change %".into(),
         "better".into(),
     ];
-    let body: Vec<[String; 6]> = rows.iter().map(|r| cells(r, a, b)).collect();
-    let widths: Vec<usize> = (0..6)
+    let body = with_extra(rows.iter().map(|r| cells(r, a, b).to_vec()), extra);
+    if extra.is_some() {
+        head.push("significant?".into());
+    }
+    let widths: Vec<usize> = (0..head.len())
         .map(|c| {
             body.iter()
                 .map(|r| r[c].chars().count())
@@ -412,7 +433,7 @@ fn text_table(a: &str, b: &str, rows: &[Row]) -> String {
         let mut line = String::new();
         for (c, cell) in r.iter().enumerate() {
             let pad = widths[c].saturating_sub(cell.chars().count());
-            if c == 0 || c == 5 {
+            if c == 0 || c >= 5 {
                 let _ = write!(line, "{cell}{}  ", " ".repeat(pad));
             } else {
                 let _ = write!(line, "{}{cell}  ", " ".repeat(pad));
@@ -424,16 +445,34 @@ fn text_table(a: &str, b: &str, rows: &[Row]) -> String {
     out
 }
 
-/// A markdown table for pasting into a document.
-fn markdown_table(a: &str, b: &str, rows: &[Row]) -> String {
+/// Each row's cells, with its `extra` cell appended when given.
+fn with_extra(
+    rows: impl Iterator<Item = Vec<String>>,
+    extra: Option<&[String]>,
+) -> Vec<Vec<String>> {
+    rows.enumerate()
+        .map(|(i, mut r)| {
+            if let Some(extra) = extra {
+                r.push(extra.get(i).cloned().unwrap_or_default());
+            }
+            r
+        })
+        .collect()
+}
+
+/// A markdown table for pasting into a document; `extra` as in [`text_table`].
+fn markdown_table(a: &str, b: &str, rows: &[Row], extra: Option<&[String]>) -> String {
     let esc = |s: &str| s.replace('|', "\\|");
+    let (title, ruler) = match extra {
+        Some(_) => (" significant? |", "---|"),
+        None => ("", ""),
+    };
     let mut out = format!(
-        "| metric | {} | {} | change | change % | better |\n|---|---:|---:|---:|---:|---|\n",
+        "| metric | {} | {} | change | change % | better |{title}\n|---|---:|---:|---:|---:|---|{ruler}\n",
         esc(a),
         esc(b)
     );
-    for r in rows {
-        let c = cells(r, a, b);
+    for c in with_extra(rows.iter().map(|r| cells(r, a, b).to_vec()), extra) {
         let _ = writeln!(
             out,
             "| {} |",
@@ -507,14 +546,17 @@ fn compare_pair(
             String::new()
         };
         let rows = rows(pa, pb);
+        let sig = significance::of(base, i, other, j, &rows);
+        let extra = sig.cells.as_deref();
+        let sig_line = sig.line.map(|l| l + "\n").unwrap_or_default();
         if markdown {
             let _ = writeln!(text, "### `{b}` vs `{a}`{phase}\n");
-            text += &markdown_table(a, b, &rows);
-            let _ = writeln!(text, "\n{}\n", summary_line(a, b, &rows));
+            text += &markdown_table(a, b, &rows, extra);
+            let _ = writeln!(text, "\n{sig_line}{}\n", summary_line(a, b, &rows));
         } else {
             let _ = writeln!(text, "== {b} vs {a}{phase} ==");
-            text += &text_table(a, b, &rows);
-            let _ = writeln!(text, "Summary: {}\n", summary_line(a, b, &rows));
+            text += &text_table(a, b, &rows, extra);
+            let _ = writeln!(text, "{sig_line}Summary: {}\n", summary_line(a, b, &rows));
         }
     }
     Ok(text)
@@ -653,7 +695,7 @@ mod tests {
                 "p99.9_ttft_ms"
             ]
         );
-        let text = text_table("A", "B", &r);
+        let text = text_table("A", "B", &r, None);
         // The last four cells of a row: change, change %, direction, winner.
         let tail = |k: &str| -> String {
             let line = text.lines().find(|l| l.starts_with(k)).unwrap();
@@ -664,7 +706,7 @@ mod tests {
         assert_eq!(tail("Mean TTFT"), "+10 +20.00% ↓ A", "{text}");
         assert_eq!(tail("P99 TTFT"), "+0 +0.00% ↓ =", "{text}");
         assert_eq!(tail("Failed"), "+0 n/a ↓ =", "{text}");
-        let md = markdown_table("A", "B", &r);
+        let md = markdown_table("A", "B", &r, None);
         assert!(
             md.contains("| Output token throughput (tok/s) | 100 | 150 | +50 | +50.00% | ↑ B |"),
             "{md}"
@@ -678,6 +720,7 @@ mod tests {
             phases: vec![("main".into(), Map::new())],
             runner: runner.as_object().cloned(),
             vllm: false,
+            runs: None,
         }
     }
 
@@ -822,6 +865,7 @@ mod tests {
             "A",
             "B",
             &[row("kv", 0.005, 0.01, false), row("p50", 40.0, 60.0, true)],
+            None,
         );
         let cells = |k: &str| -> Vec<String> {
             let line = text.lines().find(|l| l.starts_with(k)).unwrap();

@@ -77,6 +77,12 @@ pub fn render(r: &RunReport) -> String {
     serde_json::to_string_pretty(&value).unwrap_or_default() + "\n"
 }
 
+/// result.json of a series of repeated runs (`--repeat`).
+pub fn render_series(series: &crate::outputs::report::series::RunSeries) -> String {
+    let file = ResultFile::Series(Box::new(result_file::SeriesResult::of(series)));
+    serde_json::to_string_pretty(&file).unwrap_or_default() + "\n"
+}
+
 /// The sections beside the phases' keys.
 fn run_sections(r: &RunReport) -> RunSections {
     let warmup_phases = r

@@ -19,6 +19,8 @@ pub enum ResultFile {
     Phases(Box<MultiPhaseResult>),
     /// One measured phase, its keys at the top level.
     Phase(Box<SinglePhaseResult>),
+    /// A series of repeated runs (`--repeat`): each figure's spread over the runs.
+    Series(Box<SeriesResult>),
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -387,3 +389,5 @@ pub struct TurnResult {
 
 #[cfg(test)]
 mod schema;
+mod series;
+pub use series::{SeriesResult, SERIES_KEY};

@@ -58,7 +58,7 @@ pub fn write_result_json(report: &RunReport, path: &Path) -> Result<(), OutputEr
 
 /// Writes a file as rendered: what came from a server or a scenario was redacted where it
 /// entered (see `redact`), so the rendered text is never touched.
-fn write_text(path: &Path, text: &str) -> Result<(), OutputError> {
+pub fn write_text(path: &Path, text: &str) -> Result<(), OutputError> {
     replace_file::write(path, text.as_bytes()).map_err(|source| OutputError::Write {
         path: path.to_path_buf(),
         source,
