@@ -159,3 +159,64 @@ impl OtlpSummary {
         self.exported == self.spans
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_http_or_https_with_a_host() {
+        assert!(parse_url("http://127.0.0.1:4318/v1/traces").is_ok());
+        assert!(parse_url("https://collector.example/v1/traces").is_ok());
+        for bad in [
+            "127.0.0.1:4318",
+            "grpc://h:4317",
+            "http://",
+            "file:///tmp/x",
+        ] {
+            assert!(parse_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// A receiver that accepts and never answers holds the exporter's thread in its first
+    /// post: the queue fills, and what does not fit is dropped and counted, at once.
+    #[test]
+    fn a_full_queue_drops_and_counts_without_waiting() {
+        let stuck = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/v1/traces", stuck.local_addr().expect("addr"));
+        let exporter = OtlpExporter::start(&url).expect("exporter");
+        let record: RequestRecord = serde_json::from_value(serde_json::json!({
+            "phase": 0, "index": 0, "trace_id": "ab".repeat(16), "span_id": "0c".repeat(8),
+            "scheduled_ns": 0, "sent_ns": 0, "end_ns": 1, "chunks": [],
+            "input_tokens": 1, "output_tokens": 0, "text_tokens": 0,
+        }))
+        .expect("a record");
+        let offered = QUEUE_SPANS as u64 + 2_000;
+        for _ in 0..offered {
+            exporter.finished(&record, SystemTime::now());
+        }
+        let c = &exporter.counts;
+        let (queued, dropped) = (
+            c.queued.load(Ordering::Relaxed),
+            c.dropped.load(Ordering::Relaxed),
+        );
+        assert_eq!(queued + dropped, offered);
+        // At most one batch left the queue for the stuck post.
+        assert!(
+            dropped >= offered - QUEUE_SPANS as u64 - 512,
+            "{dropped} dropped"
+        );
+        let summary = OtlpSummary {
+            url,
+            spans: offered,
+            exported: 0,
+            dropped,
+            failed: 0,
+            unflushed: queued,
+        };
+        assert!(!summary.complete());
+        assert!(summary
+            .line()
+            .starts_with(&format!("warning: otlp: 0 of {offered} spans")));
+    }
+}

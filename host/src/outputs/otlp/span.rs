@@ -117,3 +117,83 @@ pub(super) fn span(r: &RequestRecord, phase_started: SystemTime) -> Option<Span>
         ..Default::default()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(extra: serde_json::Value) -> RequestRecord {
+        let mut r = json!({
+            "phase": 1, "index": 4, "request_id": "r-1-4", "tag": "long",
+            "trace_id": "ab".repeat(16), "span_id": "0c".repeat(8),
+            "scheduled_ns": 0, "sent_ns": 1_000, "end_ns": 9_000,
+            "chunks": [{"t_ns": 3_000, "tokens": 1}, {"t_ns": 8_000, "tokens": 1}],
+            "first_answer_ns": 8_000, "endpoint": "/v1/chat/completions",
+            "input_tokens": 12, "output_tokens": 2, "text_tokens": 2, "http_status": 200,
+        });
+        r.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(r).expect("a record")
+    }
+
+    fn attribute<'a>(s: &'a Span, key: &str) -> Option<&'a any_value::Value> {
+        let kv = s.attributes.iter().find(|kv| kv.key == key)?;
+        kv.value.as_ref()?.value.as_ref()
+    }
+
+    #[test]
+    fn a_record_is_a_client_span_on_its_phase_s_wall_clock() {
+        let zero = UNIX_EPOCH + std::time::Duration::from_secs(1_000);
+        let s = span(&record(json!({})), zero).expect("a span");
+        assert_eq!(
+            (s.trace_id.clone(), s.span_id.clone()),
+            (vec![0xab; 16], vec![0x0c; 8])
+        );
+        assert_eq!(s.name, "POST /v1/chat/completions");
+        assert_eq!(s.kind, span::SpanKind::Client as i32);
+        let at = |ns: u64| 1_000_000_000_000 + ns;
+        assert_eq!(
+            (s.start_time_unix_nano, s.end_time_unix_nano),
+            (at(1_000), at(9_000))
+        );
+        let events: Vec<(&str, u64)> = s
+            .events
+            .iter()
+            .map(|e| (e.name.as_str(), e.time_unix_nano))
+            .collect();
+        assert_eq!(
+            events,
+            [("first_token", at(3_000)), ("first_answer", at(8_000))]
+        );
+        let text = |v: &str| Some(any_value::Value::StringValue(v.into()));
+        assert_eq!(attribute(&s, "runner.tag").cloned(), text("long"));
+        assert_eq!(attribute(&s, "runner.outcome").cloned(), text("ok"));
+        assert_eq!(
+            attribute(&s, "gen_ai.usage.input_tokens").cloned(),
+            Some(any_value::Value::IntValue(12))
+        );
+        assert!(s.status.is_none() && attribute(&s, "error.type").is_none());
+    }
+
+    #[test]
+    fn a_failure_is_an_error_status_and_a_record_without_ids_no_span() {
+        let failed = record(json!({
+            "chunks": [], "first_answer_ns": null, "output_tokens": 0, "http_status": 503,
+            "error": {"kind": "http_5xx", "message": "overloaded"},
+        }));
+        let s = span(&failed, UNIX_EPOCH).expect("a span");
+        assert!(s.events.is_empty());
+        let status = s.status.as_ref().expect("a status");
+        assert_eq!(status.code, status::StatusCode::Error as i32);
+        assert_eq!(status.message, "overloaded");
+        assert_eq!(
+            attribute(&s, "error.type").cloned(),
+            Some(any_value::Value::StringValue("http_5xx".into()))
+        );
+        for ids in [json!({"trace_id": ""}), json!({"span_id": "0c0c"})] {
+            assert!(span(&record(ids), UNIX_EPOCH).is_none());
+        }
+    }
+}
