@@ -32,6 +32,7 @@ mod memory_cap;
 mod messages;
 mod mistakes;
 mod oci;
+mod otlp;
 mod outage;
 mod output_dir;
 mod packages;

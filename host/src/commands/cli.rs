@@ -296,6 +296,12 @@ pub struct RunArgs {
     /// `runner-` and 8 random hex digits and `-`, new for every run]
     #[arg(long, value_name = "PREFIX")]
     pub request_id_prefix: Option<String>,
+    /// Export one span per request over OTLP/HTTP (protobuf) to URL, e.g.
+    /// http://127.0.0.1:4318/v1/traces: its trace and span ids are the request's
+    /// `traceparent`, its events the first token and the first answer token. Batched off
+    /// the request path; an exporter that fails is a warning, never a failed run
+    #[arg(long, value_name = "URL", value_parser = crate::outputs::otlp::parse_url)]
+    pub otlp: Option<String>,
     /// End the run when more than this fraction of a phase's finished requests failed
     /// (0.1 or 10%), checked once 20 have finished; the report is printed and the exit code
     /// is 1. Failed requests are never retried: a benchmark counts them

@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Result};
 
 use crate::commands::cli::RunArgs;
 use crate::measuring::client::headers::parse_header_arg;
-use crate::measuring::client::{Api, ReceiveClock, Timeouts, UsageRequest};
+use crate::measuring::client::{Api, ReceiveClock, Timeouts, TraceId, UsageRequest};
 use crate::measuring::metrics::{parse_percentiles, MetricsOptions, Slo};
 use crate::measuring::thresholds::{self, Threshold};
 use crate::servers::sim::SimConfig;
@@ -47,6 +47,10 @@ pub struct RunConfig {
     pub phases: Vec<PhaseSpec>,
     /// `x-request-id` of each request: this prefix, then `<phase>-<index>`.
     pub request_id_prefix: String,
+    /// The run's W3C trace: each request is a span of it (`traceparent`), new every run.
+    pub trace_id: TraceId,
+    /// `--otlp`: where each request's span is exported.
+    pub otlp: Option<String>,
     pub api: Api,
     pub usage: UsageRequest,
     pub model: Option<String>,
@@ -110,6 +114,8 @@ impl RunConfig {
                 .request_id_prefix
                 .clone()
                 .unwrap_or_else(|| format!("runner-{:08x}-", rand::random::<u32>())),
+            trace_id: TraceId::random(),
+            otlp: a.otlp.clone(),
             api: a.api,
             usage: usage_request(a),
             model: a.model.clone(),

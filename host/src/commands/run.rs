@@ -13,6 +13,7 @@ use crate::commands::config::{RunConfig, TargetSpec};
 use crate::measuring::engine::{self, EngineConfig, RunResult, StopReason};
 use crate::measuring::thresholds::EXIT_THRESHOLDS_FAILED;
 use crate::outputs::live_metrics::LiveMetrics;
+use crate::outputs::otlp::OtlpExporter;
 use crate::outputs::progress::{self, Progress};
 use crate::outputs::report::{output, text, ReportParts, ReportPhase, RunHeader, RunReport};
 use crate::safeguards::interrupt::Interrupts;
@@ -141,6 +142,7 @@ fn run_header(
         api: config.api.name().to_string(),
         tokenizer: tokenizer.name().to_string(),
         request_digest: None,
+        trace_id: Some(config.trace_id.hex()),
         stream_depends_on: scenario::dependence::stream_dependence(
             &*loaded.scenario,
             &config.declared_phases,
@@ -174,6 +176,12 @@ fn execute(
 ) -> Result<Finished> {
     let mut engine_config = engine_config(config, target.models[0].clone());
     engine_config.control = control.clone();
+    let otlp = config
+        .otlp
+        .as_deref()
+        .map(OtlpExporter::start)
+        .transpose()?;
+    engine_config.record_tap = otlp.clone().map(|e| e as Arc<dyn engine::RecordTap>);
     engine_config.target_models = target.models.clone();
     if let Some(scraper) = start_server_metrics(config, &target)? {
         engine_config.live = engine::LiveView::with_server_metrics(scraper);
@@ -208,6 +216,11 @@ fn execute(
     progress.finish();
     drop(served);
     drop(target.sim);
+    if let Some(summary) = otlp.map(|e| e.finish()) {
+        if !config.quiet || !summary.complete() {
+            crate::errln!("{}", summary.line());
+        }
+    }
     Ok(Finished {
         result: result?,
         started,
@@ -288,6 +301,7 @@ fn engine_config(config: &RunConfig, model: String) -> EngineConfig {
         target_models: vec![],
         session_header: config.session_header.clone(),
         control: Default::default(),
+        record_tap: None,
         stream_log: config
             .shard
             .as_ref()

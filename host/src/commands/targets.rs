@@ -59,7 +59,9 @@ impl Targets {
                     config.timeouts,
                     config.request_id_prefix.clone(),
                 )?;
-                let client = client.with_receive_clock(config.receive_clock)?;
+                let client = client
+                    .with_receive_clock(config.receive_clock)?
+                    .with_trace(config.trace_id);
                 Ok(client.with_headers(&config.headers)?)
             })
             .collect::<Result<Vec<Client>>>()?;

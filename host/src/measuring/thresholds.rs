@@ -276,6 +276,7 @@ mod tests {
         for (i, &t) in ttfts_ms.iter().enumerate() {
             acc.record(&RequestRecord {
                 request_id: String::new(),
+                trace: Default::default(),
                 phase: 0,
                 index: i as u64,
                 tag: None,
@@ -308,6 +309,7 @@ mod tests {
         for i in 0..failed {
             acc.record(&RequestRecord {
                 request_id: String::new(),
+                trace: Default::default(),
                 phase: 0,
                 index: 1000 + i,
                 tag: None,

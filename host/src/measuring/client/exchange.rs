@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::tool_calls::{ToolCalls, ToolDelta};
+use super::trace_context::TraceParent;
 use crate::measuring::metrics::record::{ErrorKind, RequestError};
 
 /// What one request saw on the wire, timed with the monotonic clock.
@@ -44,6 +45,8 @@ pub struct Exchange {
     pub retried: bool,
     /// The scenario gave up on it (its cancel point): the stream was dropped there.
     pub cancelled: bool,
+    /// The `traceparent` it was sent with.
+    pub trace: Option<TraceParent>,
 }
 
 /// One message that carried generated content.
@@ -112,6 +115,7 @@ impl Exchange {
             cancelled: false,
             error: None,
             end: Instant::now(),
+            trace: None,
         }
     }
 

@@ -9,7 +9,12 @@ use crate::safeguards::redact::{self, Redactor};
 
 /// Headers the client sets itself: a scenario or `--header` changing them would break the
 /// request's framing, its JSON body or its match with requests.jsonl.
-const RESERVED: [&str; 7] = [
+///
+/// `traceparent` among them: a scenario's own would file the request under a span that
+/// requests.jsonl and `--otlp` do not name (or several requests under one), and the
+/// server's traces could no longer be joined to the records. Refused, not overridden in
+/// silence, so a scenario that sets one hears why; the run's trace id is in result.json.
+const RESERVED: [&str; 8] = [
     "host",
     "content-length",
     "transfer-encoding",
@@ -17,6 +22,7 @@ const RESERVED: [&str; 7] = [
     "content-type",
     "te",
     crate::both_sides::wire::REQUEST_ID,
+    crate::both_sides::wire::TRACEPARENT,
 ];
 
 #[derive(Debug, PartialEq, thiserror::Error)]
@@ -34,6 +40,8 @@ pub enum HeaderError {
 fn reserved_hint(name: &str) -> &'static str {
     if name.eq_ignore_ascii_case(crate::both_sides::wire::REQUEST_ID) {
         " (its prefix is --request-id-prefix)"
+    } else if name.eq_ignore_ascii_case(crate::both_sides::wire::TRACEPARENT) {
+        " (each request is a span of the run's own trace: its ids are in requests.jsonl)"
     } else {
         ""
     }
@@ -145,6 +153,12 @@ mod tests {
             parse_header_arg("Content-Length: 1"),
             Err(HeaderError::Reserved(_))
         ));
+        let e = parse_header_arg(
+            "Traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("the run's own trace"), "{e}");
     }
 
     #[test]

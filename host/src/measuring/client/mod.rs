@@ -10,6 +10,7 @@ pub mod openai;
 pub mod sse;
 pub mod stream;
 pub mod tool_calls;
+pub mod trace_context;
 pub mod transport;
 
 #[cfg(test)]
@@ -19,4 +20,5 @@ pub use cancel::{CancelPoint, RequestExtras};
 pub use exchange::{ContentChunk, Exchange, Generated};
 pub use openai::{prepare, Api, Client, ClientError, Prepared, Timeouts, UsageRequest};
 pub use stream::BodyDecoder;
+pub use trace_context::{TraceId, TraceParent};
 pub use transport::ReceiveClock;

@@ -14,8 +14,9 @@ use super::error_body;
 use super::exchange::Exchange;
 use super::headers::{self, HeaderError};
 use super::stream::BodyDecoder;
+use super::trace_context::{TraceId, TraceParent};
 use super::transport::{self, ReadArrival, ReceiveClock, TimedResponse, Transport};
-use crate::both_sides::wire::REQUEST_ID;
+use crate::both_sides::wire::{REQUEST_ID, TRACEPARENT};
 use crate::measuring::metrics::record::ErrorKind;
 use crate::safeguards::display::escape_control;
 use crate::safeguards::redact::Redactor;
@@ -109,9 +110,12 @@ pub struct Client {
     request_id_prefix: String,
     /// `--header`s, sent with every request.
     headers: reqwest::header::HeaderMap,
+    /// The run's trace: each request is sent as a new span of it (`traceparent`).
+    trace: TraceId,
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+/// An error with its causes, each said once: `error sending request: connection refused`.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(inner) = src {
@@ -255,6 +259,7 @@ impl Client {
             timeouts,
             request_id_prefix,
             headers: Default::default(),
+            trace: TraceId::random(),
         })
     }
 
@@ -281,6 +286,13 @@ impl Client {
         self.headers = headers::header_map(pairs)?;
         self.redactor.add_headers(pairs);
         Ok(self)
+    }
+
+    /// Sends every request as a span of `trace`: the run's, shared by all its targets (a
+    /// client alone has a trace of its own).
+    pub fn with_trace(mut self, trace: TraceId) -> Client {
+        self.trace = trace;
+        self
     }
 
     /// The `x-request-id` a request is sent with: the run's prefix, then `suffix`.
@@ -388,18 +400,20 @@ impl Client {
         ex
     }
 
-    /// The request as it goes on the wire: the body, its `x-request-id`, the API key,
-    /// then the run's and the request's own headers.
+    /// The request as it goes on the wire: the body, its `x-request-id` and `traceparent`,
+    /// the API key, then the run's and the request's own headers.
     fn wire_request(
         &self,
         p: &Prepared,
-        request_id: &str,
+        names: (&str, &TraceParent),
         own_headers: &HeaderMap,
     ) -> Result<http::Request<Full<Bytes>>, http::Error> {
+        let (request_id, trace) = names;
         let mut req = http::Request::post(self.url(p.api)).body(Full::new(p.body.clone()))?;
         let headers = req.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(REQUEST_ID, HeaderValue::from_str(request_id)?);
+        headers.insert(TRACEPARENT, HeaderValue::from_str(&trace.header())?);
         authorize(headers, p.api, self.api_key.as_deref());
         // After the key: an `Authorization` header given explicitly replaces it.
         override_headers(headers, own_headers);
@@ -416,7 +430,11 @@ impl Client {
         ex: &mut Exchange,
     ) -> Option<TimedResponse> {
         let own_headers = headers::merged(&self.headers, &extras.headers);
-        let request = || self.wire_request(p, request_id, &own_headers);
+        // A retry is the same request: it keeps its span.
+        let trace = *ex
+            .trace
+            .get_or_insert_with(|| TraceParent::new_span(self.trace));
+        let request = || self.wire_request(p, (request_id, &trace), &own_headers);
         let mut handed = Instant::now();
         let mut sent = match request() {
             Ok(req) => self.transport.send(req, false).await,

@@ -2,7 +2,7 @@
 //! concurrency slot frees), runs it in its own task, and drains the phase at its end.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -96,6 +96,8 @@ pub(super) struct PhaseDispatch<'a> {
     run: &'a RunContext<'a>,
     phase: usize,
     start: Instant,
+    /// `start` on the wall clock, for what needs absolute times (`RecordTap`).
+    started_wall: SystemTime,
     signals: &'a mut Signals,
     digest: &'a mut RequestDigest,
     /// A phase of sessions: the keys of its requests, added to the digest at its end in
@@ -132,6 +134,9 @@ impl<'a> PhaseDispatch<'a> {
             run,
             phase,
             start,
+            started_wall: SystemTime::now()
+                .checked_sub(start.elapsed())
+                .unwrap_or_else(SystemTime::now),
             signals,
             digest,
             session_keys: spec.sessions.map(|_| Vec::new()),
@@ -298,6 +303,7 @@ impl<'a> PhaseDispatch<'a> {
         let target = (self.run.clients.len() > 1).then_some(planned.target);
         let mut cancel = self.cancel.subscribe();
         let backlog = self.run.backlog.clone();
+        let (tap, started_wall) = (self.run.config.record_tap.clone(), self.started_wall);
         self.tasks.spawn(async move {
             let request_id = client.request_id(format_args!("{phase}-{}", planned.index));
             let sent = Instant::now();
@@ -321,6 +327,9 @@ impl<'a> PhaseDispatch<'a> {
             backlog.build(
                 move || request.record(exchange, &tokenizer, wants_outcome),
                 move |(record, outcome)| {
+                    if let Some(tap) = &tap {
+                        tap.finished(&record, started_wall);
+                    }
                     let _ = records.send(Collect::Record(Box::new(record), outcome.map(Box::new)));
                 },
             );

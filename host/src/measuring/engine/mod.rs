@@ -63,6 +63,14 @@ pub trait RequestStripe: Send + Sync + std::fmt::Debug {
     fn owns(&self, phase: usize, index: u64) -> bool;
 }
 
+/// What hears of every finished request besides the statistics (`--otlp`'s exporter).
+/// Called on the record builders, never on the threads that send and time requests; it
+/// must not wait.
+pub trait RecordTap: Send + Sync {
+    /// `record` finished; its phase's clock read zero at `phase_started`.
+    fn finished(&self, record: &RequestRecord, phase_started: std::time::SystemTime);
+}
+
 #[derive(Clone)]
 pub struct EngineConfig {
     pub api: Api,
@@ -98,6 +106,8 @@ pub struct EngineConfig {
     pub session_header: Option<String>,
     /// The calls to the servers around each phase: prefix-cache resets, the profiler.
     pub control: Arc<crate::servers::control::ServerControl>,
+    /// Hears of every finished request (`--otlp`).
+    pub record_tap: Option<Arc<dyn RecordTap>>,
 }
 
 /// Finished requests a phase needs before `max_error_rate` is checked, so one early

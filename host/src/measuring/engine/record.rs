@@ -54,6 +54,7 @@ impl SentRequest {
             index: planned.index,
             tag: planned.tag.clone(),
             request_id: self.request_id,
+            trace: ex.trace.map(|t| t.ids()).unwrap_or_default(),
             scheduled_ns: ns(self.scheduled),
             sent_ns: ns(ex.sent_at.unwrap_or(self.sent)),
             first_byte_ns: ex.first_byte.map(ns),

@@ -132,6 +132,9 @@ pub struct RequestRecord {
     /// The `x-request-id` it was sent with, to find it in the server's logs.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub request_id: String,
+    /// The `traceparent` it was sent with: the run's trace id and its own span id.
+    #[serde(flatten)]
+    pub trace: TraceIds,
     /// When the schedule wanted the request sent.
     pub scheduled_ns: u64,
     /// When it was sent: the start of the first write of its bytes to the socket, where
@@ -236,6 +239,16 @@ impl RequestRecord {
     pub fn lateness_ns(&self) -> u64 {
         self.sent_ns.saturating_sub(self.scheduled_ns)
     }
+}
+
+/// A record's W3C trace context ids (flattened into requests.jsonl), lowercase hex; empty
+/// in records of runs from before they were sent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceIds {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub trace_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub span_id: String,
 }
 
 /// Whether a request reached the server.

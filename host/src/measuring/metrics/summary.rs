@@ -605,6 +605,7 @@ mod tests {
             .collect();
         RequestRecord {
             request_id: String::new(),
+            trace: Default::default(),
             phase: 0,
             index,
             tag: None,
@@ -634,6 +635,7 @@ mod tests {
     fn failed(index: u64, sent_ms: u64, end_ms: u64, kind: ErrorKind) -> RequestRecord {
         RequestRecord {
             request_id: String::new(),
+            trace: Default::default(),
             phase: 0,
             index,
             tag: None,
@@ -817,6 +819,7 @@ mod tests {
             // failed requests' chunks do not count
             RequestRecord {
                 request_id: String::new(),
+                trace: Default::default(),
                 error: Some(RequestError {
                     kind: ErrorKind::Disconnect,
                     message: String::new(),

@@ -199,6 +199,7 @@ mod tests {
         let ms = 1_000_000;
         RequestRecord {
             request_id: String::new(),
+            trace: Default::default(),
             phase: 0,
             index: 0,
             tag: tag.map(str::to_string),

@@ -97,6 +97,7 @@ mod tests {
         let ms = 1_000_000;
         let mut r = RequestRecord {
             request_id: "runner-0a1b2c3d-1-7".into(),
+            trace: Default::default(),
             phase: 1,
             index: 7,
             tag: Some("a,b".into()),

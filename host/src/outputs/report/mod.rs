@@ -45,6 +45,9 @@ pub struct RunHeader {
     pub tokenizer: String,
     /// sha256 hex of the request stream, known at the end of the run.
     pub request_digest: Option<String>,
+    /// The run's W3C trace id (hex): every request was sent as a span of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
     /// What the request stream may have depended on beyond the seed and the parameters
     /// (see `scenario::dependence`); empty: the same seed sends the same stream.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

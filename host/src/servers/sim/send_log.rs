@@ -2,7 +2,8 @@
 //! actually handed each content chunk to the connection, as offsets from the request's
 //! arrival (the kernel's receive time of its headers: `arrival.rs`), and the request's
 //! `x-request-id` when it came with one (the runner sends one: its requests.jsonl has the
-//! same `request_id`). A client's TTFT and E2EL can then be checked against what the
+//! same `request_id`) and its W3C `traceparent` when it came with one (the runner sends
+//! one; requests.jsonl has its `trace_id` and `span_id`). A client's TTFT and E2EL can then be checked against what the
 //! server really did, not only against its nominal timetable (its own timers can be late
 //! too). `handler_ms` is when the request's handler ran, after that arrival: the server's
 //! own wait, which a log counted from the handler would have hidden.
@@ -51,6 +52,15 @@ impl SendLog {
     }
 }
 
+/// The headers that name a request, as it came with them (each only when it did).
+#[derive(Clone, Debug, Default)]
+pub struct RequestNames {
+    /// `x-request-id`.
+    pub request_id: Option<String>,
+    /// `traceparent`, as received (not checked: the log says what came).
+    pub traceparent: Option<String>,
+}
+
 /// When a request arrived, and when its handler took it up.
 #[derive(Clone, Copy)]
 pub struct RequestArrival {
@@ -65,7 +75,7 @@ pub struct SentTimes {
     /// The line was written.
     written: bool,
     id: u64,
-    request_id: Option<String>,
+    names: RequestNames,
     arrived: Instant,
     /// The handler's start, µs after `arrived`.
     handler_us: u64,
@@ -87,14 +97,14 @@ impl SentTimes {
     pub fn new(
         log: Arc<SendLog>,
         id: u64,
-        request_id: Option<String>,
+        names: RequestNames,
         arrival: RequestArrival,
     ) -> SentTimes {
         SentTimes {
             log,
             written: false,
             id,
-            request_id,
+            names,
             arrived: arrival.arrived,
             handler_us: micros(arrival.handled.saturating_duration_since(arrival.arrived)),
             chunk_us: Vec::new(),
@@ -106,7 +116,7 @@ impl SentTimes {
         self.chunk_us.push(micros(self.arrived.elapsed()));
     }
 
-    /// `{"id":N,"request_id":"...","handler_ms":H,"chunk_ms":[...]}`: each content chunk's
+    /// `{"id":N,"request_id":"...","traceparent":"...","handler_ms":H,"chunk_ms":[...]}`: each content chunk's
     /// send time after the request's headers arrived, in ms with µs resolution.
     pub fn finish(mut self) {
         self.write(false);
@@ -118,8 +128,11 @@ impl SentTimes {
         let handler_ms = self.handler_us as f64 / 1e3;
         let mut line =
             serde_json::json!({ "id": self.id, "handler_ms": handler_ms, "chunk_ms": ms });
-        if let Some(request_id) = self.request_id.take() {
+        if let Some(request_id) = self.names.request_id.take() {
             line["request_id"] = request_id.into();
+        }
+        if let Some(traceparent) = self.names.traceparent.take() {
+            line["traceparent"] = traceparent.into();
         }
         if aborted {
             line["aborted"] = true.into();
@@ -154,7 +167,11 @@ mod tests {
             arrived,
             handled: arrived + std::time::Duration::from_micros(1500),
         };
-        let mut times = SentTimes::new(log, 7, Some("runner-1-0-3".into()), arrival);
+        let names = RequestNames {
+            request_id: Some("runner-1-0-3".into()),
+            traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+        };
+        let mut times = SentTimes::new(log, 7, names, arrival);
         times.chunk_sent();
         std::thread::sleep(std::time::Duration::from_millis(2));
         times.chunk_sent();
@@ -163,6 +180,10 @@ mod tests {
         let line: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
         assert_eq!(line["id"], 7);
         assert_eq!(line["request_id"], "runner-1-0-3");
+        assert_eq!(
+            line["traceparent"],
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        );
         assert_eq!(line["handler_ms"], 1.5);
         let chunks = line["chunk_ms"].as_array().expect("chunk_ms");
         assert_eq!(chunks.len(), 2);
@@ -197,7 +218,11 @@ mod tests {
             arrived: now,
             handled: now,
         };
-        let mut times = SentTimes::new(log, 3, Some("r-0-1".into()), arrival);
+        let names = RequestNames {
+            request_id: Some("r-0-1".into()),
+            traceparent: None,
+        };
+        let mut times = SentTimes::new(log, 3, names, arrival);
         times.chunk_sent();
         drop(times);
         let text = std::fs::read_to_string(&path).expect("log");
@@ -207,6 +232,7 @@ mod tests {
             (Some(3), Some(true))
         );
         assert_eq!(line["chunk_ms"].as_array().map(Vec::len), Some(1));
+        assert!(line.get("traceparent").is_none());
         assert!(line["aborted_ms"].as_f64().is_some_and(|ms| ms >= 0.0));
     }
 }

@@ -12,7 +12,7 @@ use axum::extract::{Request, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderValue, StatusCode};
 
-use crate::both_sides::wire::REQUEST_ID;
+use crate::both_sides::wire::{REQUEST_ID, TRACEPARENT};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -28,7 +28,7 @@ use super::error::SimError;
 use super::event::{Event, Events};
 use super::openai::{ApiError, GenerationEndpoint};
 use super::profile::SimConfig;
-use super::send_log::{RequestArrival, SendLog, SentTimes};
+use super::send_log::{RequestArrival, RequestNames, SendLog, SentTimes};
 use super::wire::{Route, Wire};
 
 /// Largest request body read (a 32k-token prompt as token ids is ~200 KB).
@@ -326,13 +326,17 @@ async fn generate(state: Arc<AppState>, route: Route, request: Request) -> Respo
     // is read; the handler may run later on a busy thread.
     let handled = Instant::now();
     let arrived = arrival_of(&request).map_or(handled, Instant::from_std);
-    // Read only for the send log: the header is not otherwise the simulator's business.
-    let request_id = state
-        .send_log
-        .as_ref()
-        .and_then(|_| request.headers().get(REQUEST_ID))
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    // Read only for the send log: the headers are not otherwise the simulator's business.
+    let names = state.send_log.as_ref().map(|_| {
+        let header = |name| {
+            let value = request.headers().get(name)?;
+            value.to_str().ok().map(str::to_string)
+        };
+        RequestNames {
+            request_id: header(REQUEST_ID),
+            traceparent: header(TRACEPARENT),
+        }
+    });
     let nth = state.received.fetch_add(1, Ordering::Relaxed) + 1;
     let delay = state
         .config
@@ -365,10 +369,10 @@ async fn generate(state: Arc<AppState>, route: Route, request: Request) -> Respo
     let id = state.next_id.fetch_add(1, Ordering::Relaxed);
     let writer = Wire::new(route, &job, id, unix_now(), &state.model_json);
     if job.stream {
-        let sent = state
-            .send_log
-            .clone()
-            .map(|log| SentTimes::new(log, id, request_id, RequestArrival { arrived, handled }));
+        let sent = state.send_log.clone().map(|log| {
+            let names = names.unwrap_or_default();
+            SentTimes::new(log, id, names, RequestArrival { arrived, handled })
+        });
         sse_response(events, writer, job.include_usage, sent)
     } else {
         full_response(events, writer).await

@@ -387,6 +387,9 @@ pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<Merged, MergeErro
     let first = &shards[0].file;
     let mut header = first.header.clone();
     header.request_digest = Some(stream_digest(&shards)?);
+    // Each shard sent its requests as spans of a trace of its own (its requests.jsonl
+    // names it): the merged run has no one trace id.
+    header.trace_id = None;
     let targets: HashSet<&str> = shards
         .iter()
         .map(|s| s.file.header.target.as_str())

@@ -291,6 +291,7 @@ mod tests {
         let ms = 1_000_000;
         RequestRecord {
             request_id: String::new(),
+            trace: Default::default(),
             phase,
             index: 0,
             tag: None,

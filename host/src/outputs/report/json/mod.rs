@@ -222,6 +222,7 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary) -> RunnerSection {
         target: h.target.clone(),
         api: h.api.clone(),
         request_digest: h.request_digest.clone(),
+        trace_id: h.trace_id.clone(),
         request_stream_depends_on: h.stream_depends_on.clone(),
         runner_version: h.runner_version.clone(),
         package: h.package.as_ref().map(|(name, version)| PackageId {
@@ -420,6 +421,7 @@ mod tests {
             api: api.into(),
             tokenizer: "facebook/opt-6.7b".into(),
             request_digest: Some("beef".into()),
+            trace_id: None,
             stream_depends_on: vec![],
             runner_version: "0.1.0".into(),
             package: None,
@@ -437,6 +439,7 @@ mod tests {
         let ms = 1_000_000;
         acc.record(&RequestRecord {
             request_id: String::new(),
+            trace: Default::default(),
             phase: 0,
             index: 0,
             tag: None,
@@ -474,6 +477,7 @@ mod tests {
         });
         acc.record(&RequestRecord {
             request_id: String::new(),
+            trace: Default::default(),
             phase: 0,
             index: 1,
             tag: None,

@@ -172,6 +172,10 @@ pub struct RunnerSection {
     pub target: String,
     pub api: String,
     pub request_digest: Option<String>,
+    /// The run's W3C trace id: each request was sent as a span of it (`traceparent`), its
+    /// span id in requests.jsonl. None for a merged run (each shard has its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
     /// What the request stream may have depended on beyond the seed and the parameters:
     /// `on_response`, `stop`, `next_phase` (the scenario defines it) and
     /// `max_duration_with_concurrency_limit` (a phase's deadline cuts a stream paced by

@@ -874,6 +874,7 @@ Latency clock: kernel receive times (SO_TIMESTAMPING) for 100.0 % of chunks; sen
             api: "chat".into(),
             tokenizer: "cl100k_base".into(),
             request_digest: Some("ab12".into()),
+            trace_id: None,
             stream_depends_on: vec![],
             runner_version: "0.1.0".into(),
             package: Some(("team-a/chat-mix".into(), "1.2.0".into())),

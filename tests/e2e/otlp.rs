@@ -1,0 +1,334 @@
+//! Traces joined to the server: every request carries a W3C `traceparent` (the run's trace
+//! id, its own span id), requests.jsonl and result.json name them, the built-in simulator
+//! logs the header it received, and `--otlp` delivers one span per request to a real OTLP
+//! receiver: one built on the OpenTelemetry project's generated protobuf classes (PyPI's
+//! opentelemetry-proto, tests/otlp/receiver.py), as no OpenTelemetry Collector is packaged
+//! for this machine. A receiver that is not there costs the run nothing but a warning.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::support::{free_port, records_in, repo, runner, scenario, stderr, stdout};
+
+/// The receiver's pinned packages (tests/otlp/requirements.txt), in a venv made once under
+/// cargo's test temp dir; `None`, with the reason printed, when Python cannot make one,
+/// unless RUNNER_REQUIRE_OTLP=1.
+fn receiver_python() -> Option<PathBuf> {
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("otlp-proto-1.45.2");
+    let python = work.join("bin/python");
+    let ready = |p: &Path| {
+        Command::new(p)
+            .args([
+                "-c",
+                "import opentelemetry.proto.collector.trace.v1.trace_service_pb2",
+            ])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if ready(&python) {
+        return Some(python);
+    }
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&work)
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(repo().join("tests/otlp/requirements.txt"))
+            .status()
+            .is_ok_and(|s| s.success())
+        && ready(&python);
+    if made {
+        return Some(python);
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    assert!(
+        std::env::var("RUNNER_REQUIRE_OTLP").as_deref() != Ok("1"),
+        "the OTLP receiver is required but opentelemetry-proto cannot be installed"
+    );
+    eprintln!("SKIPPED: cannot install opentelemetry-proto from PyPI into a venv");
+    None
+}
+
+/// tests/otlp/receiver.py, serving on loopback; killed when dropped.
+struct Receiver {
+    child: Child,
+    port: u16,
+    spans: PathBuf,
+}
+
+impl Receiver {
+    fn start(python: &Path, dir: &Path) -> Receiver {
+        let spans = dir.join("spans.jsonl");
+        let mut child = Command::new(python)
+            .arg(repo().join("tests/otlp/receiver.py"))
+            .arg(&spans)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the receiver starts");
+        let mut line = String::new();
+        let out = child.stdout.take().expect("piped stdout");
+        BufReader::new(out).read_line(&mut line).expect("its port");
+        let port = line.trim().parse().expect("a port number");
+        Receiver { child, port, spans }
+    }
+
+    fn spans(&self) -> Vec<Value> {
+        json_lines(&self.spans)
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn json_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// 32 short requests on the simulator, recorded in `dir`, with `extra` arguments.
+fn small_run(dir: &Path, extra: &[&str]) -> std::process::Output {
+    let out = dir.join("out").display().to_string();
+    let mut args = vec![
+        scenario("throughput.rhai"),
+        "-p".into(),
+        "requests=32".into(),
+        "-p".into(),
+        "input_tokens=64".into(),
+        "-p".into(),
+        "output_tokens=8".into(),
+        "--sim-profile".into(),
+        "fixed".into(),
+        "--sim-ttft-ms".into(),
+        "20".into(),
+        "--sim-itl-ms".into(),
+        "5".into(),
+        "--output".into(),
+        out,
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    runner(&args)
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_nanos() as u64
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// The span's times, as offsets from its record's phase clock, equal the record's own:
+/// sent, first token, first answer, end. Every span of the phase shares that clock.
+fn phase_zero(span: &Value, r: &Value) -> u64 {
+    let zero = u(&span["start_time_unix_nano"]) - u(&r["sent_ns"]);
+    let offset = |t: &Value| u(t) - zero;
+    assert_eq!(
+        offset(&span["end_time_unix_nano"]),
+        u(&r["end_ns"]),
+        "{span}\n{r}"
+    );
+    let events: HashMap<&str, u64> = span["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().expect("name"),
+                offset(&e["time_unix_nano"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events.get("first_token"),
+        Some(&u(&r["chunks"][0]["t_ns"])),
+        "{span}"
+    );
+    assert_eq!(
+        events.get("first_answer"),
+        Some(&u(&r["first_answer_ns"])),
+        "{span}"
+    );
+    zero
+}
+
+/// A span's attributes say what its record says.
+fn attributes_match(span: &Value, r: &Value) {
+    let a = &span["attributes"];
+    assert_eq!(a["runner.request_id"], r["request_id"], "{span}");
+    assert_eq!(a["runner.phase"], r["phase"], "{span}");
+    assert_eq!(a["runner.index"], r["index"], "{span}");
+    assert_eq!(a["runner.outcome"], "ok", "{span}");
+    assert_eq!(a["gen_ai.usage.input_tokens"], r["input_tokens"], "{span}");
+    assert_eq!(
+        a["gen_ai.usage.output_tokens"], r["output_tokens"],
+        "{span}"
+    );
+    assert_eq!(a["http.response.status_code"], 200, "{span}");
+    assert_eq!(span["kind"], 3, "a client span: {span}");
+    assert_eq!(span["resource"]["service.name"], "runner", "{span}");
+    assert_eq!(span["content_type"], "application/x-protobuf", "{span}");
+}
+
+/// The acceptance run: exactly one span per request reaches the receiver, with the ids
+/// requests.jsonl names and the simulator received, times and attributes equal to the
+/// record's.
+#[test]
+fn every_request_is_one_span_at_a_real_otlp_receiver() {
+    let Some(python) = receiver_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let receiver = Receiver::start(&python, dir.path());
+    let log = dir.path().join("sent.jsonl");
+    let url = format!("http://127.0.0.1:{}/v1/traces", receiver.port);
+    let before = unix_ns();
+    let out = small_run(
+        dir.path(),
+        &["--otlp", &url, "--sim-send-log", &log.display().to_string()],
+    );
+    let after = unix_ns();
+    assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
+    assert!(
+        stderr(&out).contains(&format!("otlp: 32 spans exported to {url}")),
+        "{}",
+        stderr(&out)
+    );
+    let records = records_in(&dir.path().join("out"));
+    assert_eq!(records.len(), 32);
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/result.json")).expect("result.json"),
+    )
+    .expect("JSON");
+    let trace = result["runner"]["trace_id"]
+        .as_str()
+        .expect("the run's trace id");
+    let spans = receiver.spans();
+    assert_eq!(spans.len(), 32, "one span per request: {spans:?}");
+    let by_span: HashMap<&str, &Value> = spans
+        .iter()
+        .map(|s| (s["span_id"].as_str().expect("span id"), s))
+        .collect();
+    assert_eq!(by_span.len(), 32, "span ids are unique");
+    let received: HashMap<String, String> = json_lines(&log)
+        .into_iter()
+        .filter_map(|l| {
+            let id = l["request_id"].as_str()?.to_string();
+            Some((id, l["traceparent"].as_str()?.to_string()))
+        })
+        .collect();
+    let mut zeros = HashSet::new();
+    for r in &records {
+        let (trace_id, span_id) = (
+            r["trace_id"].as_str().unwrap(),
+            r["span_id"].as_str().unwrap(),
+        );
+        assert_eq!(trace_id, trace, "one trace per run: {r}");
+        let request_id = r["request_id"].as_str().expect("request id");
+        assert_eq!(
+            received.get(request_id).map(String::as_str),
+            Some(format!("00-{trace_id}-{span_id}-01").as_str()),
+            "the simulator received the recorded traceparent"
+        );
+        let span = by_span
+            .get(span_id)
+            .unwrap_or_else(|| panic!("no span for {r}"));
+        assert_eq!(span["trace_id"], trace_id);
+        assert_eq!(
+            span["parent_span_id"], "",
+            "a root span: the server's is its child"
+        );
+        attributes_match(span, r);
+        zeros.insert(phase_zero(span, r));
+    }
+    assert_eq!(zeros.len(), 1, "one clock for the phase: {zeros:?}");
+    let zero = zeros.into_iter().next().unwrap();
+    assert!(
+        (before..after).contains(&zero),
+        "the phase began during the run"
+    );
+}
+
+/// A receiver that is not there: one warning line while the run goes on, its last line
+/// counts the spans lost, and the run succeeds. The same seed without --otlp sends the
+/// same request stream (the digest) in a trace of its own.
+#[test]
+fn a_missing_receiver_is_a_warning_and_a_new_run_a_new_trace() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("http://127.0.0.1:{}/v1/traces", free_port());
+    let out = small_run(dir.path(), &["--otlp", &url]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("warning: --otlp"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        err.contains(&format!("warning: otlp: 0 of 32 spans exported to {url}")),
+        "{err}"
+    );
+    let result = |d: &Path| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(d.join("out/result.json")).expect("result"))
+            .expect("JSON")
+    };
+    let first = result(dir.path());
+    let again = tempfile::tempdir().expect("temp dir");
+    let out = small_run(again.path(), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("otlp"), "{}", stderr(&out));
+    let second = result(again.path());
+    assert_eq!(
+        first["runner"]["request_digest"],
+        second["runner"]["request_digest"]
+    );
+    assert_ne!(first["runner"]["trace_id"], second["runner"]["trace_id"]);
+    let traces: HashSet<Value> = records_in(&again.path().join("out"))
+        .iter()
+        .map(|r| r["trace_id"].clone())
+        .collect();
+    assert_eq!(
+        traces,
+        HashSet::from([second["runner"]["trace_id"].clone()])
+    );
+}
+
+/// A `traceparent` of the user's own is refused: the runner sets it on every request.
+#[test]
+fn a_traceparent_header_of_ones_own_is_refused() {
+    let out = runner(&[
+        &scenario("throughput.rhai"),
+        "-p",
+        "requests=1",
+        "--header",
+        "traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("set by the runner itself"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
