@@ -13,8 +13,14 @@ use serde_json::Value;
 
 use crate::support::{fixture, stderr, stdout, SimProcess};
 
+/// Whether `word` is a random id of the run (a `traceparent`'s trace or span id: 16 or 32
+/// hex digits), which differs between two runs of the same workload.
+fn is_hex_id(word: &str) -> bool {
+    word.len() >= 16 && word.chars().all(|c| c.is_ascii_hexdigit())
+}
+
 /// `text` with what differs between two runs of the same workload masked: every run of
-/// digits (times, rates, ports, ids) and runs of white space
+/// digits (times, rates, ports, ids), hex ids, and runs of white space
 /// (columns widen with their numbers); lines left with nothing but a number (a chart's
 /// axis ticks, which follow the values) are dropped.
 fn masked_text(text: &str) -> Vec<String> {
@@ -23,7 +29,15 @@ fn masked_text(text: &str) -> Vec<String> {
         let mut out = String::new();
         let mut chars = line.chars().peekable();
         while let Some(c) = chars.next() {
-            if c.is_ascii_digit() {
+            let word: String = std::iter::once(c)
+                .chain(chars.clone().take_while(|d| d.is_ascii_alphanumeric()))
+                .collect();
+            if c.is_ascii_alphanumeric() && is_hex_id(&word) {
+                for _ in 1..word.len() {
+                    chars.next();
+                }
+                out.push('#');
+            } else if c.is_ascii_digit() {
                 while chars
                     .peek()
                     .is_some_and(|d| d.is_ascii_digit() || *d == '.')
