@@ -77,11 +77,17 @@ fn the_runners_counts_equal_the_servers_and_every_second_copy_is_counted() {
         "server read {total} bodies for 1000 requests, {} retried",
         retried.len()
     );
-    // A request the server read and dropped is sent again, counted; one it reset is not.
+    // A request the server read and dropped is sent again, counted. One it reset is sent
+    // again only when the reset came on a pooled connection (the client cannot tell a
+    // stale keep-alive from a server that read it); whether request 2 found one idle
+    // depends on how fast the earlier ones ended, which load moves (a loaded run reused
+    // one). Either way the server read exactly the copies its record counts.
     let closed = records.iter().find(|r| r["index"] == 1).unwrap();
     assert_eq!(closed["retried"], true, "{closed}");
     assert_eq!(bodies.get(&1), Some(&2));
-    assert_eq!(bodies.get(&2), Some(&1));
+    let reset = records.iter().find(|r| r["index"] == 2).unwrap();
+    let copies = 1 + u64::from(reset["retried"] == true);
+    assert_eq!(bodies.get(&2), Some(&copies), "{reset}");
     eprintln!(
         "accounting: 1000 requests, {completed} ok, {failed} failed, {} retried, server read {total} bodies",
         retried.len()
