@@ -540,7 +540,8 @@ impl PhaseAccumulator {
                 info.max_concurrency,
                 &self.starts,
                 &self.ends,
-                pcts,
+                // The section reads p99 whatever `--percentiles` asked for.
+                &including(pcts, &[99.0]),
             ),
         };
         self.summarize_latencies(&mut summary);

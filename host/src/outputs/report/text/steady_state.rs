@@ -13,8 +13,12 @@ type Line = (String, String);
 
 /// `mean / p50 / p99` of a latency, ms.
 fn latency(d: &Distribution) -> String {
-    let p = |q: f64| d.percentile(q).unwrap_or(d.median);
-    format!("{:.2} / {:.2} / {:.2}", d.mean, d.median, p(99.0))
+    format!(
+        "{:.2} / {:.2} / {:.2}",
+        d.mean,
+        d.median,
+        super::format::pct(d, 99.0)
+    )
 }
 
 /// The section's lines: the window's, then each figure over it and over the phase.
