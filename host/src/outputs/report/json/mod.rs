@@ -511,6 +511,7 @@ mod tests {
             max_concurrency: Some(8),
             request_rate: None,
             burstiness: Some(1.0),
+            steady_window: None,
         })
     }
 
