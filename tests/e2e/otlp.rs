@@ -4,6 +4,7 @@
 //! receiver: one built on the OpenTelemetry project's generated protobuf classes (PyPI's
 //! opentelemetry-proto, tests/otlp/receiver.py), as no OpenTelemetry Collector is packaged
 //! for this machine. A receiver that is not there costs the run nothing but a warning.
+//! result.json counts the spans exported and dropped, and why.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader};
@@ -227,6 +228,13 @@ fn every_request_is_one_span_at_a_real_otlp_receiver() {
     let trace = result["runner"]["trace_id"]
         .as_str()
         .expect("the run's trace id");
+    // result.json counts them: all 32 exported, none dropped, no receiver error.
+    let otlp = &result["otlp"];
+    assert_eq!(otlp["url"], url.as_str(), "{otlp}");
+    for (key, n) in [("spans", 32), ("exported", 32), ("dropped", 0)] {
+        assert_eq!(otlp[key], n, "{key}: {otlp}");
+    }
+    assert!(otlp.get("receiver_error").is_none(), "{otlp}");
     let spans = receiver.spans();
     assert_eq!(spans.len(), 32, "one span per request: {spans:?}");
     let by_span: HashMap<&str, &Value> = spans
@@ -297,11 +305,29 @@ fn a_missing_receiver_is_a_warning_and_a_new_run_a_new_trace() {
             .expect("JSON")
     };
     let first = result(dir.path());
+    // result.json counts every span dropped, by the receiver's failure, and says why.
+    let otlp = &first["otlp"];
+    for (key, n) in [
+        ("spans", 32),
+        ("exported", 0),
+        ("dropped", 32),
+        ("dropped_receiver", 32),
+        ("dropped_queue_full", 0),
+        ("dropped_unflushed", 0),
+    ] {
+        assert_eq!(otlp[key], n, "{key}: {otlp}");
+    }
+    let why = otlp["receiver_error"].as_str().unwrap_or_default();
+    assert!(why.to_lowercase().contains("connect"), "{otlp}");
     let again = tempfile::tempdir().expect("temp dir");
     let out = small_run(again.path(), &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stderr(&out).contains("otlp"), "{}", stderr(&out));
     let second = result(again.path());
+    assert!(
+        second.get("otlp").is_none(),
+        "no --otlp, no section: {second}"
+    );
     assert_eq!(
         first["runner"]["request_digest"],
         second["runner"]["request_digest"]

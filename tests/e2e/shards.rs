@@ -479,6 +479,35 @@ fn closed_loop_shards_split_concurrency_and_budget() {
             assert!(s["max_concurrent_requests"].as_f64().unwrap() <= width as f64);
         }
     }
+    merged_steady_state_is_over_the_merged_records(&m, &records_in(&merged));
+}
+
+/// The merged "six" phase's steady state is found over the merged requests in flight
+/// (the sum over the shards, against the whole run's cap of 6, which no shard's share of
+/// at most 2 reaches), and counts exactly the merged records sent inside its window.
+fn merged_steady_state_is_over_the_merged_records(
+    m: &serde_json::Value,
+    records: &[serde_json::Value],
+) {
+    let st = &m["phases"][0]["runner"]["steady_state"];
+    let w = &st["window"];
+    assert_eq!(w["rule"], "plateau", "{st}");
+    assert_eq!(
+        (w["cap"].as_u64(), w["threshold_requests"].as_u64()),
+        (Some(6), Some(6)),
+        "{st}"
+    );
+    assert!(w["mean_concurrency"].as_f64().unwrap() > 2.0, "{st}");
+    let ns = |v: &serde_json::Value| (v.as_f64().expect("seconds") * 1e9).round() as u64;
+    let (from, to) = (ns(&w["start_s"]), ns(&w["end_s"]));
+    let sent = records
+        .iter()
+        .filter(|r| r["phase"] == 0 && r.get("error").is_none_or(|e| e.is_null()))
+        .filter(|r| (from..to).contains(&r["sent_ns"].as_u64().expect("sent_ns")))
+        .count() as u64;
+    assert!(sent > 0, "{st}");
+    assert_eq!(w["requests_sent"].as_u64(), Some(sent), "{st}");
+    assert_eq!(st["ttft"]["count"].as_u64(), Some(sent), "{st}");
 }
 
 /// A closed loop of two in flight, 15 requests: on two shards, one in flight each, 8

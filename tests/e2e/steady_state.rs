@@ -2,11 +2,12 @@
 //! job (1000 requests offered at 1000 req/s, at most 512 in flight; smaller prompts and
 //! answers here, so the run takes seconds): recomputed from requests.jsonl, it leaves out
 //! the ramp-up and the drain and holds at least 95 % of the cap, and its figures count
-//! exactly the records inside it.
+//! exactly the records inside it. A window the scenario names replaces the rule, and one
+//! outside its phase is refused.
 
 use serde_json::Value;
 
-use crate::support::{exclusive, num, run_records, scenario};
+use crate::support::{exclusive, fixture, num, run_records, runner, scenario, stderr};
 
 const CAP: u64 = 512;
 
@@ -100,5 +101,65 @@ fn the_main_jobs_window_leaves_out_ramp_up_and_drain_and_holds_the_cap() {
     assert!(
         text.contains("------------------ Steady state ------------------"),
         "{text}"
+    );
+}
+
+/// A phase that names its window (tests/fixtures/scenarios/steady_window.rhai: 60
+/// requests at 100 req/s, no cap, the window 0.2 to 0.4 s): the figures are over that
+/// window, the reports say the scenario chose it, and with `--percentiles 50,90` the
+/// section's p99 is the window's own (the phase's, not asked for, is `-`).
+#[test]
+fn a_named_window_is_the_scenarios_and_the_reports_say_so() {
+    let (text, result, records) =
+        run_records(&[&fixture("steady_window.rhai"), "--percentiles", "50,90"]);
+    assert_eq!(records.len(), 60);
+    let st = &result["runner"]["steady_state"];
+    let w = &st["window"];
+    assert_eq!(w["rule"], "named", "{st}");
+    assert_eq!((num(w, "start_s"), num(w, "end_s")), (0.2, 0.4), "{st}");
+    assert!(
+        w["cap"].is_null() && w["time_at_threshold"].is_null(),
+        "{st}"
+    );
+    let inside = |ns: f64| (0.2e9..0.4e9).contains(&ns);
+    let sent = records
+        .iter()
+        .filter(|r| r["error"].is_null() && inside(num(r, "sent_ns")))
+        .count() as u64;
+    // About 20 at 100 req/s; exactly those the records say.
+    assert!((10..=30).contains(&sent), "{sent}");
+    assert_eq!(w["requests_sent"], sent, "{st}");
+    assert_eq!(st["ttft"]["count"], sent, "{st}");
+    assert!(
+        text.contains("named by the scenario (steady_window)"),
+        "{text}"
+    );
+    let ttft = text
+        .lines()
+        .find(|l| l.starts_with("TTFT mean/p50/p99 (ms):"))
+        .unwrap_or_else(|| panic!("no TTFT line in {text}"));
+    let p99 = format!("/ {:.2} (phase ", num(&st["ttft"], "p99_ms"));
+    assert!(
+        ttft.contains(&p99) && ttft.ends_with(" / -)"),
+        "{ttft}\n{st}"
+    );
+}
+
+/// A named window outside its phase is refused before anything is sent, in one line.
+#[test]
+fn a_named_window_outside_the_phase_is_refused_in_one_line() {
+    let out = runner(&[
+        &fixture("steady_window.rhai"),
+        "-p",
+        "to_s=9",
+        "-p",
+        "max_duration=2",
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("`steady_window` from 0.2 s to 9 s lies outside the phase: it ends after the phase's `max_duration` (2 s)"),
+        "{err}"
     );
 }

@@ -61,6 +61,7 @@ pub(super) fn run_once(session: &Session, a: &RunArgs, print: Print) -> Result<R
     )?;
     control.warn_unmatched();
     header.request_digest = Some(finished.result.digest.clone());
+    let otlp = finished.otlp.clone();
     let failure = finish_shard(&config, &header, finished)?;
     // What was sent, not what --api asked for (chat messages go to chat whatever it says).
     // After the shard file: its header keeps `--api`, the same in every shard, which
@@ -69,7 +70,8 @@ pub(super) fn run_once(session: &Session, a: &RunArgs, print: Print) -> Result<R
         failure.result.phases.iter().map(|p| &p.summary),
     );
     header.api = crate::outputs::report::run_report::api_used(&used, &header.api);
-    let report = build_report(&config, header, &failure.result);
+    let mut report = build_report(&config, header, &failure.result);
+    report.otlp = otlp;
     if let Err(e) = write_and_print(&config, &report, print) {
         // The run's own failure (requests.jsonl cut by the same full disk) comes first:
         // the error that ends the command would hide it.
@@ -163,6 +165,8 @@ struct Finished {
     result: RunResult,
     started: SystemTime,
     clock_offset_ms: Option<f64>,
+    /// What became of the `--otlp` spans.
+    otlp: Option<crate::outputs::otlp::OtlpSummary>,
 }
 
 /// Runs the engine, with the progress display, from `--start-at` if given.
@@ -216,7 +220,8 @@ fn execute(
     progress.finish();
     drop(served);
     drop(target.sim);
-    if let Some(summary) = otlp.map(|e| e.finish()) {
+    let otlp = otlp.map(|e| e.finish());
+    if let Some(summary) = otlp.as_ref() {
         if !config.quiet || !summary.complete() {
             crate::errln!("{}", summary.line());
         }
@@ -225,6 +230,7 @@ fn execute(
         result: result?,
         started,
         clock_offset_ms,
+        otlp,
     })
 }
 
@@ -364,6 +370,7 @@ fn build_report(config: &RunConfig, header: RunHeader, result: &RunResult) -> Ru
         phases,
         notes: result.notes.clone(),
         shards: None,
+        otlp: None,
     };
     RunReport::new(parts, &config.thresholds)
 }

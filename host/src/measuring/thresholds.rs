@@ -344,6 +344,7 @@ mod tests {
             max_concurrency: None,
             request_rate: None,
             burstiness: None,
+            steady_window: None,
         })
     }
 
@@ -444,6 +445,7 @@ mod tests {
             duration_ns: 1_000_000_000,
             max_concurrency: None,
             request_rate: None,
+            steady_window: None,
             burstiness: None,
         });
         // numpy's P99 of 10, 20, 30, 40 µs: 30 + 0.97 × 10 = 39.7 µs.
@@ -491,6 +493,7 @@ mod tests {
             name: "main".into(),
             duration_ns: 1_000_000_000,
             max_concurrency: None,
+            steady_window: None,
             request_rate: None,
             burstiness: None,
         })

@@ -207,6 +207,7 @@ mod tests {
             warmup: false,
             sessions: None,
             control: Default::default(),
+            steady_window: None,
         }
     }
 

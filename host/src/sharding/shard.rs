@@ -283,6 +283,7 @@ mod tests {
             warmup: false,
             sessions: None,
             control: Default::default(),
+            steady_window: None,
         }
     }
 

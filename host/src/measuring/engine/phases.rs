@@ -245,13 +245,28 @@ impl PhaseLoop<'_> {
             max_concurrency: spec.concurrency_limit(),
             request_rate: spec.arrival.rate(),
             burstiness: spec.arrival.burstiness(),
+            steady_window: spec.steady_window,
         };
         let (reply, summary) = oneshot::channel();
         self.run
             .records
             .send(Collect::EndPhase { info, reply })
             .map_err(|_| EngineError::Collector)?;
-        summary.await.map_err(|_| EngineError::Collector)
+        let (summary, latencies) = summary.await.map_err(|_| EngineError::Collector)?;
+        if let Some(w) = spec
+            .steady_window
+            .filter(|_| summary.steady_state.is_none())
+        {
+            crate::errln!(
+                "warning: phase `{}`: no steady state over the steady_window it named (from {} s to {} s): the phase lasted {:.3} s, with {} successful requests",
+                spec.name,
+                w.from_s,
+                w.to_s,
+                summary.duration_s,
+                summary.completed
+            );
+        }
+        Ok((summary, latencies))
     }
 }
 

@@ -18,7 +18,8 @@ use super::record::{ErrorKind, RequestRecord};
 use super::sessions::{SessionStats, SessionsSummary};
 use super::stamp_source::{StampSourceStats, StampSources, CLIENT_DELAY_PERCENTILES};
 use super::stat::{Distribution, StreamingStat};
-use super::steady_state::{SteadyState, SteadyStats};
+use super::steady_state::{PhaseSpan, SteadyState, SteadyStats};
+use crate::workloads::scenario::NamedWindow;
 
 mod mergeable;
 use super::tags::{TagStats, TagSummary, TAG_PERCENTILES};
@@ -83,6 +84,10 @@ pub struct PhaseInfo {
     /// Configured request rate, req/s; `None` = infinite.
     pub request_rate: Option<f64>,
     pub burstiness: Option<f64>,
+    /// The steady-state window the scenario named for the phase (`None`: the plateau
+    /// rule finds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_window: Option<NamedWindow>,
 }
 
 /// Failed requests of one kind.
@@ -537,9 +542,13 @@ impl PhaseAccumulator {
             sessions: self.sessions.summarize(),
             prefix_cache: self.prefix_cache.summarize(),
             steady_state: self.steady.summarize(
-                info.max_concurrency,
-                &self.starts,
-                &self.ends,
+                &PhaseSpan {
+                    cap: info.max_concurrency,
+                    named: info.steady_window,
+                    duration_ns: info.duration_ns,
+                    starts: &self.starts,
+                    ends: &self.ends,
+                },
                 // The section reads p99 whatever `--percentiles` asked for.
                 &including(pcts, &[99.0]),
             ),
@@ -579,6 +588,12 @@ impl PhaseAccumulator {
             itl: self.latency(&ITL).distribution(p),
             e2el: self.latency(&E2EL).distribution(p),
         }
+    }
+
+    /// Adds a request to the steady state only: a merged phase's accumulator, built from
+    /// the shards' states, gets its rows from their records (`sharding::merge`).
+    pub fn record_steady(&mut self, r: &RequestRecord) {
+        self.steady.record(r);
     }
 
     /// Number of ITL samples so far (chunk gaps of successful requests).
@@ -673,6 +688,7 @@ mod tests {
             max_concurrency: None,
             request_rate: None,
             burstiness: None,
+            steady_window: None,
         }
     }
 

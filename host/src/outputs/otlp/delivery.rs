@@ -38,6 +38,8 @@ pub(super) struct Counts {
     pub(super) failed: AtomicU64,
     /// A failure was said on stderr.
     warned: AtomicBool,
+    /// Why the first post failed, as said on stderr (result.json keeps it).
+    pub(super) first_error: std::sync::OnceLock<String>,
 }
 
 /// Where the thread posts, and what it counts.
@@ -121,6 +123,7 @@ impl Delivery {
 
     /// The first failure, on one line; the run's last lines count them all.
     fn warn(&self, reason: &str) {
+        let _ = self.counts.first_error.set(reason.to_string());
         if !self.counts.warned.swap(true, Ordering::Relaxed) {
             crate::errln!(
                 "warning: --otlp: spans not exported to {}: {reason} (the run goes on; its last lines count what was lost)",

@@ -64,6 +64,9 @@ pub struct OtlpSummary {
     pub failed: u64,
     /// Still queued or being posted when the flush limit passed.
     pub unflushed: u64,
+    /// Why the first failed post failed (the receiver's HTTP status, a refused
+    /// connection, a timeout); `None` when none failed.
+    pub first_error: Option<String>,
 }
 
 impl OtlpExporter {
@@ -118,6 +121,7 @@ impl OtlpExporter {
             dropped: read(&c.dropped),
             failed,
             unflushed: queued.saturating_sub(exported + failed),
+            first_error: c.first_error.get().cloned(),
         }
     }
 }
@@ -138,8 +142,7 @@ impl RecordTap for OtlpExporter {
 impl OtlpSummary {
     /// The run's last line about its spans: a warning when any was lost.
     pub fn line(&self) -> String {
-        let lost = self.spans - self.exported.min(self.spans);
-        if lost == 0 {
+        if self.lost() == 0 {
             return format!("otlp: {} spans exported to {}", self.spans, self.url);
         }
         format!(
@@ -157,6 +160,11 @@ impl OtlpSummary {
     /// Whether every span reached the receiver.
     pub fn complete(&self) -> bool {
         self.exported == self.spans
+    }
+
+    /// Spans that did not reach the receiver, for whatever reason.
+    pub fn lost(&self) -> u64 {
+        self.spans - self.exported.min(self.spans)
     }
 }
 
@@ -213,6 +221,7 @@ mod tests {
             dropped,
             failed: 0,
             unflushed: queued,
+            first_error: None,
         };
         assert!(!summary.complete());
         assert!(summary

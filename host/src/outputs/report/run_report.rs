@@ -8,6 +8,7 @@ use crate::measuring::client::Api;
 use crate::measuring::metrics::answer::EndpointCount;
 use crate::measuring::metrics::PhaseSummary;
 use crate::measuring::thresholds::{self, Threshold, Verdict};
+use crate::outputs::otlp::OtlpSummary;
 use crate::servers::server_metrics::ServerPhase;
 use crate::workloads::scenario::NoteValue;
 
@@ -73,6 +74,8 @@ pub struct RunReport {
     pub notes: Vec<(String, NoteValue)>,
     /// A merged run's shards; `None` for a run one process made.
     pub shards: Option<ShardStarts>,
+    /// What became of the spans `--otlp` exported; `None` without it.
+    pub otlp: Option<OtlpSummary>,
 }
 
 /// The parts of a [`RunReport`] before its thresholds are checked.
@@ -81,6 +84,7 @@ pub struct ReportParts {
     pub phases: Vec<ReportPhase>,
     pub notes: Vec<(String, NoteValue)>,
     pub shards: Option<ShardStarts>,
+    pub otlp: Option<OtlpSummary>,
 }
 
 impl RunReport {
@@ -93,6 +97,7 @@ impl RunReport {
             verdicts: Vec::new(),
             notes: parts.notes,
             shards: parts.shards,
+            otlp: parts.otlp,
         };
         report.verdicts = thresholds::check_all(checks, &report.measured());
         report

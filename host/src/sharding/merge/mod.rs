@@ -4,6 +4,7 @@
 
 pub mod notes;
 pub mod shard_file;
+mod steady;
 
 use std::collections::HashSet;
 use std::io::{BufWriter, Write};
@@ -180,6 +181,46 @@ fn check_same_workload(shards: &[LoadedShard]) -> Result<(), MergeError> {
     Ok(())
 }
 
+/// One phase's statistics added over the shards, before its summary.
+struct MergedPhase {
+    acc: PhaseAccumulator,
+    duration_ns: u64,
+    stop: Option<String>,
+    cut: u64,
+}
+
+/// Phase `p`'s statistics added over every shard's state.
+fn merge_phase(
+    shards: &[LoadedShard],
+    p: usize,
+    options: &MetricsOptions,
+) -> Result<MergedPhase, MergeError> {
+    let mut m = MergedPhase {
+        acc: PhaseAccumulator::new(options),
+        duration_ns: 0,
+        stop: None,
+        cut: 0,
+    };
+    for s in shards {
+        let sp = &s.file.phases[p];
+        let refused = |source| MergeError::Stats {
+            dir: shown(&s.dir),
+            shard: s.file.shard.to_string(),
+            phase: sp.info.name.clone(),
+            source,
+        };
+        let part = PhaseAccumulator::from_state(options, &sp.state).map_err(refused)?;
+        m.acc.merge(&part).map_err(refused)?;
+        crate::measuring::metrics::add_count("cut", &mut m.cut, sp.cut).map_err(refused)?;
+        // The shards ran side by side: the phase lasted as long as its longest shard.
+        m.duration_ns = m.duration_ns.max(sp.info.duration_ns);
+        if m.stop.is_none() {
+            m.stop.clone_from(&sp.stop);
+        }
+    }
+    Ok(m)
+}
+
 /// Each phase's statistics over all shards, with `percentiles` computed.
 pub fn merge_phases(
     shards: &[LoadedShard],
@@ -190,37 +231,20 @@ pub fn merge_phases(
         percentiles: percentiles.to_vec(),
         goodput: first.goodput,
     };
+    let mut merged = (0..first.phases.len())
+        .map(|p| merge_phase(shards, p, &options))
+        .collect::<Result<Vec<_>, _>>()?;
+    steady::feed(shards, &mut merged, |m| &mut m.acc)?;
     let mut out = Vec::new();
-    for (p, phase) in first.phases.iter().enumerate() {
-        let mut acc = PhaseAccumulator::new(&options);
-        let mut duration_ns = 0;
-        let mut stop = None;
-        let mut cut = 0;
-        for s in shards {
-            let sp = &s.file.phases[p];
-            let refused = |source| MergeError::Stats {
-                dir: shown(&s.dir),
-                shard: s.file.shard.to_string(),
-                phase: sp.info.name.clone(),
-                source,
-            };
-            let part = PhaseAccumulator::from_state(&options, &sp.state).map_err(refused)?;
-            acc.merge(&part).map_err(refused)?;
-            crate::measuring::metrics::add_count("cut", &mut cut, sp.cut).map_err(refused)?;
-            // The shards ran side by side: the phase lasted as long as its longest shard.
-            duration_ns = duration_ns.max(sp.info.duration_ns);
-            if stop.is_none() {
-                stop.clone_from(&sp.stop);
-            }
-        }
+    for (phase, m) in first.phases.iter().zip(merged) {
         let info = PhaseInfo {
-            duration_ns,
+            duration_ns: m.duration_ns,
             max_concurrency: phase.concurrency_limit,
             ..phase.info.clone()
         };
-        let summary = acc.summarize(&info);
+        let summary = m.acc.summarize(&info);
         // Every shard scraped the same server: shard 0's series, not N copies.
-        let mut server = first.phases[p].server.clone().map(|s| s.into_phase());
+        let mut server = phase.server.clone().map(|s| s.into_phase());
         // And the same power exporters: their joules are the fleet's, for every shard's tokens.
         if let Some(e) = server.as_mut().and_then(|s| s.energy.as_mut()) {
             e.count_tokens(summary.total_output_tokens);
@@ -229,8 +253,8 @@ pub fn merge_phases(
             summary,
             warmup: phase.warmup,
             arrival: phase.arrival.clone(),
-            ended: stop,
-            cut,
+            ended: m.stop,
+            cut: m.cut,
             server,
         });
     }
@@ -423,6 +447,8 @@ pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<Merged, MergeErro
             shards: starts,
             start_at: first.start_at.clone(),
         }),
+        // Each shard exported its own spans, and said so in its own result.json.
+        otlp: None,
     };
     Ok(Merged {
         report: RunReport::new(parts, checks),

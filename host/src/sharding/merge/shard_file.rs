@@ -248,6 +248,7 @@ impl ShardFile {
                         max_concurrency: s.max_concurrency,
                         request_rate: s.request_rate,
                         burstiness: s.burstiness,
+                        steady_window: declared.steady_window,
                     },
                     stop: (phase.stop != crate::measuring::engine::StopReason::Exhausted)
                         .then(|| phase.stop.describe()),

@@ -63,6 +63,7 @@ mod tests {
             warmup: false,
             sessions: None,
             control: Default::default(),
+            steady_window: None,
         }
     }
 

@@ -16,8 +16,9 @@ use std::path::Path;
 pub use host::HostContext;
 pub use params::{ParamSpec, ParamValue, Params};
 pub use spec::{
-    ArrivalSpec, Cancel, LatencySummary, Next, NoteValue, Outcome, PhaseReport, PhaseSpec, Prompt,
-    RequestSpec, ServerStat, ServerValues, SessionState, Snapshot, Step, ToolCall, ToolSpec,
+    ArrivalSpec, Cancel, LatencySummary, NamedWindow, Next, NoteValue, Outcome, PhaseReport,
+    PhaseSpec, Prompt, RequestSpec, ServerStat, ServerValues, SessionState, Snapshot, Step,
+    ToolCall, ToolSpec,
 };
 
 /// What `runner info` shows, and the parameters `-p name=value` may override.

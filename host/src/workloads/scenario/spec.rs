@@ -69,6 +69,18 @@ pub struct PhaseSpec {
     pub sessions: Option<u64>,
     /// What the server is asked around the phase (`servers::control`).
     pub control: PhaseControl,
+    /// The phase's steady-state window as the scenario names it, instead of the plateau
+    /// rule's (`metrics::steady_state`); `None`: the rule finds it.
+    pub steady_window: Option<NamedWindow>,
+}
+
+/// A steady-state window a scenario names for its phase (a Rhai phase's
+/// `steady_window: #{ from_s: 10.0, to_s: 50.0 }`): seconds from the phase's start, the
+/// window `[from_s, to_s)`.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct NamedWindow {
+    pub from_s: f64,
+    pub to_s: f64,
 }
 
 /// A phase's calls to the server: its prefix cache emptied before the phase

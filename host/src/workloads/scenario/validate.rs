@@ -11,7 +11,7 @@
 use std::fmt::Display;
 use std::time::Duration;
 
-use super::spec::{ArrivalSpec, Cancel, Next, PhaseSpec, Prompt, RequestSpec, Step};
+use super::spec::{ArrivalSpec, Cancel, NamedWindow, Next, PhaseSpec, Prompt, RequestSpec, Step};
 use super::Description;
 
 /// `describe`: a name, and parameters with distinct names and usable defaults.
@@ -84,7 +84,29 @@ pub fn phase(i: usize, mut spec: PhaseSpec) -> Result<PhaseSpec, String> {
         }
         _ => {}
     }
+    if let Some(w) = spec.steady_window {
+        steady_window(i, w, spec.max_duration)?;
+    }
     Ok(spec)
+}
+
+/// A named steady-state window lies inside its phase: it starts at or after the phase's
+/// start, ends after it starts, and ends by the phase's `max_duration` when it has one
+/// (after that the phase only drains). A phase that ends earlier than its window is said
+/// once it ran (`engine::phases`).
+fn steady_window(i: usize, w: NamedWindow, max_duration: Option<Duration>) -> Result<(), String> {
+    let shown = format!("from {} s to {} s", w.from_s, w.to_s);
+    if !(w.from_s.is_finite() && w.to_s.is_finite() && w.from_s >= 0.0 && w.to_s > w.from_s) {
+        return Err(format!(
+            "phase {i}: `steady_window` {shown} lies outside the phase: it must start at 0 s or later and end after it starts"
+        ));
+    }
+    match max_duration.map(|d| d.as_secs_f64()) {
+        Some(max) if w.to_s > max => Err(format!(
+            "phase {i}: `steady_window` {shown} lies outside the phase: it ends after the phase's `max_duration` ({max} s)"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The message for an arrival parameter that is not a positive number.
@@ -332,6 +354,32 @@ mod tests {
             warmup: false,
             sessions: None,
             control: Default::default(),
+            steady_window: None,
+        }
+    }
+
+    #[test]
+    fn a_named_steady_window_outside_its_phase_is_refused_in_one_line() {
+        let named = |from_s: f64, to_s: f64, max_s: Option<u64>| PhaseSpec {
+            steady_window: Some(NamedWindow { from_s, to_s }),
+            max_duration: max_s.map(Duration::from_secs),
+            ..spec(ArrivalSpec::Burst)
+        };
+        assert!(phase(0, named(10.0, 50.0, Some(60))).is_ok());
+        assert!(phase(0, named(0.0, 60.0, Some(60))).is_ok());
+        assert!(phase(0, named(10.0, 500.0, None)).is_ok());
+        let err = phase(2, named(10.0, 70.0, Some(60))).unwrap_err();
+        assert_eq!(
+            err,
+            "phase 2: `steady_window` from 10 s to 70 s lies outside the phase: it ends after the phase's `max_duration` (60 s)"
+        );
+        for (from, to) in [(-1.0, 5.0), (5.0, 5.0), (9.0, 3.0), (0.0, f64::NAN)] {
+            let err = phase(1, named(from, to, None)).unwrap_err();
+            assert!(err.starts_with("phase 1: `steady_window` from "), "{err}");
+            assert!(
+                err.contains("lies outside the phase") && !err.contains('\n'),
+                "{err}"
+            );
         }
     }
 

@@ -129,6 +129,7 @@ fn a_phase_without_sessions_has_no_session_summary() {
         max_concurrency: None,
         request_rate: None,
         burstiness: None,
+        steady_window: None,
     };
     let summary = acc.summarize(&info);
     assert_eq!(summary.sessions, None);
@@ -213,6 +214,7 @@ fn merged(records: &[RequestRecord], shards: usize) -> SessionsSummary {
         duration_ns: 10_000 * MS,
         max_concurrency: None,
         request_rate: None,
+        steady_window: None,
         burstiness: None,
     };
     whole.summarize(&info).sessions.expect("sessions")
@@ -274,6 +276,7 @@ fn a_shard_written_before_sessions_merges() {
         name: "main".into(),
         duration_ns: MS,
         max_concurrency: None,
+        steady_window: None,
         request_rate: None,
         burstiness: None,
     };

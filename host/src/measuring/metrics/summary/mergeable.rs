@@ -287,6 +287,7 @@ mod tests {
             max_concurrency: None,
             request_rate: Some(140.0),
             burstiness: None,
+            steady_window: None,
         };
         let mut whole = PhaseAccumulator::new(&opts);
         let mut shards: Vec<PhaseAccumulator> =

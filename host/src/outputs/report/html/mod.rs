@@ -108,7 +108,7 @@ fn charts(out: &mut String, report: &RunReport, series: &Series) -> Result<(), C
     let bands = steady_state::bands(&phases, &series.boundaries);
     if !bands.is_empty() {
         out.push_str(
-            "<p class=\"muted\">Shaded: each phase's steady-state window (requests in flight at 95 % of its cap or more).</p>\n",
+            "<p class=\"muted\">Shaded: each phase's steady-state window (requests in flight at 95 % of its cap or more, or the window its scenario named).</p>\n",
         );
     }
     out.push_str("<div class=\"grid\">\n");

@@ -98,6 +98,7 @@ mod tests {
             max_concurrency: None,
             request_rate: None,
             burstiness: None,
+            steady_window: None,
         });
         let mut out = String::new();
         sessions_section(&mut out, std::slice::from_ref(&s)).unwrap();

@@ -16,10 +16,11 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use self::result_file::{
-    ClockResult, DistributionResult, Infinite, MultiPhaseResult, PackageId, PerSessionResult,
-    RequestRate, ResultFile, ResultJsonPhase, RunSections, RunnerMetrics, RunnerSection,
-    SessionsResult, ShardResult, ShardsResult, SinglePhaseResult, SteadyStateResult, TagResult,
-    TargetResult, TokenAccountingResult, TurnResult, VerdictResult, VllmMetrics, WarmupPhase,
+    ClockResult, DistributionResult, Infinite, MultiPhaseResult, OtlpResult, PackageId,
+    PerSessionResult, RequestRate, ResultFile, ResultJsonPhase, RunSections, RunnerMetrics,
+    RunnerSection, SessionsResult, ShardResult, ShardsResult, SinglePhaseResult, SteadyStateResult,
+    TagResult, TargetResult, TokenAccountingResult, TurnResult, VerdictResult, VllmMetrics,
+    WarmupPhase,
 };
 use super::run_report::RunReport;
 use super::RunHeader;
@@ -120,6 +121,16 @@ fn run_sections(r: &RunReport) -> RunSections {
                     scenario_result: notes_json(&s.notes),
                 })
                 .collect(),
+        }),
+        otlp: r.otlp.as_ref().map(|o| OtlpResult {
+            url: o.url.clone(),
+            spans: o.spans,
+            exported: o.exported,
+            dropped: o.lost(),
+            dropped_queue_full: o.dropped,
+            dropped_receiver: o.failed,
+            dropped_unflushed: o.unflushed,
+            receiver_error: o.first_error.clone(),
         }),
     }
 }
@@ -511,6 +522,7 @@ mod tests {
             max_concurrency: Some(8),
             request_rate: None,
             burstiness: Some(1.0),
+            steady_window: None,
         })
     }
 

@@ -64,6 +64,35 @@ pub struct RunSections {
     /// The shards of a merged run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shards: Option<ShardsResult>,
+    /// The spans `--otlp` exported, one per finished request; absent without `--otlp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otlp: Option<OtlpResult>,
+}
+
+/// `otlp`: what became of the run's spans. `spans` = `exported` + `dropped`, and the
+/// dropped ones by why.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(deny_unknown_fields))]
+pub struct OtlpResult {
+    /// The receiver's URL, credentials hidden.
+    pub url: String,
+    /// One per finished request.
+    pub spans: u64,
+    /// Accepted by the receiver.
+    pub exported: u64,
+    /// Not accepted, for any of the reasons below.
+    pub dropped: u64,
+    /// Not queued: the exporter was behind (its queue was full).
+    pub dropped_queue_full: u64,
+    /// In posts that failed (no answer, a refused connection, a timeout, an HTTP error)
+    /// or that the receiver refused in part.
+    pub dropped_receiver: u64,
+    /// Still queued or being posted when the run's end stopped waiting.
+    pub dropped_unflushed: u64,
+    /// Why the first failed post failed; absent when none failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_error: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -225,8 +254,9 @@ pub struct RunnerSection {
     /// The prefix cache as the answers' usage told it, when any did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache: Option<crate::measuring::metrics::PrefixCacheSummary>,
-    /// The steady-state window of a phase with a concurrency cap and its figures, when
-    /// the requests in flight reached 95 % of the cap (`metrics::steady_state`).
+    /// The steady-state window of a phase and its figures: the window its scenario named
+    /// (`steady_window`), else, for a phase with a concurrency cap, where the requests in
+    /// flight held 95 % of the cap (`metrics::steady_state`); `window.rule` says which.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady_state: Option<SteadyStateResult>,
 }

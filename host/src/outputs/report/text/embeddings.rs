@@ -110,6 +110,7 @@ P99 E2EL (ms):                           1.59
             max_concurrency: Some(4),
             request_rate: Some(2.0),
             burstiness: None,
+            steady_window: None,
         });
         assert!(s.answer.only_embeddings());
         assert_eq!(render_embeddings_block(&s, &[99.0]), EMBEDDINGS_BLOCK);
@@ -126,6 +127,7 @@ P99 E2EL (ms):                           1.59
             duration_ns: 2_000_000_000,
             max_concurrency: None,
             request_rate: None,
+            steady_window: None,
             burstiness: None,
         });
         s.retried = 2;

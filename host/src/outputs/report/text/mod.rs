@@ -555,6 +555,7 @@ mod tests {
             max_concurrency: None,
             request_rate: None,
             burstiness: None,
+            steady_window: None,
         });
         s.name = "main".into();
         s.completed = 1000;

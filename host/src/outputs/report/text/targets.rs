@@ -54,6 +54,7 @@ mod tests {
             max_concurrency: None,
             request_rate: None,
             burstiness: None,
+            steady_window: None,
         })
     }
 

@@ -11,7 +11,8 @@ use super::api::number;
 use super::RhaiScenario;
 use crate::workloads::scenario::params::{parse_duration_secs, ParamSpec, ParamValue};
 use crate::workloads::scenario::spec::{
-    ArrivalSpec, Cancel, Next, PhaseControl, PhaseSpec, Prompt, RequestSpec, Step, ToolSpec,
+    ArrivalSpec, Cancel, NamedWindow, Next, PhaseControl, PhaseSpec, Prompt, RequestSpec, Step,
+    ToolSpec,
 };
 use crate::workloads::scenario::{validate, Description, ScenarioError};
 
@@ -192,6 +193,7 @@ fn phase(i: usize, d: Dynamic, has_arrival: bool) -> Result<PhaseSpec, String> {
         "sessions",
         "reset_prefix_cache",
         "profile",
+        "steady_window",
     ])?;
     let spec = PhaseSpec {
         name: fields.text("name").unwrap_or_default(),
@@ -211,8 +213,33 @@ fn phase(i: usize, d: Dynamic, has_arrival: bool) -> Result<PhaseSpec, String> {
             reset_prefix_cache: fields.flag("reset_prefix_cache", false)?,
             profile: fields.flag("profile", false)?,
         },
+        steady_window: match fields.get("steady_window") {
+            None => None,
+            Some(w) => Some(steady_window(i, w)?),
+        },
     };
     validate::phase(i, spec)
+}
+
+/// `steady_window: #{ from_s: 10.0, to_s: 50.0 }`; its bounds are checked with the phase
+/// (`validate::steady_window`).
+fn steady_window(i: usize, w: &Dynamic) -> Result<NamedWindow, String> {
+    let shape = || {
+        format!("phase {i}: `steady_window` must be a map like #{{ from_s: 10.0, to_s: 50.0 }}, got {w}")
+    };
+    let map = w.clone().try_cast::<Map>().ok_or_else(shape)?;
+    if map.len() != 2 {
+        return Err(shape());
+    }
+    let bound = |key: &str| {
+        map.get(key)
+            .and_then(|v| number(v, key).ok())
+            .ok_or_else(shape)
+    };
+    Ok(NamedWindow {
+        from_s: bound("from_s")?,
+        to_s: bound("to_s")?,
+    })
 }
 
 /// Seconds as a number, or a duration with a unit ("20m").

@@ -173,6 +173,8 @@ macro_rules! conversions {
                 // No WIT version has the phase's server calls yet: only
                 // --reset-prefix-cache and --profile-phase reach a Wasm scenario's phases.
                 control: Default::default(),
+                // Nor a named steady-state window: the plateau rule finds a Wasm phase's.
+                steady_window: None,
                 $($phase_field: $phase_value,)*
             };
             validate::phase(i, spec)
