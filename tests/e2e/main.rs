@@ -12,6 +12,7 @@ mod bad_input;
 mod bench_serve;
 mod budgets;
 mod build_steps;
+mod calibrate;
 mod cli;
 mod clock;
 mod compare;

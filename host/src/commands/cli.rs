@@ -54,6 +54,25 @@ pub enum Command {
     /// vLLM's benchmark command lines: `runner bench serve` takes `vllm bench serve`'s flags
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Fit a twin of the server from runs' --output directories: the simulator's engine
+    /// model (step costs, concurrency limit, KV capacity) to run against with
+    /// --sim-profile twin.toml
+    Calibrate(CalibrateArgs),
+}
+
+#[derive(Args)]
+pub struct CalibrateArgs {
+    /// The --output directories of runs against the server (requests.jsonl, result.json,
+    /// server_metrics.jsonl where scraped)
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub runs: Vec<PathBuf>,
+    /// Where to write the twin
+    #[arg(long, default_value = "twin.toml", value_name = "FILE")]
+    pub out: PathBuf,
+    /// Leave the phase of this name out of the fit and report the twin's error on it,
+    /// replaying its requests against the twin (repeatable)
+    #[arg(long, value_name = "PHASE")]
+    pub holdout: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -465,8 +484,9 @@ pub fn usage_error_line(rendered: &str) -> String {
 }
 
 /// Subcommands and the flags that print and exit; any other first argument is a scenario.
-const KNOWN_FIRST: [&str; 16] = [
+const KNOWN_FIRST: [&str; 17] = [
     "run",
+    "calibrate",
     "bench",
     "info",
     "pack",

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod config;
 
 mod bench_serve;
+mod calibrate;
 mod compare;
 mod info;
 mod merge;
@@ -58,6 +59,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Command::Merge(a) => merge::merge(a),
         Command::Trace(cli::TraceCommand::Analyze(a)) => trace::analyze(a).map(|_| 0),
         Command::Bench(cli::BenchCommand::Serve(a)) => bench_serve::bench_serve(a.flags),
+        Command::Calibrate(a) => calibrate::calibrate(a).map(|_| 0),
     };
     match result {
         Ok(code) => code,

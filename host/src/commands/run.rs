@@ -153,6 +153,7 @@ fn run_header(
         package: loaded.package.as_ref().map(package_id),
         scenario_digest: loaded.digest.clone(),
         wit_version: scenario::wasm::version::VERSION.to_string(),
+        twin: super::targets::twin_provenance(&config.target),
     }
 }
 

@@ -7,6 +7,7 @@ use anyhow::Result;
 
 use crate::commands::config::{RunConfig, TargetSpec};
 use crate::measuring::client::Client;
+use crate::outputs::report::{FittedRun, TwinProvenance};
 use crate::servers::sim::SimServer;
 use crate::workloads::tokenizer::Tokenizer;
 
@@ -46,7 +47,11 @@ impl Targets {
                     Some(Arc::new(move |text: &str| counter.count(text)));
                 let server = SimServer::start(sim_config, 0)?;
                 let url = server.base_url();
-                let label = format!("built-in simulator, profile {profile} ({url})");
+                let label = match &config.twin {
+                    // A run against a twin names it, its runs and its error in every report.
+                    Some(twin) => format!("built-in simulator, {} ({url})", twin.describe(profile)),
+                    None => format!("built-in simulator, profile {profile} ({url})"),
+                };
                 (Some(server), vec![url], vec![label])
             }
         };
@@ -113,4 +118,21 @@ impl Targets {
             .collect();
         names.join(", ")
     }
+}
+
+/// The twin the built-in simulator runs, for the reports.
+pub(super) fn twin_provenance(target: &TargetSpec) -> Option<TwinProvenance> {
+    let TargetSpec::Simulator { config, profile } = target else {
+        return None;
+    };
+    let twin = config.twin.as_ref()?;
+    let runs = twin.runs.iter().map(|r| FittedRun {
+        path: r.path.clone(),
+        request_digest: r.request_digest.clone(),
+    });
+    Some(TwinProvenance {
+        file: profile.clone(),
+        runs: runs.collect(),
+        error: twin.error_summary(),
+    })
 }

@@ -59,6 +59,34 @@ pub struct RunHeader {
     pub scenario_digest: String,
     /// The `bench:scenario` WIT package version this runner implements.
     pub wit_version: String,
+    /// The twin the built-in simulator ran (`--sim-profile twin.toml`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twin: Option<TwinProvenance>,
+}
+
+/// What a run against a twin simulated: the twin file, the real runs it was fitted from
+/// and its error on phases held out of the fit.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(deny_unknown_fields))]
+pub struct TwinProvenance {
+    /// The twin file (`runner calibrate --out`).
+    pub file: String,
+    /// The runs it was fitted from.
+    pub runs: Vec<FittedRun>,
+    /// Its error on held-out phases in a few words, or that none was measured.
+    pub error: String,
+}
+
+/// A run a twin was fitted from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(deny_unknown_fields))]
+pub struct FittedRun {
+    /// Its --output directory, as given to `runner calibrate`.
+    pub path: String,
+    /// Its result.json's request digest.
+    pub request_digest: String,
 }
 
 impl RunHeader {

@@ -3,7 +3,7 @@
 /// Why a simulated server could not be configured or started.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    #[error("unknown simulator profile `{name}`; known profiles: {known}")]
+    #[error("unknown simulator profile `{name}`; known profiles: {known}, or a twin file FILE.toml from `runner calibrate`")]
     UnknownProfile { name: String, known: String },
 
     #[error("--sim-{flag} does not apply to the `{profile}` profile ({hint})")]
@@ -25,6 +25,9 @@ pub enum SimError {
         flag: &'static str,
         other: &'static str,
     },
+
+    #[error("--sim-profile {path}: cannot read the twin: {reason}")]
+    TwinFile { path: String, reason: String },
 
     #[error("the simulated server could not listen on 127.0.0.1:{port}: {source}")]
     Bind {

@@ -19,6 +19,7 @@
 //!   each request arrived (the kernel's receive time of its headers).
 //! - `words`: the output text, one OpenAI token per word; `tool`: answers that are a
 //!   tool call (`tool_choice`, `sim_tool_call`, `--sim-tool-call-ratio`).
+//! - [`twin_file`]: `--sim-profile twin.toml`, a profile fitted from real runs by `runner calibrate`.
 //! - `spec_decode`: `--sim-spec-decode`, a draft model; its acceptance counts in `/metrics`.
 
 mod answer;
@@ -39,6 +40,7 @@ mod send_log;
 pub mod server;
 mod spec_decode;
 mod tool;
+pub mod twin_file;
 mod wire;
 mod words;
 

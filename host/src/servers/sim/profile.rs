@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::SimError;
+use super::twin_file::{is_twin_path, TwinEngine, TwinFile};
 
 /// The model name served when `--sim-model` is not given.
 pub const DEFAULT_MODEL: &str = "sim/llm-9b";
@@ -52,8 +53,12 @@ pub type TokenCounter = Arc<dyn Fn(&str) -> usize + Send + Sync>;
 /// Flags that select and override a profile. Flattened into two clap commands, so every flag is prefixed `--sim-`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct SimArgs {
-    /// Named profile: `default` (continuous batching, H100-like), `fixed` (exact TTFT and gap, unlimited concurrency), `zero` (no delays at all)
-    #[arg(long = "sim-profile", default_value = "default", value_name = "NAME")]
+    /// Named profile: `default` (continuous batching, H100-like), `fixed` (exact TTFT and gap, unlimited concurrency), `zero` (no delays at all), or a twin file `FILE.toml` that `runner calibrate` fitted from real runs (the `default` engine with its parameters; the `default` profile's --sim-* flags override them)
+    #[arg(
+        long = "sim-profile",
+        default_value = "default",
+        value_name = "NAME|FILE.toml"
+    )]
     pub profile: String,
     /// Model name served by the simulator [default: sim/llm-9b]
     #[arg(long = "sim-model", value_name = "NAME")]
@@ -245,6 +250,8 @@ pub struct SimConfig {
     pub send_log: Option<PathBuf>,
     /// `--sim-power`: the GPU's power model, served at `/dcgm/metrics`.
     pub power: Option<super::power::PowerModel>,
+    /// The twin file the profile came from (`--sim-profile FILE.toml`), for reports.
+    pub twin: Option<Arc<TwinFile>>,
 }
 
 impl Default for SimConfig {
@@ -262,6 +269,7 @@ impl Default for SimConfig {
             prompt_token_counter: None,
             send_log: None,
             power: None,
+            twin: None,
         }
     }
 }
@@ -281,6 +289,7 @@ impl fmt::Debug for SimConfig {
             .field("prompt_token_counter", &self.prompt_token_counter.is_some())
             .field("send_log", &self.send_log)
             .field("power", &self.power)
+            .field("twin", &self.twin)
             .finish()
     }
 }
@@ -327,10 +336,25 @@ impl SimConfig {
 impl SimArgs {
     /// Resolve the profile and apply every override, rejecting flags that do not apply.
     pub fn to_config(&self) -> Result<SimConfig, SimError> {
+        let twin = if is_twin_path(&self.profile) {
+            Some(Arc::new(TwinFile::load(std::path::Path::new(
+                &self.profile,
+            ))?))
+        } else {
+            None
+        };
         let timing = match self.profile.as_str() {
+            _ if twin.is_some() => {
+                self.reject_fixed_flags()?;
+                let base = twin
+                    .as_ref()
+                    .map(|t| twin_params(&t.engine))
+                    .unwrap_or_default();
+                Timing::Batching(self.batch_params(base)?)
+            }
             "default" => {
                 self.reject_fixed_flags()?;
-                Timing::Batching(self.batch_params()?)
+                Timing::Batching(self.batch_params(BatchParams::default())?)
             }
             "fixed" => {
                 self.reject_batch_flags()?;
@@ -371,6 +395,7 @@ impl SimArgs {
             prompt_token_counter: None,
             send_log: self.send_log.clone(),
             power: self.power,
+            twin,
         })
     }
 
@@ -409,8 +434,8 @@ impl SimArgs {
         }
     }
 
-    fn batch_params(&self) -> Result<BatchParams, SimError> {
-        let d = BatchParams::default();
+    /// `d`'s parameters (the `default` profile's or a twin's) with the flags' overrides, validated.
+    fn batch_params(&self, d: BatchParams) -> Result<BatchParams, SimError> {
         let p = BatchParams {
             max_seqs: at_least_one("max-seqs", self.max_seqs, d.max_seqs)?,
             max_batched_tokens: at_least_one(
@@ -487,6 +512,19 @@ impl SimArgs {
             }),
             None => Ok(()),
         }
+    }
+}
+
+/// A twin's engine as the `default` profile's parameters (validated by `batch_params`).
+fn twin_params(e: &TwinEngine) -> BatchParams {
+    BatchParams {
+        max_seqs: e.max_seqs,
+        max_batched_tokens: e.max_batched_tokens,
+        kv_tokens: e.kv_tokens,
+        prefill_us_per_token: e.prefill_us_per_token,
+        decode_step_ms: e.decode_step_ms,
+        decode_us_per_seq: e.decode_us_per_seq,
+        spec_decode: None,
     }
 }
 

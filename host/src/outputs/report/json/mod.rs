@@ -231,6 +231,7 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary) -> RunnerSection {
         params: h.params.iter().cloned().collect(),
         seed: h.seed,
         target: h.target.clone(),
+        twin: h.twin.clone(),
         api: h.api.clone(),
         request_digest: h.request_digest.clone(),
         trace_id: h.trace_id.clone(),
@@ -438,6 +439,7 @@ mod tests {
             package: None,
             scenario_digest: "cafe".into(),
             wit_version: "0.1.0".into(),
+            twin: None,
         }
     }
 

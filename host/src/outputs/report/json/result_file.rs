@@ -199,6 +199,10 @@ pub struct RunnerSection {
     pub params: BTreeMap<String, String>,
     pub seed: u64,
     pub target: String,
+    /// The twin the built-in simulator ran (`--sim-profile twin.toml`): a simulation of
+    /// the server of these runs, with this error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twin: Option<crate::outputs::report::TwinProvenance>,
     pub api: String,
     pub request_digest: Option<String>,
     /// The run's W3C trace id: each request was sent as a span of it (`traceparent`), its

@@ -881,6 +881,7 @@ Latency clock: kernel receive times (SO_TIMESTAMPING) for 100.0 % of chunks; sen
             package: Some(("team-a/chat-mix".into(), "1.2.0".into())),
             scenario_digest: "cafe".into(),
             wit_version: "0.1.0".into(),
+            twin: None,
         };
         assert_eq!(
             render_header(&h),

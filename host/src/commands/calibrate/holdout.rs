@@ -1,0 +1,117 @@
+//! The twin's error on held-out phases: each phase's requests (send offsets, new prompt
+//! and output tokens) are written as a Mooncake-format trace and replayed against the twin
+//! by the bundled `trace_replay.rhai`, run by this same binary with `--sim-profile
+//! twin.toml` (the built-in simulator, in real time); its result.json figures are then set
+//! against the real run's.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+
+use crate::servers::sim::twin_file::HoldoutError;
+use crate::servers::twin::ObservedPhase;
+
+const REPLAY: &str = include_str!("../../../../scenarios/trace_replay.rhai");
+
+/// The figures compared, as result.json names them.
+const METRICS: [&str; 14] = [
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "mean_e2el_ms",
+    "median_e2el_ms",
+    "p99_e2el_ms",
+    "output_throughput",
+    "request_throughput",
+];
+
+pub fn measure(twin: &Path, held: &[(ObservedPhase, Value)]) -> Result<Vec<HoldoutError>> {
+    let dir = tempfile::tempdir().context("cannot make a directory for the replay")?;
+    std::fs::write(dir.path().join("replay.rhai"), REPLAY)?;
+    let mut rows = Vec::new();
+    for (phase, observed) in held {
+        let predicted = replay(twin, phase, dir.path())?;
+        for metric in METRICS {
+            let (Some(o), Some(p)) = (observed[metric].as_f64(), predicted[metric].as_f64()) else {
+                continue;
+            };
+            rows.push(HoldoutError {
+                phase: phase.name.clone(),
+                metric: metric.to_string(),
+                observed: o,
+                predicted: p,
+                error: p - o,
+                error_pct: (o != 0.0).then(|| (p - o).abs() / o.abs() * 100.0),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Runs the phase's requests against the twin; the replay's result.json.
+fn replay(twin: &Path, phase: &ObservedPhase, dir: &Path) -> Result<Value> {
+    let mut reqs: Vec<_> = phase.requests.iter().collect();
+    reqs.sort_by_key(|r| r.sent_ns);
+    let mut trace = String::new();
+    for r in &reqs {
+        let line = json!({
+            "timestamp": r.sent_ns as f64 / 1e6,
+            "input_length": r.new_prompt_tokens.max(1),
+            "output_length": r.output_tokens.max(1),
+        });
+        let _ = writeln!(trace, "{line}");
+    }
+    // A scenario reads files from the `data/` folder beside it.
+    std::fs::create_dir_all(dir.join("data"))?;
+    std::fs::write(dir.join("data").join("trace.jsonl"), trace)?;
+    let out = dir.join("out");
+    let exe = std::env::current_exe().context("cannot find the runner's own binary")?;
+    let run = Command::new(exe)
+        .arg("run")
+        .arg(dir.join("replay.rhai"))
+        .args(["-p", "trace=data/trace.jsonl", "--sim-profile"])
+        .arg(std::path::absolute(twin)?)
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .context("cannot start the replay")?;
+    if !run.status.success() {
+        let err = String::from_utf8_lossy(&run.stderr);
+        let last = err.lines().last().unwrap_or("no message");
+        bail!(
+            "the replay of phase {} against the twin failed: {last}",
+            phase.name
+        );
+    }
+    let text = std::fs::read_to_string(out.join("result.json"))?;
+    let result: Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow!("the replay's result.json is not JSON: {e}"))?;
+    std::fs::remove_dir_all(&out)?;
+    Ok(result)
+}
+
+/// The error table, one row per phase and metric.
+pub fn table(rows: &[HoldoutError]) -> String {
+    let mut s = format!(
+        "held-out error (the phase's requests replayed against the twin):\n  {:<16} {:<20} {:>12} {:>12} {:>12} {:>9}",
+        "phase", "metric", "observed", "twin", "error", "error %"
+    );
+    for r in rows {
+        let pct = r.error_pct.map_or("-".into(), |p| format!("{p:.1}"));
+        let _ = write!(
+            s,
+            "\n  {:<16} {:<20} {:>12.3} {:>12.3} {:>12.3} {:>9}",
+            r.phase, r.metric, r.observed, r.predicted, r.error, pct
+        );
+    }
+    s
+}

@@ -1,0 +1,155 @@
+//! The step-time least squares: gap = decode_step + decode_per_seq × decoding +
+//! prefill_per_token × prefill tokens, solved with nalgebra's SVD, refitted once without
+//! the steps a stalled client or server stretched (residual over [`OUTLIER_MADS`] times
+//! the median absolute residual). Refuses when the steps cannot separate a term.
+
+use nalgebra::{DMatrix, DVector};
+
+use super::steps::EngineStep;
+use super::{FitError, Sources};
+use crate::servers::sim::twin_file::FitQuality;
+
+/// Fewer steps than this fit nothing worth a twin.
+const MIN_STEPS: usize = 10;
+/// Fewer prefill steps than this cannot price a prompt token.
+const MIN_PREFILL_STEPS: usize = 3;
+/// A step further than this many median absolute residuals from the first fit is left out,
+const OUTLIER_MADS: f64 = 6.0;
+/// or than this share of the median step, whichever is larger (a fit as close as the
+/// simulator's has residuals of microseconds, and its timer jitter is no outlier).
+const OUTLIER_SHARE: f64 = 0.05;
+/// Prefill tokens enter the matrix in thousands, so its columns are of like size.
+const TOKENS_SCALE: f64 = 1000.0;
+
+pub struct StepFit {
+    pub prefill_us_per_token: f64,
+    pub decode_step_ms: f64,
+    pub decode_us_per_seq: f64,
+    pub quality: FitQuality,
+    pub sources: Sources,
+}
+
+pub fn fit_steps(steps: &[EngineStep]) -> Result<StepFit, FitError> {
+    check_identifiable(steps)?;
+    let first = solve(steps);
+    let residuals: Vec<f64> = steps
+        .iter()
+        .map(|s| s.gap_ms - predict(&first, s))
+        .collect();
+    let mut abs: Vec<f64> = residuals.iter().map(|r| r.abs()).collect();
+    abs.sort_by(f64::total_cmp);
+    let mut gaps: Vec<f64> = steps.iter().map(|s| s.gap_ms).collect();
+    gaps.sort_by(f64::total_cmp);
+    let bound = (OUTLIER_MADS * abs[abs.len() / 2]).max(OUTLIER_SHARE * gaps[gaps.len() / 2]);
+    let kept: Vec<EngineStep> = steps
+        .iter()
+        .zip(&residuals)
+        .filter(|(_, r)| r.abs() <= bound)
+        .map(|(s, _)| s.clone())
+        .collect();
+    let kept = if kept.len() >= MIN_STEPS {
+        kept
+    } else {
+        steps.to_vec()
+    };
+    let beta = solve(&kept);
+    let quality = quality(&kept, &beta);
+    let [step_ms, per_seq_ms, per_ktoken_ms] = beta;
+    let dropped = steps.len() - kept.len();
+    let how = format!(
+        "ordinary least squares (nalgebra SVD) of {} steps' times on decoding sequences and prefilled tokens ({dropped} stretched steps left out)",
+        kept.len()
+    );
+    let sources = Sources::from([
+        ("decode_step_ms".into(), format!("intercept of the {how}; a step is the gap between two chunks of one stream in requests.jsonl (chunks[].t_ns), its decoding sequences the streams with a chunk at its end")),
+        ("decode_us_per_seq".into(), format!("slope on decoding sequences of the {how}")),
+        ("prefill_us_per_token".into(), format!("slope on prefilled tokens of the {how}; a stream's prompt is prefilled in the step its first chunk ends (input_tokens − cached_prompt_tokens)")),
+    ]);
+    Ok(StepFit {
+        decode_step_ms: step_ms.max(0.0),
+        decode_us_per_seq: (per_seq_ms * 1000.0).max(0.0),
+        prefill_us_per_token: (per_ktoken_ms * 1000.0 / TOKENS_SCALE).max(0.0),
+        quality,
+        sources,
+    })
+}
+
+fn row(s: &EngineStep) -> [f64; 3] {
+    [
+        1.0,
+        s.decoding as f64,
+        s.prefill_tokens as f64 / TOKENS_SCALE,
+    ]
+}
+
+fn predict(beta: &[f64; 3], s: &EngineStep) -> f64 {
+    row(s).iter().zip(beta).map(|(x, b)| x * b).sum()
+}
+
+fn solve(steps: &[EngineStep]) -> [f64; 3] {
+    let x = DMatrix::from_fn(steps.len(), 3, |i, j| row(&steps[i])[j]);
+    let y = DVector::from_iterator(steps.len(), steps.iter().map(|s| s.gap_ms));
+    match x.svd(true, true).solve(&y, 1e-12) {
+        Ok(b) => [b[0], b[1], b[2]],
+        // Only without U or V, which were asked for.
+        Err(_) => [0.0; 3],
+    }
+}
+
+fn quality(steps: &[EngineStep], beta: &[f64; 3]) -> FitQuality {
+    let n = steps.len() as f64;
+    let mean = steps.iter().map(|s| s.gap_ms).sum::<f64>() / n;
+    let ss_res: f64 = steps
+        .iter()
+        .map(|s| (s.gap_ms - predict(beta, s)).powi(2))
+        .sum();
+    let ss_tot: f64 = steps.iter().map(|s| (s.gap_ms - mean).powi(2)).sum();
+    FitQuality {
+        steps: steps.len(),
+        residual_rms_ms: round((ss_res / n).sqrt()),
+        r_squared: round(if ss_tot > 0.0 {
+            1.0 - ss_res / ss_tot
+        } else {
+            0.0
+        }),
+    }
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+/// Refuses, naming the run that would help, when a term cannot be told apart.
+fn check_identifiable(steps: &[EngineStep]) -> Result<(), FitError> {
+    if steps.len() < MIN_STEPS {
+        return Err(FitError::Undetermined {
+            parameter: "decode_step_ms",
+            why: format!("the runs show {} engine steps (gaps between two single-token chunks of a stream), fewer than {MIN_STEPS}", steps.len()),
+            remedy: "calibrate from streamed runs (the default) with more requests and output tokens",
+        });
+    }
+    let mut decoding: Vec<usize> = steps.iter().map(|s| s.decoding).collect();
+    decoding.sort_unstable();
+    let (p10, p90) = (
+        decoding[decoding.len() / 10],
+        decoding[decoding.len() * 9 / 10],
+    );
+    // One load point keeps about as many sequences decoding in every step, and the
+    // fixed and per-sequence costs then add up to one number.
+    if p90 < p10 + 2 || (p90 as f64) < 1.5 * p10 as f64 {
+        return Err(FitError::Undetermined {
+            parameter: "decode_us_per_seq",
+            why: format!("the steps had {p10} to {p90} sequences decoding (10th to 90th percentile), one load point, so the fixed and per-sequence step costs cannot be told apart"),
+            remedy: "add a run (or phase) at a second load point, e.g. concurrency 2 and 16",
+        });
+    }
+    let prefill_steps = steps.iter().filter(|s| s.prefill_tokens > 0).count();
+    if prefill_steps < MIN_PREFILL_STEPS {
+        return Err(FitError::Undetermined {
+            parameter: "prefill_us_per_token",
+            why: format!("only {prefill_steps} steps prefilled a prompt while other streams decoded"),
+            remedy: "calibrate from a run that keeps several requests in flight, so new prompts join running streams",
+        });
+    }
+    Ok(())
+}

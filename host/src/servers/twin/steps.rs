@@ -1,0 +1,153 @@
+//! The engine steps a phase's records reveal. A continuous-batching engine emits one token
+//! for every decoding sequence at the end of each step, so the gap between two chunks of
+//! one stream is one step, and the chunks of other streams that arrive with the second
+//! say what that step held: the streams that were decoding, and the streams whose first
+//! token came then (their prompts were prefilled in it). Each step is kept once.
+
+use super::{ObservedPhase, ObservedRequest};
+
+/// Chunks of one step arrive within this share of the typical step (the median gap) of
+/// each other; the rest of the gap separates them from the next step's.
+const SAME_STEP_SHARE: f64 = 0.25;
+/// The window never narrows below this, for very short steps.
+const MIN_WINDOW_NS: u64 = 20_000;
+
+/// One engine step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineStep {
+    pub gap_ms: f64,
+    /// Streams that got a token in it and had one before.
+    pub decoding: usize,
+    /// New prompt tokens of the streams whose first token came at its end.
+    pub prefill_tokens: u64,
+    /// Sequences in it: decoding + prefilled.
+    pub running: usize,
+    /// Streams the client had sent before the step began that still had tokens to come.
+    pub in_flight: usize,
+}
+
+#[derive(Clone, Copy)]
+struct Arrival {
+    t: u64,
+    req: usize,
+    first: bool,
+}
+
+/// Every step of `phase` that a single-token chunk ends, once each.
+pub fn of(phase: &ObservedPhase) -> Vec<EngineStep> {
+    let reqs = &phase.requests;
+    let Some(window) = same_step_window(reqs) else {
+        return Vec::new();
+    };
+    let mut arrivals: Vec<Arrival> = reqs
+        .iter()
+        .enumerate()
+        .flat_map(|(req, r)| {
+            r.chunks
+                .iter()
+                .enumerate()
+                .map(move |(k, &(t, _))| Arrival {
+                    t,
+                    req,
+                    first: k == 0,
+                })
+        })
+        .collect();
+    arrivals.sort_by_key(|a| a.t);
+    let clock = Clock::new(reqs, window);
+    let mut steps = Vec::new();
+    for (i, r) in reqs.iter().enumerate() {
+        for w in r.chunks.windows(2) {
+            let ((t0, _), (t1, tokens)) = (w[0], w[1]);
+            if tokens != 1 {
+                continue;
+            }
+            let lo = arrivals.partition_point(|a| a.t < t1.saturating_sub(window));
+            let hi = arrivals.partition_point(|a| a.t <= t1.saturating_add(window));
+            if let Some(step) = step_of(i, t0, t1, &arrivals[lo..hi], reqs, &clock) {
+                steps.push(step);
+            }
+        }
+    }
+    steps
+}
+
+/// The step ending at `t1`, when stream `i` is the lowest-numbered one decoding in it
+/// (so each step is kept once).
+fn step_of(
+    i: usize,
+    t0: u64,
+    t1: u64,
+    together: &[Arrival],
+    reqs: &[ObservedRequest],
+    clock: &Clock,
+) -> Option<EngineStep> {
+    let mut decoders: Vec<usize> = together
+        .iter()
+        .filter(|a| !a.first)
+        .map(|a| a.req)
+        .collect();
+    decoders.sort_unstable();
+    decoders.dedup();
+    if decoders.first() != Some(&i) {
+        return None;
+    }
+    let mut prefilled: Vec<usize> = together.iter().filter(|a| a.first).map(|a| a.req).collect();
+    prefilled.sort_unstable();
+    prefilled.dedup();
+    let prefill_tokens = prefilled.iter().map(|&j| reqs[j].new_prompt_tokens).sum();
+    Some(EngineStep {
+        gap_ms: t1.saturating_sub(t0) as f64 / 1e6,
+        decoding: decoders.len(),
+        prefill_tokens,
+        running: decoders.len() + prefilled.len(),
+        in_flight: clock.in_flight(t0),
+    })
+}
+
+/// The window within which chunks belong to one step: a share of the median gap.
+fn same_step_window(reqs: &[ObservedRequest]) -> Option<u64> {
+    let mut gaps: Vec<u64> = reqs
+        .iter()
+        .flat_map(|r| r.chunks.windows(2).map(|w| w[1].0.saturating_sub(w[0].0)))
+        .collect();
+    if gaps.is_empty() {
+        return None;
+    }
+    let mid = gaps.len() / 2;
+    let (_, median, _) = gaps.select_nth_unstable(mid);
+    Some(((*median as f64 * SAME_STEP_SHARE) as u64).max(MIN_WINDOW_NS))
+}
+
+/// Send and last-token times, sorted, to count the streams in flight at an instant.
+struct Clock {
+    sent: Vec<u64>,
+    last: Vec<u64>,
+    window: u64,
+}
+
+impl Clock {
+    fn new(reqs: &[ObservedRequest], window: u64) -> Clock {
+        let with_tokens = reqs.iter().filter(|r| !r.chunks.is_empty());
+        let mut sent: Vec<u64> = with_tokens.clone().map(|r| r.sent_ns).collect();
+        let mut last: Vec<u64> = with_tokens
+            .filter_map(|r| r.chunks.last().map(|c| c.0))
+            .collect();
+        sent.sort_unstable();
+        last.sort_unstable();
+        Clock { sent, last, window }
+    }
+
+    /// Streams sent a window before `t` that still had a token to come a window after it:
+    /// a request sent during the step before waits for that step to end on any engine,
+    /// and is not counted as waiting for a slot.
+    fn in_flight(&self, t: u64) -> usize {
+        let sent = self
+            .sent
+            .partition_point(|&s| s < t.saturating_sub(self.window));
+        let done = self
+            .last
+            .partition_point(|&l| l <= t.saturating_add(self.window));
+        sent.saturating_sub(done)
+    }
+}

@@ -1,0 +1,142 @@
+//! `runner calibrate`: a twin fitted from runs against the built-in simulator with a known
+//! profile recovers that profile's parameters within 5 %, states its error on a held-out
+//! phase, refuses one load point with the run that would do, and a run against the twin
+//! names the twin and the runs it came from.
+
+use std::path::Path;
+
+use crate::schema::{assert_valid, validator};
+use crate::support::{fixture, runner, stderr, stdout};
+
+/// The known engine: (flag, twin.toml key, value).
+const PROFILE: [(&str, &str, f64); 4] = [
+    ("--sim-prefill-us-per-token", "prefill_us_per_token", 30.0),
+    ("--sim-decode-step-ms", "decode_step_ms", 8.0),
+    ("--sim-decode-us-per-seq", "decode_us_per_seq", 200.0),
+    ("--sim-max-seqs", "max_seqs", 8.0),
+];
+
+fn load_points(dir: &Path) -> String {
+    let out = dir.join("run").display().to_string();
+    let mut args = vec![
+        fixture("calibration.rhai"),
+        "-p".into(),
+        "concurrency=2,16,4".into(),
+        "-p".into(),
+        "requests=32".into(),
+        "-p".into(),
+        "output_tokens=16".into(),
+        "--output".into(),
+        out.clone(),
+    ];
+    for (flag, _, v) in PROFILE {
+        args.extend([flag.to_string(), v.to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = runner(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out
+}
+
+/// One run of three load points serves every check (CI time is short).
+#[test]
+fn a_twin_recovers_a_known_profile_states_its_error_and_is_named_by_runs_against_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let run = load_points(dir.path());
+    refuses_one_load_point(&run, dir.path());
+    let twin = dir.path().join("twin.toml").display().to_string();
+    recovers_the_profile(&run, &twin);
+    names_the_twin(&run, &twin, dir.path());
+}
+
+fn recovers_the_profile(run: &str, twin: &str) {
+    let o = runner(&["calibrate", run, "--holdout", "c4", "--out", twin]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(twin).expect("twin.toml");
+    let file: toml::Value = toml::from_str(&text).expect("toml");
+    for (_, key, want) in PROFILE {
+        let got = file["engine"][key]
+            .as_float()
+            .or_else(|| file["engine"][key].as_integer().map(|i| i as f64))
+            .expect(key);
+        assert!(
+            (got - want).abs() <= 0.05 * want,
+            "{key}: fitted {got}, profile {want}\n{text}"
+        );
+    }
+    assert!(file["sources"]["decode_us_per_seq"].as_str().is_some());
+    assert_eq!(file["runs"][0]["phases"].as_array().map(Vec::len), Some(2));
+    // The held-out phase, replayed against the twin of the engine that served it.
+    let holdout = file["holdout"].as_array().expect("holdout rows");
+    let pct = |metric: &str| {
+        holdout
+            .iter()
+            .find(|r| r["metric"].as_str() == Some(metric))
+            .and_then(|r| r["error_pct"].as_float())
+            .unwrap_or_else(|| panic!("{metric} in {text}"))
+    };
+    assert!(pct("median_tpot_ms") < 10.0, "{text}");
+    assert!(pct("median_e2el_ms") < 10.0, "{text}");
+    assert!(pct("mean_ttft_ms") < 30.0, "{text}");
+    assert!(stdout(&o).contains("held-out error"), "{}", stdout(&o));
+}
+
+/// A run against the twin (with an override) names it, its runs and its error.
+fn names_the_twin(run: &str, twin: &str, dir: &Path) {
+    let out = dir.join("against").display().to_string();
+    let o = runner(&[
+        &fixture("calibration.rhai"),
+        "-p",
+        "concurrency=4",
+        "-p",
+        "requests=8",
+        "-p",
+        "output_tokens=4",
+        "--sim-profile",
+        twin,
+        "--sim-max-seqs",
+        "2",
+        "--output",
+        &out,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = stdout(&o);
+    assert!(
+        report.contains(&format!("twin {twin} fitted from {run}")),
+        "{report}"
+    );
+    assert!(report.contains("worst held-out error"), "{report}");
+    let text = std::fs::read_to_string(Path::new(&out).join("result.json")).expect("result");
+    let result: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let named = &result["runner"]["twin"];
+    assert_eq!(named["file"].as_str(), Some(twin), "{named}");
+    assert_eq!(named["runs"][0]["path"].as_str(), Some(run), "{named}");
+    let error = named["error"].as_str().unwrap_or_default();
+    assert!(error.contains("mean_ttft_ms"), "{named}");
+    assert_valid(&validator(), "a run against a twin", &result);
+}
+
+/// Fitting from one load point (the others held out) is one line naming the run that would do.
+fn refuses_one_load_point(run: &str, dir: &Path) {
+    let twin = dir.join("refused.toml");
+    let o = runner(&[
+        "calibrate",
+        run,
+        "--holdout",
+        "c16",
+        "--holdout",
+        "c4",
+        "--out",
+        &twin.display().to_string(),
+    ]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("decode_us_per_seq") && err.contains("second load point"),
+        "{err}"
+    );
+    assert!(!twin.exists());
+    let o = runner(&["calibrate", run, "--holdout", "c3"]);
+    assert!(stderr(&o).contains("--holdout c3"), "{}", stderr(&o));
+}
