@@ -65,7 +65,7 @@ fn render(browser: &str, page: &Path, png: &Path, profile: &Path) -> String {
             .args(common)
             .arg(&profile_arg)
             .arg(format!("--screenshot={}", png.display()))
-            .arg("--window-size=1280,2600")
+            .arg("--window-size=1280,6000")
             .arg(&url),
         Duration::from_secs(120),
     );
@@ -177,7 +177,7 @@ fn a_sweep_writes_a_self_contained_html_report_that_a_browser_renders() {
     assert_charts_drawn(&dom, &charts);
     let bytes = std::fs::read(&png).expect("screenshot");
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-    // A blank 1280×2600 page compresses to a few KB; charts and tables do not.
+    // A blank 1280×6000 page compresses to a few KB; charts and tables do not.
     assert!(
         bytes.len() > 60_000,
         "screenshot only {} bytes",

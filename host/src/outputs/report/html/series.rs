@@ -195,7 +195,7 @@ impl Series {
             return;
         };
         self.scatter_seen += 1;
-        if (self.scatter_seen - 1) % self.scatter_stride != 0 {
+        if !(self.scatter_seen - 1).is_multiple_of(self.scatter_stride) {
             return;
         }
         let sent_s = (offset + r.sent_ns as f64) / NS_PER_S;
@@ -387,6 +387,26 @@ mod tests {
         }
         assert!(s.tags.is_empty());
         assert_eq!(s.phases[0].ttft.len(), 3 + MAX_TAG_LINES as u64 + 1);
+    }
+
+    #[test]
+    fn the_ttft_dots_stay_bounded_and_evenly_spread() {
+        let slot = PhaseSlot {
+            name: "p".into(),
+            index: 0,
+            duration_s: 10.0,
+        };
+        let mut s = Series::new(&[slot]);
+        for i in 0..3 * MAX_SCATTER as u64 {
+            s.add(&record(0, i % 1000, &[i % 1000 + 20]));
+        }
+        let s = s.finish();
+        assert!(s.ttft_by_request.len() < MAX_SCATTER);
+        assert_eq!(s.scatter_stride, 4);
+        assert!(s.ttft_by_request.iter().all(|&(_, ttft)| ttft == 20.0));
+        // Every request ended inside the 10 s: the completions add up to all of them.
+        let done: f64 = s.completions.iter().sum::<f64>() * s.bin_s;
+        assert!((done - 3.0 * MAX_SCATTER as f64).abs() < 1e-6, "{done}");
     }
 
     #[test]
