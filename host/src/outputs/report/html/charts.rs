@@ -427,6 +427,27 @@ mod tests {
     }
 
     #[test]
+    fn intervals_are_error_bars_and_phase_ticks_are_names() {
+        let mut chart = Chart::new("repeat", "phase", "ms").line_with_errors(
+            "mean",
+            vec![(1.0, 10.0), (2.0, 12.0)],
+            vec![(9.0, 11.0), (f64::NAN, 13.0)],
+        );
+        chart.x_names = vec!["a".into(), "a rather long phase name".into()];
+        let svg = chart.to_svg().unwrap();
+        // One bar (stem and two caps); the one with a bound that is no number is left out.
+        assert_eq!(
+            svg.matches("<line opacity=\"1\" stroke=\"#1F77B4\"")
+                .count(),
+            3
+        );
+        assert_eq!(phase_tick(&chart.x_names, 1.0), "a");
+        assert_eq!(phase_tick(&chart.x_names, 2.0), "a rather long…");
+        assert_eq!(phase_tick(&chart.x_names, 1.5), "");
+        assert_eq!(phase_tick(&chart.x_names, 3.0), "");
+    }
+
+    #[test]
     fn tick_labels_are_short() {
         assert_eq!(short(0.0, 100.0), "0");
         assert_eq!(short(2.5, 10.0), "2.5");
