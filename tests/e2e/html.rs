@@ -1,5 +1,8 @@
 //! report.html: one self-contained page with the charts, rendered by a real browser
-//! (headless Chromium) to prove it draws; plus the CSV and markdown exports beside it.
+//! (headless Chromium) to prove it draws: a single-phase run gets every chart a
+//! multi-phase one does, each with its numbers beside it, and a `--repeat` series its
+//! intervals as error bars; screenshots are kept in target/tmp/html-screens/. Plus the CSV
+//! and markdown exports beside the page.
 
 use std::path::Path;
 use std::process::Command;
@@ -62,7 +65,7 @@ fn render(browser: &str, page: &Path, png: &Path, profile: &Path) -> String {
             .args(common)
             .arg(&profile_arg)
             .arg(format!("--screenshot={}", png.display()))
-            .arg("--window-size=1280,2600")
+            .arg("--window-size=1280,6000")
             .arg(&url),
         Duration::from_secs(120),
     );
@@ -108,15 +111,12 @@ fn a_sweep_writes_a_self_contained_html_report_that_a_browser_renders() {
     let page = out_dir.join("report.html");
     let html = std::fs::read_to_string(&page).expect("report.html written");
 
-    // One file, nothing fetched: no scripts, stylesheets, images or links to load.
-    assert!(html.starts_with("<!DOCTYPE html>"));
-    for forbidden in [
-        "<script", "<link", "<img", "src=", "href=", "url(", "@import",
-    ] {
-        assert!(!html.contains(forbidden), "report.html has `{forbidden}`");
-    }
-    // 2 sweep curves, 4 latency CDFs, 3 time series, 2 of the server's gauges.
-    assert_eq!(html.matches("<svg").count(), 11);
+    assert_self_contained(&html);
+    // 2 sweep curves and every run's charts but the prefix-cache hit rate: the `fixed`
+    // profile has no prefix cache, so the server counts no query.
+    let mut charts = vec!["sweep-throughput", "sweep-ttft"];
+    charts.extend(EVERY_RUN.iter().filter(|id| **id != "server-hit-rate"));
+    assert_charts_drawn(&html, &charts);
     for title in [
         "Output token throughput over phases",
         "TTFT over phases",
@@ -174,20 +174,232 @@ fn a_sweep_writes_a_self_contained_html_report_that_a_browser_renders() {
     let png = dir.path().join("report.png");
     let dom = render(browser, &page, &png, &dir.path().join("profile"));
     // The browser parsed every chart.
-    assert_eq!(dom.matches("<svg").count(), 11, "{dom}");
+    assert_charts_drawn(&dom, &charts);
     let bytes = std::fs::read(&png).expect("screenshot");
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-    // A blank 1280×2600 page compresses to a few KB; charts and tables do not.
+    // A blank 1280×6000 page compresses to a few KB; charts and tables do not.
     assert!(
         bytes.len() > 60_000,
         "screenshot only {} bytes",
         bytes.len()
     );
-    // Kept for a person to look at (target/ is not in git).
-    let keep = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshot.png");
-    if std::fs::copy(&png, &keep).is_ok() {
+    keep_screenshot(&png, "sweep-by-prompts.png");
+}
+
+/// Keeps a screenshot for a person to look at, in target/tmp/html-screens/ (target/ is
+/// not in git).
+fn keep_screenshot(png: &Path, name: &str) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("html-screens");
+    let keep = dir.join(name);
+    if std::fs::create_dir_all(&dir).is_ok() && std::fs::copy(png, &keep).is_ok() {
         println!("screenshot of report.html: {}", keep.display());
     }
+}
+
+/// The charts every run's page has, by the id of their `<figure>`.
+const EVERY_RUN: [&str; 12] = [
+    "ttft-cdf",
+    "tpot-cdf",
+    "itl-cdf",
+    "e2el-cdf",
+    "ttft-by-request",
+    "output-throughput",
+    "request-throughput",
+    "in-flight",
+    "send-lateness",
+    "server-queue",
+    "server-kv",
+    "server-hit-rate",
+];
+
+/// The `<figure id="chart-ID">` of `dom`, up to its end.
+fn figure<'a>(dom: &'a str, id: &str) -> Option<&'a str> {
+    let start = dom.find(&format!("<figure class=\"panel\" id=\"chart-{id}\">"))?;
+    let end = dom[start..].find("</figure>")? + start;
+    Some(&dom[start..end])
+}
+
+/// What a chart drew of its data: dots in a line colour, and paths of three points or
+/// more in one (a legend's sample is two; the axes and grid are black and grey).
+fn marks(figure: &str) -> usize {
+    const LINE_COLOURS: [&str; 3] = ["#1F77B4", "#FF7F0E", "#2CA02C"];
+    let coloured = |tag: &str| {
+        LINE_COLOURS
+            .iter()
+            .any(|c| tag.contains(&format!("\"{c}\"")))
+    };
+    let dots = figure
+        .split("<circle")
+        .skip(1)
+        .filter(|t| coloured(&t[..t.find('>').unwrap_or(t.len())]))
+        .count();
+    let paths = figure
+        .split("<polyline")
+        .skip(1)
+        .map(|t| &t[..t.find('>').unwrap_or(t.len())])
+        .filter(|t| coloured(t))
+        .filter(|t| {
+            let points = t.split("points=\"").nth(1).unwrap_or("");
+            let points = &points[..points.find('"').unwrap_or(points.len())];
+            points.split_whitespace().count() >= 3
+        })
+        .count();
+    dots + paths
+}
+
+/// Every chart of `ids` is in the browser's DOM, drew marks of its data, and has a table
+/// of numbers under it; no other chart is there.
+fn assert_charts_drawn(dom: &str, ids: &[&str]) {
+    for id in ids {
+        let f = figure(dom, id).unwrap_or_else(|| panic!("no chart `{id}` in the page"));
+        assert_eq!(f.matches("<svg").count(), 1, "chart `{id}`");
+        assert!(marks(f) > 0, "chart `{id}` drew none of its data: {f}");
+        let rows = f.split("<table class=\"figures\">").nth(1).unwrap_or("");
+        assert!(
+            rows.matches("<td>").count() >= 2,
+            "chart `{id}` has no numbers beside it: {f}"
+        );
+    }
+    assert_eq!(
+        dom.matches("<figure class=\"panel\"").count(),
+        ids.len(),
+        "{dom}"
+    );
+}
+
+/// The browser on PATH, or `None` with the skip said (an error when CI requires it).
+fn browser_or_skip() -> Option<&'static str> {
+    let browser = chromium();
+    if browser.is_none() {
+        assert!(
+            std::env::var_os("RUNNER_REQUIRE_CHROMIUM").is_none(),
+            "RUNNER_REQUIRE_CHROMIUM is set but no chromium is on PATH"
+        );
+        println!("SKIPPED the browser check: no `chromium` on PATH (apt-get install chromium)");
+    }
+    browser
+}
+
+/// Runs `args` into `dir/NAME`, then renders its report.html in the browser: the DOM
+/// after load, and the screenshot kept as `NAME.png`; without a browser, the page as
+/// written.
+fn run_and_render(dir: &Path, name: &str, args: &[&str]) -> String {
+    let out_dir = dir.join(name);
+    let o = out_dir.display().to_string();
+    let mut all = args.to_vec();
+    all.extend(["--output", &o, "--quiet"]);
+    let run = runner(&all);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let page = out_dir.join("report.html");
+    let html = std::fs::read_to_string(&page).expect("report.html written");
+    assert_self_contained(&html);
+    let Some(browser) = browser_or_skip() else {
+        return html;
+    };
+    let png = dir.join(format!("{name}.png"));
+    let dom = render(browser, &page, &png, &dir.join("profile"));
+    let bytes = std::fs::read(&png).expect("screenshot");
+    assert!(
+        bytes.len() > 60_000,
+        "screenshot only {} bytes",
+        bytes.len()
+    );
+    keep_screenshot(&png, &format!("{name}.png"));
+    dom
+}
+
+/// One file, nothing fetched: no scripts, stylesheets, images or links to load.
+fn assert_self_contained(html: &str) {
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    for forbidden in [
+        "<script", "<link", "<img", "src=", "href=", "url(", "@import",
+    ] {
+        assert!(!html.contains(forbidden), "report.html has `{forbidden}`");
+    }
+}
+
+#[test]
+fn a_single_phase_page_draws_every_chart_a_multi_phase_one_does_with_its_numbers() {
+    let _quiet = exclusive();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let scrape = ["--server-metrics-interval", "100ms"];
+    // One phase, on the simulator's default profile (a prefix cache, a KV gauge).
+    let single = [
+        scenario("throughput.rhai"),
+        "-p".into(),
+        "requests=48".into(),
+        "-p".into(),
+        "output_tokens=24".into(),
+        "-p".into(),
+        "max_concurrency=8".into(),
+    ];
+    let mut args: Vec<&str> = single.iter().map(String::as_str).collect();
+    args.extend(scrape);
+    let dom = run_and_render(dir.path(), "single-phase", &args);
+    assert_charts_drawn(&dom, &EVERY_RUN);
+    assert!(dom.contains("<h2>Summary</h2>") && dom.contains("Serving Benchmark Result"));
+    assert!(
+        dom.contains("<h2>Steady state</h2>"),
+        "the single phase's window"
+    );
+
+    // Three phases of 16 requests each, sharing a prompt prefix: the curves over phases
+    // are by phase (16, 16, 16 prompts would be one vertical line), the hit rate above 0.
+    let multi = fixture("concurrency_steps.rhai");
+    let mut args = vec![multi.as_str()];
+    args.extend(scrape);
+    let dom = run_and_render(dir.path(), "multi-phase", &args);
+    let mut ids = vec!["sweep-throughput", "sweep-ttft"];
+    ids.extend(EVERY_RUN);
+    assert_charts_drawn(&dom, &ids);
+    let sweep = figure(&dom, "sweep-ttft").expect("sweep");
+    assert!(
+        sweep.contains(">phase<") && sweep.contains("concurrency 8"),
+        "{sweep}"
+    );
+    assert!(!sweep.contains("number of prompts"), "{sweep}");
+    let hits = figure(&dom, "server-hit-rate").expect("hit rate");
+    assert!(
+        hits.contains("<td>concurrency 16</td>") && !hits.contains("<td>0.00</td>"),
+        "{hits}"
+    );
+}
+
+#[test]
+fn a_repeated_run_page_draws_each_headline_with_its_interval() {
+    let _quiet = exclusive();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let s = scenario("throughput.rhai");
+    let args = [
+        s.as_str(),
+        "-p",
+        "requests=16",
+        "-p",
+        "output_tokens=16",
+        "-p",
+        "input_tokens=256",
+        "-p",
+        "max_concurrency=8",
+        "--repeat",
+        "3",
+    ];
+    let dom = run_and_render(dir.path(), "repeat", &args);
+    let ids = [
+        "repeat-request-throughput",
+        "repeat-output-throughput",
+        "repeat-ttft",
+        "repeat-tpot",
+        "repeat-itl",
+        "repeat-e2el",
+    ];
+    assert_charts_drawn(&dom, &ids);
+    // An error bar is three strokes in the line's colour: its stem and two caps.
+    let ttft = figure(&dom, "repeat-ttft").expect("ttft");
+    let bars = ttft
+        .matches("<line opacity=\"1\" stroke=\"#1F77B4\"")
+        .count();
+    assert_eq!(bars, 3, "{ttft}");
+    assert!(ttft.contains("<td>Mean TTFT (ms)</td>") && ttft.contains(" to "));
 }
 
 #[test]
@@ -253,7 +465,9 @@ fn a_session_run_reports_its_sessions_in_every_format_and_a_browser_draws_the_tu
     assert!(md.contains("### TTFT by turn index"), "{md}");
     let page = out_dir.join("report.html");
     let html = std::fs::read_to_string(&page).expect("report.html");
-    // The session table and its chart, beside the 4 CDFs, 3 time series and 2 gauges.
+    // The session table and its chart, beside 11 panels: 4 CDFs, TTFT by request, 4
+    // series over time and 2 of the server's gauges (the `fixed` profile counts no
+    // prefix-cache query).
     for wanted in [
         "<h2>Sessions</h2>",
         "TTFT by turn index",
@@ -261,8 +475,8 @@ fn a_session_run_reports_its_sessions_in_every_format_and_a_browser_draws_the_tu
     ] {
         assert!(html.contains(wanted), "report.html lacks `{wanted}`");
     }
-    assert_eq!(html.matches("<svg").count(), 10);
-    browser_draws(dir.path(), &page, 10);
+    assert_eq!(html.matches("<svg").count(), 12);
+    browser_draws(dir.path(), &page, 12);
 }
 
 /// With Chromium on PATH, it renders `page` with `charts` charts, to a non-blank screenshot.

@@ -1,7 +1,8 @@
 //! `runner run SCENARIO --repeat N`: the scenario run N times, each run exactly as a run
 //! of its own (its own seed, its own `--output` folder `run-I`, its own simulator), then
 //! the spread of every headline figure over the runs, printed after the last run's report
-//! and written to the series' own `--output` folder (result.json, report.md, report.txt).
+//! and written to the series' own `--output` folder (result.json, report.md, report.txt,
+//! and report.html with each headline figure's interval as an error bar).
 //!
 //! The built-in simulator starts afresh for every run: runs on one server would share its
 //! state (the `default` profile's prefix cache left warm by run 1 serves run 2's shared
@@ -16,7 +17,7 @@ use anyhow::{anyhow, Result};
 use super::run::{run_once, Print, Ran, Session};
 use crate::commands::cli::RunArgs;
 use crate::outputs::report::series::{self, render, RunFigures, RunSeries};
-use crate::outputs::report::{json, output};
+use crate::outputs::report::{html, json, output};
 
 /// Runs the series `a.repeat` asks for; the exit code is the failing run's, else 0.
 pub(super) fn series(mut a: RunArgs) -> Result<i32> {
@@ -83,6 +84,10 @@ fn finish(series: &RunSeries, output: Option<&Path>) -> Result<i32> {
     if let Some(dir) = output {
         output::write_text(&dir.join("result.json"), &json::render_series(series))?;
         output::write_text(&dir.join("report.md"), &render::render_markdown(series))?;
+        output::write_text(
+            &dir.join("report.html"),
+            &html::repeat::render_series(series)?,
+        )?;
         // The last run's report is in its own folder: the series' report.txt is the table.
         output::write_text(&dir.join("report.txt"), &table)?;
     }

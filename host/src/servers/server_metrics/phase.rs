@@ -151,6 +151,10 @@ pub struct ServerPoint {
     pub running: Option<f64>,
     pub waiting: Option<f64>,
     pub kv_cache_use: Option<f64>,
+    /// Prefix-cache hits over queries since the scrape before, 0 to 1 (`None`: no
+    /// query in between, or the server counts none).
+    #[serde(default)]
+    pub prefix_cache_hit_rate: Option<f64>,
 }
 
 /// A phase's server metrics as its scrapes arrive.
@@ -237,7 +241,8 @@ impl ServerPhaseAccumulator {
             r.max = r.max.max(family.value);
             r.last = family.value;
         }
-        self.series.push(point(&sample));
+        let before = self.latest.as_ref().or(self.baseline.as_ref());
+        self.series.push(point(&sample, before));
         if self.series.len() > MAX_POINTS {
             let kept = self.series.iter().step_by(2).copied().collect();
             self.series = kept;
@@ -331,8 +336,19 @@ impl ServerPhaseAccumulator {
     }
 }
 
-fn point(sample: &Timed) -> ServerPoint {
+fn point(sample: &Timed, before: Option<&Timed>) -> ServerPoint {
     let e = &sample.exposition;
+    let hit_rate = before.and_then(|b| {
+        let increases: Vec<(&str, f64)> = known::KNOWN
+            .iter()
+            .filter_map(|k| {
+                let now = e.families.get(k.name).filter(|f| f.kind == Kind::Counter)?;
+                let c = counter(k, now, b.exposition.families.get(k.name), 0.0);
+                Some((k.name, c.delta))
+            })
+            .collect();
+        super::readings::prefix_cache_hit_rate(&increases)
+    });
     let first = |meaning| {
         known::first_of(meaning, |n| e.families.contains_key(n)).and_then(|k| e.value(k.name))
     };
@@ -341,6 +357,7 @@ fn point(sample: &Timed) -> ServerPoint {
         running: first(Meaning::Running),
         waiting: first(Meaning::Waiting),
         kv_cache_use: first(Meaning::KvCacheUse),
+        prefix_cache_hit_rate: hit_rate,
     }
 }
 
@@ -501,6 +518,13 @@ mod tests {
         phase.add(scrape(2.5, &vllm(2.0, 0.2, 64.0, 110.0, [2.0, 12.0, 5.1])));
         let report = phase.report().expect("scraped");
         assert_eq!(report.samples, 3);
+        // Between scrapes: no query, then 30 hits of 40, then 30 of 60.
+        let hits: Vec<Option<f64>> = report
+            .series
+            .iter()
+            .map(|p| p.prefix_cache_hit_rate)
+            .collect();
+        assert_eq!(hits, [None, Some(0.75), Some(0.5)]);
         let running = &report.gauges[0];
         assert_eq!(
             (

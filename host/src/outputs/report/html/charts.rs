@@ -33,6 +33,9 @@ pub struct ChartError {
 pub struct Line {
     pub name: String,
     pub points: Vec<(f64, f64)>,
+    /// Each point's interval (low, high), drawn as a vertical error bar: the 95 %
+    /// confidence interval of a mean over repeated runs. Empty: no bars.
+    pub errors: Vec<(f64, f64)>,
 }
 
 /// How the x axis reads.
@@ -59,6 +62,13 @@ pub struct Chart {
     /// The x axis ends here, the lines cut at it (a CDF clipped at its p99.9, so one
     /// outlier does not squeeze the rest into the left edge).
     pub x_max: Option<f64>,
+    /// The x axis spans this, whatever the lines cover (charts over one timeline line up).
+    pub x_span: Option<(f64, f64)>,
+    /// Points only, no lines between them (one dot per request).
+    pub scatter: bool,
+    /// The x axis is by phase: x = 1, 2 … n, each tick named by its phase (phases of
+    /// equal prompt counts would otherwise fall on one vertical line). Empty: numbers.
+    pub x_names: Vec<String>,
 }
 
 impl Chart {
@@ -73,13 +83,27 @@ impl Chart {
             dots: false,
             bands: Vec::new(),
             x_max: None,
+            x_span: None,
+            scatter: false,
+            x_names: Vec::new(),
         }
     }
 
-    pub fn line(mut self, name: &str, points: Vec<(f64, f64)>) -> Chart {
+    pub fn line(self, name: &str, points: Vec<(f64, f64)>) -> Chart {
+        self.line_with_errors(name, points, Vec::new())
+    }
+
+    /// A line whose points carry intervals (`errors`, one per point).
+    pub fn line_with_errors(
+        mut self,
+        name: &str,
+        points: Vec<(f64, f64)>,
+        errors: Vec<(f64, f64)>,
+    ) -> Chart {
         self.lines.push(Line {
             name: name.into(),
             points,
+            errors,
         });
         self
     }
@@ -125,9 +149,19 @@ impl Chart {
     /// The chart as an `<svg>` element.
     pub fn to_svg(&self) -> Result<String, ChartError> {
         let all: Vec<(f64, f64)> = self.lines.iter().flat_map(|l| self.points(l)).collect();
-        let (x0, x1) = padded(all.iter().map(|p| p.0), false);
-        let (_, y1) = padded(all.iter().map(|p| p.1), true);
-        let y0 = all.iter().map(|p| p.1).fold(0.0f64, f64::min);
+        let (x0, x1) = match self.x_span {
+            Some((a, b)) if b > a => (self.tx(a), self.tx(b)),
+            _ if !self.x_names.is_empty() => (0.5, self.x_names.len() as f64 + 0.5),
+            _ => padded(all.iter().map(|p| p.0), false),
+        };
+        let bars = self.lines.iter().flat_map(|l| &l.errors);
+        let ys = || {
+            all.iter()
+                .map(|p| p.1)
+                .chain(bars.clone().flat_map(|e| [e.0, e.1]))
+        };
+        let (_, y1) = padded(ys().filter(|y| y.is_finite()), true);
+        let y0 = ys().filter(|y| y.is_finite()).fold(0.0f64, f64::min);
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
@@ -149,16 +183,23 @@ impl Chart {
     /// Axes, grid and labels.
     fn draw_mesh(&self, chart: &mut Plot, x_span: f64, y_span: f64) -> Result<(), ChartError> {
         let scale = self.x_scale;
+        let names = &self.x_names;
         let x_fmt = move |v: &f64| match scale {
+            _ if !names.is_empty() => phase_tick(names, *v),
             XScale::Linear => short(*v, x_span),
             XScale::Log2 => short(v.exp2(), v.exp2()),
         };
         let y_fmt = move |v: &f64| short(*v, y_span);
+        let x_ticks = if names.is_empty() {
+            8
+        } else {
+            names.len().clamp(2, 30)
+        };
         chart
             .configure_mesh()
             .x_desc(self.x_label.as_str())
             .y_desc(self.y_label.as_str())
-            .x_labels(8)
+            .x_labels(x_ticks)
             .y_labels(6)
             .x_label_formatter(&x_fmt)
             .y_label_formatter(&y_fmt)
@@ -169,7 +210,8 @@ impl Chart {
             .map_err(|e| self.error(&e))
     }
 
-    /// The markers as grey rules, then each line (with dots if asked) and the legend.
+    /// The bands and markers, then each line (with dots and error bars if asked) and the
+    /// legend.
     fn draw_lines<'a, 'b: 'a>(
         &self,
         chart: &mut Plot<'a, 'b>,
@@ -199,20 +241,7 @@ impl Chart {
             }
         }
         for (i, line) in self.lines.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            let pts = self.points(line);
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                .map_err(|e| self.error(&e))?
-                .label(line.name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
-                });
-            if self.dots {
-                chart
-                    .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                    .map_err(|e| self.error(&e))?;
-            }
+            self.draw_line(chart, line, PALETTE[i % PALETTE.len()])?;
         }
         if self.lines.len() > 1 {
             chart
@@ -225,6 +254,64 @@ impl Chart {
                 .map_err(|e| self.error(&e))?;
         }
         Ok(())
+    }
+
+    /// One line: its path (none for a scatter), its dots, its error bars, its legend entry.
+    fn draw_line<'a, 'b: 'a>(
+        &self,
+        chart: &mut Plot<'a, 'b>,
+        line: &Line,
+        color: RGBColor,
+    ) -> Result<(), ChartError> {
+        let pts = self.points(line);
+        let path = if self.scatter {
+            Vec::new()
+        } else {
+            pts.clone()
+        };
+        chart
+            .draw_series(LineSeries::new(path, color.stroke_width(2)))
+            .map_err(|e| self.error(&e))?
+            .label(line.name.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            });
+        if self.dots || self.scatter {
+            let radius = if self.scatter { 2 } else { 3 };
+            let style = if self.scatter {
+                color.mix(0.6).filled()
+            } else {
+                color.filled()
+            };
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, radius, style)))
+                .map_err(|e| self.error(&e))?;
+        }
+        let bars = line.points.iter().zip(&line.errors);
+        let bars =
+            bars.filter(|((x, y), (lo, hi))| [*x, *y, *lo, *hi].iter().all(|v| v.is_finite()));
+        chart
+            .draw_series(bars.map(|(&(x, y), &(lo, hi))| {
+                ErrorBar::new_vertical(self.tx(x), lo, y, hi, color.stroke_width(2), 10)
+            }))
+            .map_err(|e| self.error(&e))?;
+        Ok(())
+    }
+}
+
+/// The tick label at `v` of an x axis by phase: the phase's name at whole numbers (cut
+/// to a tick's width), nothing between them.
+fn phase_tick(names: &[String], v: f64) -> String {
+    let i = v.round();
+    if (v - i).abs() > 1e-6 || i < 1.0 || i > names.len() as f64 {
+        return String::new();
+    }
+    let name = &names[i as usize - 1];
+    if name.chars().count() <= 14 {
+        name.clone()
+    } else {
+        let cut: String = name.chars().take(13).collect();
+        format!("{cut}…")
     }
 }
 
@@ -337,6 +424,27 @@ mod tests {
             plain.matches("<rect").count() + 1,
             "{shaded}"
         );
+    }
+
+    #[test]
+    fn intervals_are_error_bars_and_phase_ticks_are_names() {
+        let mut chart = Chart::new("repeat", "phase", "ms").line_with_errors(
+            "mean",
+            vec![(1.0, 10.0), (2.0, 12.0)],
+            vec![(9.0, 11.0), (f64::NAN, 13.0)],
+        );
+        chart.x_names = vec!["a".into(), "a rather long phase name".into()];
+        let svg = chart.to_svg().unwrap();
+        // One bar (stem and two caps); the one with a bound that is no number is left out.
+        assert_eq!(
+            svg.matches("<line opacity=\"1\" stroke=\"#1F77B4\"")
+                .count(),
+            3
+        );
+        assert_eq!(phase_tick(&chart.x_names, 1.0), "a");
+        assert_eq!(phase_tick(&chart.x_names, 2.0), "a rather long…");
+        assert_eq!(phase_tick(&chart.x_names, 1.5), "");
+        assert_eq!(phase_tick(&chart.x_names, 3.0), "");
     }
 
     #[test]

@@ -16,6 +16,9 @@ const MAX_BINS: usize = 100_000;
 const CDF_POINTS: usize = 400;
 /// Most per-tag CDF lines: past it the CDFs are drawn per phase only.
 const MAX_TAG_LINES: usize = 16;
+/// Most dots of the TTFT-by-request chart: past it every other one is dropped and only
+/// every second request after is kept, so a long run's chart stays a few hundred KB.
+const MAX_SCATTER: usize = 4000;
 
 /// The latency distributions of one measured phase, in microseconds.
 pub struct PhaseLatencies {
@@ -49,6 +52,13 @@ pub struct Series {
     pub boundaries: Vec<(f64, String)>,
     /// Output tokens received per second, per bin.
     pub throughput: Vec<f64>,
+    /// Requests that succeeded per second, by the bin of their end.
+    pub completions: Vec<f64>,
+    /// Each successful request's TTFT (ms) at its send time on the timeline (s): one in
+    /// `scatter_stride` of them, at most [`MAX_SCATTER`].
+    pub ttft_by_request: Vec<(f64, f64)>,
+    scatter_stride: usize,
+    scatter_seen: usize,
     /// Requests in flight, time-averaged over each bin.
     pub concurrency: Vec<f64>,
     /// Send lateness of the requests sent in each bin, ms: (mean, max); `None` when none.
@@ -106,6 +116,10 @@ impl Series {
             bin_s,
             boundaries,
             throughput: vec![0.0; bins],
+            completions: vec![0.0; bins],
+            ttft_by_request: Vec::new(),
+            scatter_stride: 1,
+            scatter_seen: 0,
             concurrency: vec![0.0; bins],
             lateness: Vec::new(),
             lateness_acc: vec![(0.0, 0, 0.0); bins],
@@ -122,6 +136,7 @@ impl Series {
         let b = b as usize;
         if b >= self.throughput.len() {
             self.throughput.resize(b + 1, 0.0);
+            self.completions.resize(b + 1, 0.0);
             self.concurrency.resize(b + 1, 0.0);
             self.lateness_acc.resize(b + 1, (0.0, 0, 0.0));
         }
@@ -146,6 +161,10 @@ impl Series {
                     self.throughput[b] += f64::from(c.tokens) / self.bin_s;
                 }
             }
+            if let Some(b) = self.bin(offset + r.end_ns as f64) {
+                self.completions[b] += 1.0 / self.bin_s;
+            }
+            self.add_dot(offset, r);
         }
         // Requests in flight: the share of each bin the request's [sent, end) covers.
         let (start, end) = (offset + r.sent_ns as f64, offset + r.end_ns as f64);
@@ -167,6 +186,24 @@ impl Series {
             acc.0 += late;
             acc.1 += 1;
             acc.2 = acc.2.max(late);
+        }
+    }
+
+    /// One dot of the TTFT-by-request chart, if `r` is one the stride keeps.
+    fn add_dot(&mut self, offset: f64, r: &RequestRecord) {
+        let Some(ttft) = r.ttft_ns() else {
+            return;
+        };
+        self.scatter_seen += 1;
+        if !(self.scatter_seen - 1).is_multiple_of(self.scatter_stride) {
+            return;
+        }
+        let sent_s = (offset + r.sent_ns as f64) / NS_PER_S;
+        self.ttft_by_request.push((sent_s, ttft as f64 / NS_PER_MS));
+        if self.ttft_by_request.len() >= MAX_SCATTER {
+            let kept = self.ttft_by_request.iter().step_by(2).copied().collect();
+            self.ttft_by_request = kept;
+            self.scatter_stride *= 2;
         }
     }
 
@@ -350,6 +387,26 @@ mod tests {
         }
         assert!(s.tags.is_empty());
         assert_eq!(s.phases[0].ttft.len(), 3 + MAX_TAG_LINES as u64 + 1);
+    }
+
+    #[test]
+    fn the_ttft_dots_stay_bounded_and_evenly_spread() {
+        let slot = PhaseSlot {
+            name: "p".into(),
+            index: 0,
+            duration_s: 10.0,
+        };
+        let mut s = Series::new(&[slot]);
+        for i in 0..3 * MAX_SCATTER as u64 {
+            s.add(&record(0, i % 1000, &[i % 1000 + 20]));
+        }
+        let s = s.finish();
+        assert!(s.ttft_by_request.len() < MAX_SCATTER);
+        assert_eq!(s.scatter_stride, 4);
+        assert!(s.ttft_by_request.iter().all(|&(_, ttft)| ttft == 20.0));
+        // Every request ended inside the 10 s: the completions add up to all of them.
+        let done: f64 = s.completions.iter().sum::<f64>() * s.bin_s;
+        assert!((done - 3.0 * MAX_SCATTER as f64).abs() < 1e-6, "{done}");
     }
 
     #[test]

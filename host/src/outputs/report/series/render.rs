@@ -18,7 +18,7 @@ fn number(f: &SeriesFigure, v: f64) -> String {
 }
 
 /// Columns of one figure's row: figure, mean, std, the 95 % interval, CV and the flag.
-fn columns(f: &SeriesFigure) -> Vec<(&'static str, String)> {
+pub(crate) fn columns(f: &SeriesFigure) -> Vec<(&'static str, String)> {
     let dash = || "-".to_string();
     let s = f.spread.as_ref();
     vec![
@@ -41,7 +41,7 @@ fn columns(f: &SeriesFigure) -> Vec<(&'static str, String)> {
 }
 
 /// The line above the tables: how many runs, their seeds, the threshold.
-fn title(series: &RunSeries) -> String {
+pub(crate) fn title(series: &RunSeries) -> String {
     let seeds = if series.same_seed {
         format!("all with seed {}", series.header.seed)
     } else {
