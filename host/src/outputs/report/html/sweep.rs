@@ -165,6 +165,7 @@ mod tests {
             max_concurrency: None,
             request_rate: rate,
             burstiness: None,
+            steady_window: None,
         });
         s.completed = completed;
         s
