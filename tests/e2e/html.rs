@@ -219,8 +219,10 @@ fn figure<'a>(dom: &'a str, id: &str) -> Option<&'a str> {
     Some(&dom[start..end])
 }
 
-/// What a chart drew of its data: dots in a line colour, and paths of three points or
-/// more in one (a legend's sample is two; the axes and grid are black and grey).
+/// What a chart drew of its data: dots in a line colour, and paths in one that are not a
+/// legend's sample (two points at one height; the axes and grid are black and grey). A
+/// path of two points at two heights is data: the CDF of a phase whose requests all took
+/// the same time is one vertical step.
 fn marks(figure: &str) -> usize {
     const LINE_COLOURS: [&str; 3] = ["#1F77B4", "#FF7F0E", "#2CA02C"];
     let coloured = |tag: &str| {
@@ -241,7 +243,11 @@ fn marks(figure: &str) -> usize {
         .filter(|t| {
             let points = t.split("points=\"").nth(1).unwrap_or("");
             let points = &points[..points.find('"').unwrap_or(points.len())];
-            points.split_whitespace().count() >= 3
+            let heights: Vec<&str> = points
+                .split_whitespace()
+                .map(|p| p.split(',').nth(1).unwrap_or(""))
+                .collect();
+            heights.len() >= 3 || (heights.len() == 2 && heights[0] != heights[1])
         })
         .count();
     dots + paths
