@@ -125,10 +125,10 @@ fn replay(
     Ok(result)
 }
 
-/// The error table, one row per phase and metric.
-pub fn table(rows: &[HoldoutError]) -> String {
+/// The error table, one row per phase and metric, under a title saying what was replayed.
+pub fn table(rows: &[HoldoutError], replayed: &str) -> String {
     let mut s = format!(
-        "held-out error (the phase's requests replayed against the twin):\n  {:<16} {:<20} {:>12} {:>12} {:>12} {:>9}",
+        "held-out error ({replayed}):\n  {:<16} {:<20} {:>12} {:>12} {:>12} {:>9}",
         "phase", "metric", "observed", "twin", "error", "error %"
     );
     for r in rows {
@@ -140,4 +140,75 @@ pub fn table(rows: &[HoldoutError]) -> String {
         );
     }
     s
+}
+
+/// Per phase, the figure where the real run and the twin part most (the largest error in %).
+pub fn parting(rows: &[HoldoutError]) -> String {
+    let mut phases: Vec<&str> = rows.iter().map(|r| r.phase.as_str()).collect();
+    phases.dedup();
+    let mut s = String::from("where they part most:");
+    for phase in phases {
+        let worst = rows
+            .iter()
+            .filter(|r| r.phase == phase)
+            .filter_map(|r| r.error_pct.map(|p| (p, r)))
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((pct, r)) = worst {
+            let _ = write!(
+                s,
+                "\n  {phase}: {} (real {:.3}, twin {:.3}, {pct:.1} % {})",
+                r.metric,
+                r.observed,
+                r.predicted,
+                if r.error > 0.0 { "over" } else { "under" }
+            );
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(phase: &str, metric: &str, observed: f64, predicted: f64) -> HoldoutError {
+        HoldoutError {
+            phase: phase.into(),
+            metric: metric.into(),
+            observed,
+            predicted,
+            error: predicted - observed,
+            error_pct: Some((predicted - observed).abs() / observed * 100.0),
+        }
+    }
+
+    #[test]
+    fn each_phase_parts_at_its_largest_relative_error() {
+        let rows = [
+            row("c2", "mean_ttft_ms", 100.0, 110.0),
+            row("c2", "mean_tpot_ms", 10.0, 8.0),
+            row("c8", "mean_ttft_ms", 500.0, 505.0),
+        ];
+        let s = parting(&rows);
+        assert!(
+            s.contains("c2: mean_tpot_ms (real 10.000, twin 8.000, 20.0 % under)"),
+            "{s}"
+        );
+        assert!(s.contains("c8: mean_ttft_ms"), "{s}");
+        assert_eq!(s.lines().count(), 3, "{s}");
+    }
+
+    #[test]
+    fn only_a_capped_phase_without_a_rate_is_closed_loop() {
+        let closed = json!({"max_concurrency": 4, "request_rate": "inf"});
+        assert_eq!(closed_loop(&closed), Some(4));
+        assert_eq!(
+            closed_loop(&json!({"max_concurrency": 4, "request_rate": 2.0})),
+            None
+        );
+        assert_eq!(
+            closed_loop(&json!({"max_concurrency": null, "request_rate": "inf"})),
+            None
+        );
+    }
 }

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The twin of llama.cpp's server, its held-out error over repeats (issue 38's first
+# acceptance line; tests/e2e/llamacpp/twin.rs asserts these figures with margin).
+#
+#   bench-results/twin_llamacpp.sh [REPEATS]      (from the repository root; default 5)
+#
+# Each repeat starts a fresh llama-server (tests/llamacpp/serve.py: 4 slots, 1 thread, no
+# host prompt cache) on the test fixture's model, runs tests/fixtures/scenarios/calibration.rhai
+# at concurrency 1,6,2,4,8 (12 requests each, prompts of 16 to 160 tokens, 16 output
+# tokens; a seed per repeat), fits a twin from c1 and c6 (`runner calibrate`) and
+# replays c2, c4 and c8 against it (`--holdout`). Needs the release build and the venv and
+# model the llama.cpp tests made under target/tmp/llamacpp. Writes twin_llamacpp.md.
+set -euo pipefail
+repeats=${1:-5}
+root=$(pwd)
+runner=$root/target/release/runner
+python=$(ls -d "$root"/target/tmp/llamacpp/venv-*/bin/python | head -1)
+model=$(ls -d "$root"/target/tmp/llamacpp/model-* | head -1)
+work=$(mktemp -d)
+trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+port=18500
+for seed in $(seq 1 "$repeats"); do
+    "$python" tests/llamacpp/serve.py "$model/model.gguf" "$port" --parallel 4 --threads 1 \
+        --cache-ram 0 >"$work/server.out" 2>"$work/server.log" &
+    server=$!
+    for _ in $(seq 1 600); do grep -q listening "$work/server.out" && break; sleep 0.1; done
+    "$runner" tests/fixtures/scenarios/calibration.rhai -p concurrency=1,6,2,4,8 -p requests=12 \
+        -p output_tokens=16 -p min_prompt=16 -p max_prompt=160 -p seed="$seed" \
+        --target "http://127.0.0.1:$port" --tokenizer "$model/tokenizer.json" \
+        --output "$work/run$seed" >/dev/null 2>&1
+    kill "$server"; wait "$server" 2>/dev/null || true
+    "$runner" calibrate "$work/run$seed" --holdout c2 --holdout c4 --holdout c8 \
+        --out "$work/twin$seed.toml" >/dev/null
+    port=$((port + 1))
+done
+uptime_before=$(cat /proc/loadavg)
+python3 - "$work" "$repeats" "$uptime_before" "$(git rev-parse --short HEAD)" >bench-results/twin_llamacpp.md <<'PY'
+import sys, tomllib, datetime, statistics
+work, repeats, load, commit = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+metrics = ["median_e2el_ms", "median_tpot_ms", "mean_tpot_ms", "mean_ttft_ms"]
+rows, params = {}, []
+for s in range(1, repeats + 1):
+    t = tomllib.load(open(f"{work}/twin{s}.toml", "rb"))
+    params.append(t["engine"])
+    for h in t["holdout"]:
+        if h["metric"] in metrics:
+            rows.setdefault((h["phase"], h["metric"]), []).append(h["error_pct"])
+print("# The twin of llama.cpp: held-out error (`bench-results/twin_llamacpp.sh`)\n")
+print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, "
+      f"{repeats} repeats; load average after: {load} (2 cores, other builds beside it).\n")
+print("Fit: c1 and c6 (12 requests each); held out: c2, c4, c8 (c8 above the 4 slots). "
+      "Error = |twin − real| / real, in %.\n")
+print("| phase | metric | mean | median | max | repeats |\n|---|---|---|---|---|---|")
+for (phase, metric), v in sorted(rows.items()):
+    print(f"| {phase} | {metric} | {statistics.mean(v):.1f} | {statistics.median(v):.1f} | "
+          f"{max(v):.1f} | {', '.join(f'{x:.1f}' for x in v)} |")
+print("\nThe mean over the three held-out phases, per repeat (the test asserts these too):\n")
+print("| metric | " + " | ".join(f"repeat {s}" for s in range(1, repeats + 1)) + " | max |\n|---|" + "---|" * (repeats + 1))
+for metric in metrics:
+    per = [statistics.mean(rows[(p, metric)][s] for p in ("c2", "c4", "c8")) for s in range(repeats)]
+    print(f"| {metric} | " + " | ".join(f"{x:.1f}" for x in per) + f" | {max(per):.1f} |")
+print("\n| repeat | max_seqs | decode_step_ms | decode_us_per_seq | prefill_us_per_token |\n|---|---|---|---|---|")
+for s, e in enumerate(params, 1):
+    print(f"| {s} | {e['max_seqs']} | {e['decode_step_ms']:.3f} | {e['decode_us_per_seq']:.1f} | {e['prefill_us_per_token']:.1f} |")
+PY
+cat bench-results/twin_llamacpp.md
