@@ -6,10 +6,13 @@
 #
 # Each repeat starts a fresh llama-server (tests/llamacpp/serve.py: 4 slots, 1 thread, no
 # host prompt cache) on the test fixture's model, runs tests/fixtures/scenarios/calibration.rhai
-# at concurrency 1,6,2,4,8 (12 requests each, prompts of 16 to 160 tokens, 16 output
+# at concurrency 1,2,4,8,6 (12 requests each, prompts of 16 to 64 tokens, 48 output
 # tokens; a seed per repeat), fits a twin from c1 and c6 (`runner calibrate`) and
-# replays c2, c4 and c8 against it (`--holdout`). Needs the release build and the venv and
-# model the llama.cpp tests made under target/tmp/llamacpp. Writes twin_llamacpp.md.
+# replays c2, c4 and c8 against it (`--holdout`). The fitted phases come first and last,
+# so a machine that slows down or speeds up over the run weighs on both sides alike.
+# OUTPUT and MAX_PROMPT override the output and longest prompt lengths (the test's are
+# the defaults). Needs the release build and the venv and model the llama.cpp tests made
+# under target/tmp/llamacpp. Writes twin_llamacpp.md.
 set -euo pipefail
 repeats=${1:-5}
 root=$(pwd)
@@ -24,8 +27,8 @@ for seed in $(seq 1 "$repeats"); do
         --cache-ram 0 >"$work/server.out" 2>"$work/server.log" &
     server=$!
     for _ in $(seq 1 600); do grep -q listening "$work/server.out" && break; sleep 0.1; done
-    "$runner" tests/fixtures/scenarios/calibration.rhai -p concurrency=1,6,2,4,8 -p requests=12 \
-        -p output_tokens=16 -p min_prompt=16 -p max_prompt=160 -p seed="$seed" \
+    "$runner" tests/fixtures/scenarios/calibration.rhai -p concurrency=1,2,4,8,6 -p requests=12 \
+        -p output_tokens="${OUTPUT:-48}" -p min_prompt=16 -p max_prompt="${MAX_PROMPT:-64}" -p seed="$seed" \
         --target "http://127.0.0.1:$port" --tokenizer "$model/tokenizer.json" \
         --output "$work/run$seed" >/dev/null 2>&1
     kill "$server"; wait "$server" 2>/dev/null || true
@@ -35,7 +38,7 @@ for seed in $(seq 1 "$repeats"); do
 done
 uptime_before=$(cat /proc/loadavg)
 python3 - "$work" "$repeats" "$uptime_before" "$(git rev-parse --short HEAD)" >bench-results/twin_llamacpp.md <<'PY'
-import sys, tomllib, datetime, statistics
+import os, sys, tomllib, datetime, statistics
 work, repeats, load, commit = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 metrics = ["median_e2el_ms", "median_tpot_ms", "mean_tpot_ms", "mean_ttft_ms"]
 rows, params = {}, []
@@ -44,20 +47,23 @@ for s in range(1, repeats + 1):
     params.append(t["engine"])
     for h in t["holdout"]:
         if h["metric"] in metrics:
-            rows.setdefault((h["phase"], h["metric"]), []).append(h["error_pct"])
+            signed = h["error_pct"] if h["error"] >= 0 else -h["error_pct"]
+            rows.setdefault((h["phase"], h["metric"]), []).append(signed)
 print("# The twin of llama.cpp: held-out error (`bench-results/twin_llamacpp.sh`)\n")
 print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, "
       f"{repeats} repeats; load average after: {load} (2 cores, other builds beside it).\n")
-print("Fit: c1 and c6 (12 requests each); held out: c2, c4, c8 (c8 above the 4 slots). "
-      "Error = |twin − real| / real, in %.\n")
+print(f"Prompts of 16 to {os.environ.get('MAX_PROMPT', 64)} tokens, {os.environ.get('OUTPUT', 48)} output tokens. "
+      "Fit: c1 and c6 (12 requests each); held out: c2, c4, c8 (c8 above the 4 slots). "
+      "Error = |twin − real| / real, in %; the repeats column keeps the sign (+: the twin is slower).\n")
 print("| phase | metric | mean | median | max | repeats |\n|---|---|---|---|---|---|")
 for (phase, metric), v in sorted(rows.items()):
-    print(f"| {phase} | {metric} | {statistics.mean(v):.1f} | {statistics.median(v):.1f} | "
-          f"{max(v):.1f} | {', '.join(f'{x:.1f}' for x in v)} |")
+    a = [abs(x) for x in v]
+    print(f"| {phase} | {metric} | {statistics.mean(a):.1f} | {statistics.median(a):.1f} | "
+          f"{max(a):.1f} | {', '.join(f'{x:+.1f}' for x in v)} |")
 print("\nThe mean over the three held-out phases, per repeat (the test asserts these too):\n")
 print("| metric | " + " | ".join(f"repeat {s}" for s in range(1, repeats + 1)) + " | max |\n|---|" + "---|" * (repeats + 1))
 for metric in metrics:
-    per = [statistics.mean(rows[(p, metric)][s] for p in ("c2", "c4", "c8")) for s in range(repeats)]
+    per = [statistics.mean(abs(rows[(p, metric)][s]) for p in ("c2", "c4", "c8")) for s in range(repeats)]
     print(f"| {metric} | " + " | ".join(f"{x:.1f}" for x in per) + f" | {max(per):.1f} |")
 print("\n| repeat | max_seqs | decode_step_ms | decode_us_per_seq | prefill_us_per_token |\n|---|---|---|---|---|")
 for s, e in enumerate(params, 1):

@@ -1,7 +1,10 @@
 //! A twin of llama.cpp's server (issue 38's first acceptance line): `runner calibrate`
 //! fits it from two load points (concurrency 1 and 6: the second shows the 4 slots, its
-//! last 2 requests waiting), and replays three held-out ones against it (2, 4, and 8,
-//! above the slots), each closed-loop at its concurrency. The test asserts the error
+//! last 2 requests waiting; run first and last, so a machine that slows down over the run
+//! weighs on both sides alike), and replays three held-out ones against it (2, 4, and 8,
+//! above the slots), each closed-loop at its concurrency. Answers of 48 tokens to prompts
+//! of 16 to 64: with longer prompts one stall of another stream's prefill splits the
+//! TPOTs into two groups, and their median jumps between them. The test asserts the error
 //! bench-results/twin_llamacpp.sh measured over repeats, with the margin its spread on a
 //! busy machine calls for (see there); the figures go to stderr for the CI log.
 
@@ -10,19 +13,24 @@ use std::io::Write;
 use super::fixture::{engine, Options, Server};
 use crate::support::{exclusive, fixture, runner, stderr};
 
-/// Each held-out phase's error, %, at most (the worst the benchmark saw, with margin).
+/// Each held-out phase's error, %, at most. bench-results/twin_llamacpp.md (8 repeats on
+/// this 2-core machine beside other builds) saw at most 42 (median E2E), 44 (TPOT) and 65
+/// (mean TTFT) on one phase: the load beside it changes between phases, and 12 requests a
+/// phase do not average it out. These bounds add half again; a broken fit (a prompt token
+/// priced at 0, the slots missed) is off by 90 % and more.
 const BOUNDS: [(&str, f64); 4] = [
-    ("median_e2el_ms", 60.0),
-    ("median_tpot_ms", 80.0),
-    ("mean_tpot_ms", 80.0),
-    ("mean_ttft_ms", 80.0),
+    ("median_e2el_ms", 65.0),
+    ("median_tpot_ms", 70.0),
+    ("mean_tpot_ms", 70.0),
+    ("mean_ttft_ms", 100.0),
 ];
-/// The mean over the three held-out phases, %, at most (likewise).
+/// The mean over the three held-out phases, %, at most: the benchmark saw at most 34
+/// (median E2E), 30 and 35 (TPOT) and 40 (mean TTFT); half again, rounded.
 const MEAN_BOUNDS: [(&str, f64); 4] = [
-    ("median_e2el_ms", 40.0),
+    ("median_e2el_ms", 50.0),
     ("median_tpot_ms", 50.0),
     ("mean_tpot_ms", 50.0),
-    ("mean_ttft_ms", 50.0),
+    ("mean_ttft_ms", 60.0),
 ];
 const HELD_OUT: [&str; 3] = ["c2", "c4", "c8"];
 
@@ -42,15 +50,15 @@ fn a_twin_fitted_at_two_load_points_predicts_three_held_out_ones() {
     let o = runner(&[
         &fixture("calibration.rhai"),
         "-p",
-        "concurrency=1,6,2,4,8",
+        "concurrency=1,2,4,8,6",
         "-p",
         "requests=12",
         "-p",
-        "output_tokens=16",
+        "output_tokens=48",
         "-p",
         "min_prompt=16",
         "-p",
-        "max_prompt=160",
+        "max_prompt=64",
         "--target",
         &server.url,
         "--tokenizer",
