@@ -56,7 +56,7 @@ fn replays_the_run_against_the_twin(run: &str, twin: &str) {
     let o = runner(&["calibrate", run, "--twin", twin]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    let (_, parting) = out
+    let (table, parting) = out
         .split_once("where they part most:")
         .expect("parting lines");
     let phases: Vec<&str> = parting
