@@ -69,4 +69,28 @@ print("\n| repeat | max_seqs | decode_step_ms | decode_us_per_seq | prefill_us_p
 for s, e in enumerate(params, 1):
     print(f"| {s} | {e['max_seqs']} | {e['decode_step_ms']:.3f} | {e['decode_us_per_seq']:.1f} | {e['prefill_us_per_token']:.1f} |")
 PY
+cat >>bench-results/twin_llamacpp.md <<'NOTES'
+## What the twin's parameters mean for llama.cpp, and why the error is what it is
+
+- `max_seqs` is llama-server's slot count (`--parallel 4`), found from c6: requests beyond
+  the slots waited, and no step ran more than 4 sequences.
+- `prefill_us_per_token`: llama.cpp computes a new prompt (up to its batch, 2048 tokens) in
+  one step with a token of every decoding slot, so the twin's "prefill in the step" is
+  its own; each such step is timed by the server's `timings.prompt_ms`, which c1 gives
+  for every request. `decode_step_ms` + `decode_us_per_seq` × decoding: the decode step,
+  close to linear in the slots decoding on a CPU; fitted with every cost at least 0.
+- The server runs with 1 thread: with 2 on this busy 2-core machine a step lasts as long
+  as the thread the machine ran last (steps of 2 to 800 ms at concurrency 1).
+- The errors change sign from repeat to repeat: most of what remains is the load beside
+  the runs changing between phases (the same 4-slot decode step measured 7.8 ms in one
+  phase and 11.7 ms in the next), which 12 requests a phase do not average out. What is
+  systematic: a 4-prompt prefill costs llama.cpp less per token than four single ones
+  (a CPU matrix product is more efficient on more rows), which the twin's linear price
+  cannot say; and llama.cpp takes requests that arrive together into one prefill, where
+  the simulator starts a step with the first.
+- Goal of issue 38 (median E2E and TPOT ≤ 10 %, mean TTFT ≤ 20 %), in the median repeat:
+  met on c8 (0.5, 2.7 and 7.5 %); on c4 by median E2E only (3.8 %; TPOT 12.6, TTFT
+  26.5 %); on c2 by mean TTFT only (16.9 %; E2E 20.1, TPOT 18.7 %). Not met in every
+  repeat on this machine.
+NOTES
 cat bench-results/twin_llamacpp.md
