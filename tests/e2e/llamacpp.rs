@@ -6,6 +6,7 @@
 
 pub(crate) mod fixture;
 mod server_side;
+mod twin;
 
 use serde_json::Value;
 

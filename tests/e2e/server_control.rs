@@ -318,6 +318,7 @@ fn a_reset_erases_llama_cpp_s_slots_and_its_first_request_computes_its_whole_pro
     let options = Options {
         slot_actions: true,
         cache_ram_mib: Some(0),
+        ..Options::default()
     };
     let server = Server::start_with(&engine, options);
     let cold = first_cache_n(&server, &tokenizer, &repeat, &[]);
@@ -387,6 +388,7 @@ fn a_reset_of_llama_cpp_with_its_host_memory_cache_warns_that_it_stays() {
     let options = Options {
         slot_actions: true,
         cache_ram_mib: None,
+        ..Options::default()
     };
     let server = Server::start_with(&engine, options);
     let out = runner(&[

@@ -73,6 +73,10 @@ pub struct CalibrateArgs {
     /// replaying its requests against the twin (repeatable)
     #[arg(long, value_name = "PHASE")]
     pub holdout: Vec<String>,
+    /// Fit nothing: replay every measured phase of the runs against this twin and print,
+    /// per phase, the real run's figures against the twin's and where they part most
+    #[arg(long, value_name = "TWIN", conflicts_with = "holdout")]
+    pub twin: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]

@@ -112,6 +112,10 @@ pub struct Options {
     /// llama-server's `--cache-ram` in MiB (0: no host-memory prompt cache, which an
     /// erase of the slots leaves full); its default (8192) when `None`.
     pub cache_ram_mib: Option<u32>,
+    /// Compute threads (2 when `None`). One thread keeps a loaded machine's noise down:
+    /// llama.cpp's threads wait for each other at every operation, so a step with two
+    /// lasts as long as the one the busy machine ran last.
+    pub threads: Option<u32>,
 }
 
 impl Server {
@@ -138,7 +142,8 @@ impl Server {
             .arg(scripts().join("serve.py"))
             .arg(&engine.model)
             .arg(port.to_string())
-            .args(["--parallel", "4", "--threads", "2", "--until-stdin-closes"])
+            .args(["--parallel", "4", "--until-stdin-closes"])
+            .args(["--threads", &options.threads.unwrap_or(2).to_string()])
             .args(&extra)
             // serve.py exits when this pipe closes, so it never outlives the test process.
             .stdin(Stdio::piped())

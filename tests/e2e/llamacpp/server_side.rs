@@ -111,6 +111,7 @@ fn hit_rates_rates_and_a_leftover_cache_read_as_llama_cpp_means_them() {
     let options = Options {
         slot_actions: true,
         cache_ram_mib: Some(0),
+        ..Options::default()
     };
     let server = Server::start_with(&engine, options);
     let before = prompt_counters(&server);

@@ -1,8 +1,13 @@
 //! The twin's error on held-out phases: each phase's requests (send offsets, new prompt
-//! and output tokens) are written as a Mooncake-format trace and replayed against the twin
-//! by the bundled `trace_replay.rhai`, run by this same binary with `--sim-profile
-//! twin.toml` (the built-in simulator, in real time); its result.json figures are then set
-//! against the real run's.
+//! and output tokens) are written as a Mooncake-format trace and replayed against the twin,
+//! run by this same binary with `--sim-profile twin.toml` (the built-in simulator, in real
+//! time); its result.json figures are then set against the real run's.
+//!
+//! A closed-loop phase (a `max_concurrency` cap and no request rate: each request left
+//! when an earlier one finished) is replayed closed-loop at its concurrency, its requests
+//! in their order (`closed_replay.rhai`): its recorded send times hold the real server's
+//! waits, and replaying them would feed those into the twin's TTFT. Any other phase is
+//! replayed at its recorded send times by the bundled `trace_replay.rhai`.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -15,6 +20,7 @@ use crate::servers::sim::twin_file::HoldoutError;
 use crate::servers::twin::ObservedPhase;
 
 const REPLAY: &str = include_str!("../../../../scenarios/trace_replay.rhai");
+const CLOSED_REPLAY: &str = include_str!("closed_replay.rhai");
 
 /// The figures compared, as result.json names them.
 const METRICS: [&str; 14] = [
@@ -37,9 +43,10 @@ const METRICS: [&str; 14] = [
 pub fn measure(twin: &Path, held: &[(ObservedPhase, Value)]) -> Result<Vec<HoldoutError>> {
     let dir = tempfile::tempdir().context("cannot make a directory for the replay")?;
     std::fs::write(dir.path().join("replay.rhai"), REPLAY)?;
+    std::fs::write(dir.path().join("closed_replay.rhai"), CLOSED_REPLAY)?;
     let mut rows = Vec::new();
     for (phase, observed) in held {
-        let predicted = replay(twin, phase, dir.path())?;
+        let predicted = replay(twin, phase, closed_loop(observed), dir.path())?;
         for metric in METRICS {
             let (Some(o), Some(p)) = (observed[metric].as_f64(), predicted[metric].as_f64()) else {
                 continue;
@@ -57,8 +64,21 @@ pub fn measure(twin: &Path, held: &[(ObservedPhase, Value)]) -> Result<Vec<Holdo
     Ok(rows)
 }
 
-/// Runs the phase's requests against the twin; the replay's result.json.
-fn replay(twin: &Path, phase: &ObservedPhase, dir: &Path) -> Result<Value> {
+/// The concurrency of a closed-loop phase, from its result.json figures: a cap, and no
+/// request rate (vLLM's layout writes "inf").
+fn closed_loop(figures: &Value) -> Option<u64> {
+    let cap = figures["max_concurrency"].as_u64().filter(|&c| c > 0)?;
+    figures["request_rate"].as_f64().is_none().then_some(cap)
+}
+
+/// Runs the phase's requests against the twin, closed-loop at `concurrency` if given;
+/// the replay's result.json.
+fn replay(
+    twin: &Path,
+    phase: &ObservedPhase,
+    concurrency: Option<u64>,
+    dir: &Path,
+) -> Result<Value> {
     let mut reqs: Vec<_> = phase.requests.iter().collect();
     reqs.sort_by_key(|r| r.sent_ns);
     let mut trace = String::new();
@@ -75,9 +95,15 @@ fn replay(twin: &Path, phase: &ObservedPhase, dir: &Path) -> Result<Value> {
     std::fs::write(dir.join("data").join("trace.jsonl"), trace)?;
     let out = dir.join("out");
     let exe = std::env::current_exe().context("cannot find the runner's own binary")?;
-    let run = Command::new(exe)
-        .arg("run")
-        .arg(dir.join("replay.rhai"))
+    let mut command = Command::new(exe);
+    command.arg("run");
+    match concurrency {
+        Some(c) => command
+            .arg(dir.join("closed_replay.rhai"))
+            .args(["-p", &format!("concurrency={c}")]),
+        None => command.arg(dir.join("replay.rhai")),
+    };
+    let run = command
         .args(["-p", "trace=data/trace.jsonl", "--sim-profile"])
         .arg(std::path::absolute(twin)?)
         .arg("--output")
@@ -99,10 +125,10 @@ fn replay(twin: &Path, phase: &ObservedPhase, dir: &Path) -> Result<Value> {
     Ok(result)
 }
 
-/// The error table, one row per phase and metric.
-pub fn table(rows: &[HoldoutError]) -> String {
+/// The error table, one row per phase and metric, under a title saying what was replayed.
+pub fn table(rows: &[HoldoutError], replayed: &str) -> String {
     let mut s = format!(
-        "held-out error (the phase's requests replayed against the twin):\n  {:<16} {:<20} {:>12} {:>12} {:>12} {:>9}",
+        "held-out error ({replayed}):\n  {:<16} {:<20} {:>12} {:>12} {:>12} {:>9}",
         "phase", "metric", "observed", "twin", "error", "error %"
     );
     for r in rows {
@@ -114,4 +140,75 @@ pub fn table(rows: &[HoldoutError]) -> String {
         );
     }
     s
+}
+
+/// Per phase, the figure where the real run and the twin part most (the largest error in %).
+pub fn parting(rows: &[HoldoutError]) -> String {
+    let mut phases: Vec<&str> = rows.iter().map(|r| r.phase.as_str()).collect();
+    phases.dedup();
+    let mut s = String::from("where they part most:");
+    for phase in phases {
+        let worst = rows
+            .iter()
+            .filter(|r| r.phase == phase)
+            .filter_map(|r| r.error_pct.map(|p| (p, r)))
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((pct, r)) = worst {
+            let _ = write!(
+                s,
+                "\n  {phase}: {} (real {:.3}, twin {:.3}, {pct:.1} % {})",
+                r.metric,
+                r.observed,
+                r.predicted,
+                if r.error > 0.0 { "over" } else { "under" }
+            );
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(phase: &str, metric: &str, observed: f64, predicted: f64) -> HoldoutError {
+        HoldoutError {
+            phase: phase.into(),
+            metric: metric.into(),
+            observed,
+            predicted,
+            error: predicted - observed,
+            error_pct: Some((predicted - observed).abs() / observed * 100.0),
+        }
+    }
+
+    #[test]
+    fn each_phase_parts_at_its_largest_relative_error() {
+        let rows = [
+            row("c2", "mean_ttft_ms", 100.0, 110.0),
+            row("c2", "mean_tpot_ms", 10.0, 8.0),
+            row("c8", "mean_ttft_ms", 500.0, 505.0),
+        ];
+        let s = parting(&rows);
+        assert!(
+            s.contains("c2: mean_tpot_ms (real 10.000, twin 8.000, 20.0 % under)"),
+            "{s}"
+        );
+        assert!(s.contains("c8: mean_ttft_ms"), "{s}");
+        assert_eq!(s.lines().count(), 3, "{s}");
+    }
+
+    #[test]
+    fn only_a_capped_phase_without_a_rate_is_closed_loop() {
+        let closed = json!({"max_concurrency": 4, "request_rate": "inf"});
+        assert_eq!(closed_loop(&closed), Some(4));
+        assert_eq!(
+            closed_loop(&json!({"max_concurrency": 4, "request_rate": 2.0})),
+            None
+        );
+        assert_eq!(
+            closed_loop(&json!({"max_concurrency": null, "request_rate": "inf"})),
+            None
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! `runner calibrate RUN_DIR... [--out twin.toml] [--holdout PHASE...]`: fits a twin of the
 //! server from runs' output directories (`servers::twin`), writes it, and with --holdout
-//! measures its error on the phases left out of the fit (`holdout`).
+//! measures its error on the phases left out of the fit (`holdout`). With `--twin FILE`
+//! it fits nothing and replays every phase of the runs against that twin instead.
 
 mod holdout;
 mod run_dir;
@@ -20,6 +21,9 @@ pub fn calibrate(a: CalibrateArgs) -> Result<()> {
         .iter()
         .map(|d| run_dir::read(d))
         .collect::<Result<Vec<_>>>()?;
+    if let Some(twin) = &a.twin {
+        return replay_all(twin, dirs);
+    }
     let mut held: Vec<(ObservedPhase, Value)> = Vec::new();
     let mut fit_runs: Vec<ObservedRun> = Vec::new();
     for dir in dirs {
@@ -45,6 +49,30 @@ pub fn calibrate(a: CalibrateArgs) -> Result<()> {
         write(&twin, &a)?;
     }
     print(&twin, &a);
+    Ok(())
+}
+
+/// `--twin FILE`: every measured phase of the runs replayed against the twin, the real
+/// run's figures set against the twin's, and per phase the figure where they part most.
+fn replay_all(twin: &std::path::Path, dirs: Vec<run_dir::RunDir>) -> Result<()> {
+    // Read first, so a bad twin file is its one line before any replay starts.
+    TwinFile::load(twin)?;
+    let phases: Vec<(ObservedPhase, Value)> = dirs
+        .into_iter()
+        .flat_map(|d| {
+            let figures = d.figures;
+            d.observed.phases.into_iter().map(move |p| {
+                let f = figures.get(&p.name).cloned().unwrap_or_default();
+                (p, f)
+            })
+        })
+        .collect();
+    let rows = holdout::measure(twin, &phases)?;
+    println!(
+        "{}",
+        holdout::table(&rows, "the run's phases replayed against the twin")
+    );
+    println!("{}", holdout::parting(&rows));
     Ok(())
 }
 
@@ -83,6 +111,12 @@ fn print(twin: &TwinFile, a: &CalibrateArgs) {
         twin.fit.steps, twin.fit.residual_rms_ms, twin.fit.r_squared
     );
     if !twin.holdout.is_empty() {
-        println!("{}", holdout::table(&twin.holdout));
+        println!(
+            "{}",
+            holdout::table(
+                &twin.holdout,
+                "the phase's requests replayed against the twin"
+            )
+        );
     }
 }

@@ -136,12 +136,26 @@ fn read_records(path: &Path) -> Result<Vec<(usize, ObservedPhase)>> {
 
 fn observed(r: &RequestRecord) -> ObservedRequest {
     let cached = r.answer.cached_prompt_tokens.unwrap_or(0);
+    // llama.cpp's own account of the prompt: the tokens it computed (`prompt_n`, the rest
+    // came from its slot's cache as `cache_n`) and the time they took (`prompt_ms`).
+    let timing = |key: &str| {
+        r.server_timings
+            .as_ref()
+            .and_then(|t| t.get(key))
+            .and_then(Value::as_f64)
+            .filter(|v| v.is_finite() && *v >= 0.0)
+    };
+    let new_prompt_tokens = match timing("prompt_n") {
+        Some(n) if n <= r.input_tokens as f64 => n as u64,
+        _ => r.input_tokens.saturating_sub(cached),
+    };
     ObservedRequest {
         sent_ns: r.sent_ns,
         chunks: r.chunks.iter().map(|c| (c.t_ns, c.tokens)).collect(),
         end_ns: r.end_ns,
-        new_prompt_tokens: r.input_tokens.saturating_sub(cached),
+        new_prompt_tokens,
         output_tokens: r.output_tokens,
+        server_prompt_ms: timing("prompt_ms"),
     }
 }
 

@@ -26,6 +26,15 @@ pub enum SimError {
         other: &'static str,
     },
 
+    /// A twin file's engine value that the matching `--sim-*` flag would refuse.
+    #[error("{path} [engine] {key} = {value} is invalid: {reason}")]
+    TwinValue {
+        path: String,
+        key: String,
+        value: String,
+        reason: String,
+    },
+
     #[error("--sim-profile {path}: cannot read the twin: {reason}")]
     TwinFile { path: String, reason: String },
 

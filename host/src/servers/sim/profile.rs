@@ -346,10 +346,10 @@ impl SimArgs {
         let timing = match self.profile.as_str() {
             _ if twin.is_some() => {
                 self.reject_fixed_flags()?;
-                let base = twin
-                    .as_ref()
-                    .map(|t| twin_params(&t.engine))
-                    .unwrap_or_default();
+                let base = match &twin {
+                    Some(t) => twin_base(t, &self.profile)?,
+                    None => BatchParams::default(),
+                };
                 Timing::Batching(self.batch_params(base)?)
             }
             "default" => {
@@ -528,6 +528,26 @@ fn twin_params(e: &TwinEngine) -> BatchParams {
     }
 }
 
+/// The twin's own values, checked as the flags are (before any flag overrides them), a
+/// refusal naming the file's key rather than a flag the user never gave.
+fn twin_base(twin: &TwinFile, path: &str) -> Result<BatchParams, SimError> {
+    SimArgs::default()
+        .batch_params(twin_params(&twin.engine))
+        .map_err(|e| match e {
+            SimError::InvalidValue {
+                flag,
+                value,
+                reason,
+            } => SimError::TwinValue {
+                path: path.to_string(),
+                key: flag.replace('-', "_"),
+                value,
+                reason: reason.replace("--sim-max-seqs", "max_seqs"),
+            },
+            other => other,
+        })
+}
+
 fn invalid(flag: &'static str, value: &str, reason: &str) -> SimError {
     SimError::InvalidValue {
         flag,
@@ -575,9 +595,20 @@ fn number(flag: &'static str, value: f64, max: f64, unit: &str) -> Result<f64, S
     } else {
         Err(invalid(
             flag,
-            &value.to_string(),
+            &readable(value),
             &format!("it must be a number of {unit} between 0 and {max}"),
         ))
+    }
+}
+
+/// `value` in plain digits when short, else in scientific notation: 1e308 would otherwise
+/// print as 309 digits.
+fn readable(value: f64) -> String {
+    let magnitude = value.abs();
+    if value.is_finite() && magnitude != 0.0 && !(1e-4..1e9).contains(&magnitude) {
+        format!("{value:e}")
+    } else {
+        value.to_string()
     }
 }
 
@@ -784,5 +815,64 @@ mod tests {
         assert_eq!(c.count_prompt_tokens("abcde"), 2);
         let c = c.with_prompt_token_counter(|s| s.split_whitespace().count());
         assert_eq!(c.count_prompt_tokens("a b c"), 3);
+    }
+
+    /// A twin.toml with `engine` as its [engine] table.
+    fn twin_file(dir: &std::path::Path, engine: &str) -> String {
+        let path = dir.join("twin.toml");
+        let text = format!(
+            "format = 1\nsources = {{}}\nruns = []\n[engine]\n{engine}\n[fit]\nsteps = 10\nresidual_rms_ms = 0.1\nr_squared = 0.9\n"
+        );
+        std::fs::write(&path, text).expect("write twin");
+        path.display().to_string()
+    }
+
+    #[test]
+    fn a_twin_files_bad_value_is_named_by_its_key_and_printed_short() {
+        let dir = tempfile::tempdir().expect("dir");
+        let engine = |max_seqs: &str, step: &str| {
+            format!("max_seqs = {max_seqs}\nmax_batched_tokens = 8192\nkv_tokens = 1000\nprefill_us_per_token = 1.0\ndecode_step_ms = {step}\ndecode_us_per_seq = 1.0")
+        };
+        let args = |path: String| SimArgs {
+            profile: path,
+            ..SimArgs::default()
+        };
+        let path = twin_file(dir.path(), &engine("0", "5.0"));
+        let e = args(path.clone())
+            .to_config()
+            .expect_err("max_seqs 0")
+            .to_string();
+        assert_eq!(
+            e,
+            format!("{path} [engine] max_seqs = 0 is invalid: it must be at least 1")
+        );
+        let path = twin_file(dir.path(), &engine("4", "1e308"));
+        let e = args(path.clone())
+            .to_config()
+            .expect_err("huge step")
+            .to_string();
+        assert!(
+            e.starts_with(&format!(
+                "{path} [engine] decode_step_ms = 1e308 is invalid"
+            )),
+            "{e}"
+        );
+        let path = twin_file(dir.path(), &engine("4", "-1e-300"));
+        let e = args(path)
+            .to_config()
+            .expect_err("negative step")
+            .to_string();
+        assert!(e.contains("= -1e-300 is invalid"), "{e}");
+        // A flag's own bad value still names the flag, over a good twin.
+        let path = twin_file(dir.path(), &engine("4", "5.0"));
+        let flag = SimArgs {
+            decode_step_ms: Some(1e300),
+            ..args(path)
+        };
+        let e = flag.to_config().expect_err("flag").to_string();
+        assert!(
+            e.starts_with("--sim-decode-step-ms 1e300 is invalid"),
+            "{e}"
+        );
     }
 }

@@ -30,6 +30,9 @@ pub struct ObservedRequest {
     /// Prompt tokens the server had to compute (input − cached).
     pub new_prompt_tokens: u64,
     pub output_tokens: u64,
+    /// The server's own time for the prompt, ms, where it gives one (llama.cpp's
+    /// `timings.prompt_ms`).
+    pub server_prompt_ms: Option<f64>,
 }
 
 /// One phase of a run.

@@ -1,4 +1,4 @@
-//! The step-time least squares: gap = decode_step + decode_per_seq × decoding +
+//! The step-time least squares (every cost at least 0): gap = decode_step + decode_per_seq × decoding +
 //! prefill_per_token × prefill tokens, solved with nalgebra's SVD, refitted once without
 //! the steps a stalled client or server stretched (residual over [`OUTLIER_MADS`] times
 //! the median absolute residual). Refuses when the steps cannot separate a term.
@@ -16,8 +16,11 @@ const MIN_PREFILL_STEPS: usize = 3;
 /// A step further than this many median absolute residuals from the first fit is left out,
 const OUTLIER_MADS: f64 = 6.0;
 /// or than this share of the median step, whichever is larger (a fit as close as the
-/// simulator's has residuals of microseconds, and its timer jitter is no outlier).
+/// simulator's has residuals of microseconds, and its timer jitter is no outlier),
 const OUTLIER_SHARE: f64 = 0.05;
+/// or than this share of the step's own fitted time: a prefill step of a real engine
+/// lasts tens of decode steps, and its few-percent noise is many decode steps' residuals.
+const OUTLIER_OWN_SHARE: f64 = 0.5;
 /// Prefill tokens enter the matrix in thousands, so its columns are of like size.
 const TOKENS_SCALE: f64 = 1000.0;
 
@@ -44,7 +47,7 @@ pub fn fit_steps(steps: &[EngineStep]) -> Result<StepFit, FitError> {
     let kept: Vec<EngineStep> = steps
         .iter()
         .zip(&residuals)
-        .filter(|(_, r)| r.abs() <= bound)
+        .filter(|(s, r)| r.abs() <= bound.max(OUTLIER_OWN_SHARE * predict(&first, s).abs()))
         .map(|(s, _)| s.clone())
         .collect();
     let kept = if kept.len() >= MIN_STEPS {
@@ -57,18 +60,18 @@ pub fn fit_steps(steps: &[EngineStep]) -> Result<StepFit, FitError> {
     let [step_ms, per_seq_ms, per_ktoken_ms] = beta;
     let dropped = steps.len() - kept.len();
     let how = format!(
-        "ordinary least squares (nalgebra SVD) of {} steps' times on decoding sequences and prefilled tokens ({dropped} stretched steps left out)",
+        "least squares with non-negative costs (nalgebra SVD) of {} steps' times on decoding sequences and prefilled tokens ({dropped} stretched steps left out)",
         kept.len()
     );
     let sources = Sources::from([
         ("decode_step_ms".into(), format!("intercept of the {how}; a step is the gap between two chunks of one stream in requests.jsonl (chunks[].t_ns), its decoding sequences the streams with a chunk at its end")),
         ("decode_us_per_seq".into(), format!("slope on decoding sequences of the {how}")),
-        ("prefill_us_per_token".into(), format!("slope on prefilled tokens of the {how}; a stream's prompt is prefilled in the step its first chunk ends (input_tokens − cached_prompt_tokens)")),
+        ("prefill_us_per_token".into(), format!("slope on prefilled tokens of the {how}; a stream's prompt is prefilled in the step its first chunk ends (input_tokens − cached_prompt_tokens, or server_timings.prompt_n), a step the server's server_timings.prompt_ms times where every record has it (llama.cpp)")),
     ]);
     Ok(StepFit {
-        decode_step_ms: step_ms.max(0.0),
-        decode_us_per_seq: (per_seq_ms * 1000.0).max(0.0),
-        prefill_us_per_token: (per_ktoken_ms * 1000.0 / TOKENS_SCALE).max(0.0),
+        decode_step_ms: step_ms,
+        decode_us_per_seq: per_seq_ms * 1000.0,
+        prefill_us_per_token: per_ktoken_ms * 1000.0 / TOKENS_SCALE,
         quality,
         sources,
     })
@@ -86,14 +89,39 @@ fn predict(beta: &[f64; 3], s: &EngineStep) -> f64 {
     row(s).iter().zip(beta).map(|(x, b)| x * b).sum()
 }
 
+/// Least squares with every cost at least 0: a negative cost has no meaning, and clamping
+/// it after the fit would leave the others fitted to it (a CPU engine's one-sequence step
+/// is cheaper than the line through its larger batches, which then crosses below 0). A
+/// term that comes out negative is dropped (fixed at 0) and the rest refitted, at most
+/// once per term: the active-set method for three unknowns.
 fn solve(steps: &[EngineStep]) -> [f64; 3] {
-    let x = DMatrix::from_fn(steps.len(), 3, |i, j| row(&steps[i])[j]);
-    let y = DVector::from_iterator(steps.len(), steps.iter().map(|s| s.gap_ms));
-    match x.svd(true, true).solve(&y, 1e-12) {
-        Ok(b) => [b[0], b[1], b[2]],
-        // Only without U or V, which were asked for.
-        Err(_) => [0.0; 3],
+    let mut active = [true; 3];
+    loop {
+        let beta = solve_active(steps, &active);
+        match beta.iter().position(|b| *b < 0.0) {
+            Some(j) => active[j] = false,
+            None => return beta,
+        }
     }
+}
+
+fn solve_active(steps: &[EngineStep], active: &[bool; 3]) -> [f64; 3] {
+    let columns: Vec<usize> = (0..3).filter(|&j| active[j]).collect();
+    let mut beta = [0.0; 3];
+    if columns.is_empty() {
+        return beta;
+    }
+    let x = DMatrix::from_fn(steps.len(), columns.len(), |i, j| {
+        row(&steps[i])[columns[j]]
+    });
+    let y = DVector::from_iterator(steps.len(), steps.iter().map(|s| s.gap_ms));
+    // Only fails without U or V, which were asked for: then no term is fitted.
+    if let Ok(b) = x.svd(true, true).solve(&y, 1e-12) {
+        for (k, &j) in columns.iter().enumerate() {
+            beta[j] = b[k];
+        }
+    }
+    beta
 }
 
 fn quality(steps: &[EngineStep], beta: &[f64; 3]) -> FitQuality {

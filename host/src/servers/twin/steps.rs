@@ -3,6 +3,13 @@
 //! one stream is one step, and the chunks of other streams that arrive with the second
 //! say what that step held: the streams that were decoding, and the streams whose first
 //! token came then (their prompts were prefilled in it). Each step is kept once.
+//!
+//! Where the server times each prompt itself (llama.cpp's `timings.prompt_ms`), the steps
+//! that prefilled come from its clock instead: llama.cpp computes a new prompt (up to its
+//! batch size, 2048 tokens) in one step together with a token of every decoding slot
+//! (`update_slots` in tools/server/server.cpp), so `prompt_ms` is that step's length,
+//! free of the client's scheduling, and it is there even when no other stream decoded
+//! (a concurrency-1 run then prices prompt tokens on its own).
 
 use super::{ObservedPhase, ObservedRequest};
 
@@ -55,6 +62,7 @@ pub fn of(phase: &ObservedPhase) -> Vec<EngineStep> {
         .collect();
     arrivals.sort_by_key(|a| a.t);
     let clock = Clock::new(reqs, window);
+    let server_timed = reqs.iter().all(|r| r.server_prompt_ms.is_some());
     let mut steps = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
         for w in r.chunks.windows(2) {
@@ -65,9 +73,52 @@ pub fn of(phase: &ObservedPhase) -> Vec<EngineStep> {
             let lo = arrivals.partition_point(|a| a.t < t1.saturating_sub(window));
             let hi = arrivals.partition_point(|a| a.t <= t1.saturating_add(window));
             if let Some(step) = step_of(i, t0, t1, &arrivals[lo..hi], reqs, &clock) {
-                steps.push(step);
+                if !(server_timed && step.prefill_tokens > 0) {
+                    steps.push(step);
+                }
             }
         }
+    }
+    if server_timed {
+        steps.extend(prefills(reqs, &arrivals, &clock));
+    }
+    steps
+}
+
+/// The steps that prefilled prompts, timed by the server: the requests whose first chunks
+/// came together (within the window) were prefilled in one step, as long as the longest
+/// of their `prompt_ms`; the streams decoding in it are those with a later chunk then.
+fn prefills(reqs: &[ObservedRequest], arrivals: &[Arrival], clock: &Clock) -> Vec<EngineStep> {
+    let firsts: Vec<&Arrival> = arrivals.iter().filter(|a| a.first).collect();
+    let mut steps = Vec::new();
+    let mut k = 0;
+    while k < firsts.len() {
+        let start = firsts[k].t;
+        let mut group = Vec::new();
+        while k < firsts.len() && firsts[k].t <= start.saturating_add(clock.window) {
+            group.push(firsts[k].req);
+            k += 1;
+        }
+        let lo = arrivals.partition_point(|a| a.t < start.saturating_sub(clock.window));
+        let hi = arrivals.partition_point(|a| a.t <= start.saturating_add(clock.window));
+        let decoding = arrivals[lo..hi]
+            .iter()
+            .filter(|a| !a.first)
+            .map(|a| a.req)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        let gap_ms = group
+            .iter()
+            .filter_map(|&j| reqs[j].server_prompt_ms)
+            .fold(0.0, f64::max);
+        let began = start.saturating_sub((gap_ms * 1e6) as u64);
+        steps.push(EngineStep {
+            gap_ms,
+            decoding,
+            prefill_tokens: group.iter().map(|&j| reqs[j].new_prompt_tokens).sum(),
+            running: decoding + group.len(),
+            in_flight: clock.in_flight(began),
+        });
     }
     steps
 }

@@ -10,6 +10,7 @@ fn lockstep(streams: usize, steps: u64, step_ns: u64) -> ObservedPhase {
             end_ns: steps * step_ns + 1,
             new_prompt_tokens: 100,
             output_tokens: steps,
+            server_prompt_ms: None,
         })
         .collect();
     ObservedPhase {

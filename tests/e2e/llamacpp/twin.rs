@@ -1,0 +1,120 @@
+//! A twin of llama.cpp's server (issue 38's first acceptance line): `runner calibrate`
+//! fits it from two load points (concurrency 1 and 6: the second shows the 4 slots, its
+//! last 2 requests waiting; run first and last, so a machine that slows down over the run
+//! weighs on both sides alike), and replays three held-out ones against it (2, 4, and 8,
+//! above the slots), each closed-loop at its concurrency. Answers of 48 tokens to prompts
+//! of 16 to 64: with longer prompts one stall of another stream's prefill splits the
+//! TPOTs into two groups, and their median jumps between them. The test asserts the error
+//! bench-results/twin_llamacpp.sh measured over repeats, with the margin its spread on a
+//! busy machine calls for (see there); the figures go to stderr for the CI log.
+
+use std::io::Write;
+
+use super::fixture::{engine, Options, Server};
+use crate::support::{exclusive, fixture, runner, stderr};
+
+/// Each held-out phase's error, %, at most. bench-results/twin_llamacpp.md (8 repeats on
+/// this 2-core machine beside other builds) saw at most 42 (median E2E), 44 (TPOT) and 65
+/// (mean TTFT) on one phase: the load beside it changes between phases, and 12 requests a
+/// phase do not average it out. These bounds add half again; a broken fit (a prompt token
+/// priced at 0, the slots missed) is off by 90 % and more.
+const BOUNDS: [(&str, f64); 4] = [
+    ("median_e2el_ms", 65.0),
+    ("median_tpot_ms", 70.0),
+    ("mean_tpot_ms", 70.0),
+    ("mean_ttft_ms", 100.0),
+];
+/// The mean over the three held-out phases, %, at most: the benchmark saw at most 34
+/// (median E2E), 30 and 35 (TPOT) and 40 (mean TTFT); half again, rounded.
+const MEAN_BOUNDS: [(&str, f64); 4] = [
+    ("median_e2el_ms", 50.0),
+    ("median_tpot_ms", 50.0),
+    ("mean_tpot_ms", 50.0),
+    ("mean_ttft_ms", 60.0),
+];
+const HELD_OUT: [&str; 3] = ["c2", "c4", "c8"];
+
+#[test]
+fn a_twin_fitted_at_two_load_points_predicts_three_held_out_ones() {
+    let _quiet = exclusive();
+    let Some(engine) = engine() else { return };
+    let options = Options {
+        cache_ram_mib: Some(0),
+        threads: Some(1),
+        ..Options::default()
+    };
+    let server = Server::start_with(&engine, options);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = dir.path().join("run").display().to_string();
+    let tokenizer = engine.tokenizer.display().to_string();
+    let o = runner(&[
+        &fixture("calibration.rhai"),
+        "-p",
+        "concurrency=1,2,4,8,6",
+        "-p",
+        "requests=12",
+        "-p",
+        "output_tokens=48",
+        "-p",
+        "min_prompt=16",
+        "-p",
+        "max_prompt=64",
+        "--target",
+        &server.url,
+        "--tokenizer",
+        &tokenizer,
+        "--output",
+        &run,
+    ]);
+    assert!(o.status.success(), "{}\n{}", stderr(&o), server.log_tail());
+    drop(server);
+    let twin = dir.path().join("twin.toml");
+    let mut args = vec!["calibrate", &run, "--out"];
+    let twin_arg = twin.display().to_string();
+    args.push(&twin_arg);
+    for phase in HELD_OUT {
+        args.extend(["--holdout", phase]);
+    }
+    let o = runner(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&twin).expect("twin.toml");
+    let file: toml::Value = toml::from_str(&text).expect("toml");
+    assert_eq!(file["engine"]["max_seqs"].as_integer(), Some(4), "{text}");
+    let sources = file["sources"]["prefill_us_per_token"]
+        .as_str()
+        .unwrap_or("");
+    assert!(sources.contains("prompt_ms"), "{text}");
+    check_errors(&file, &text);
+}
+
+/// Each held-out phase's error within [`BOUNDS`], their mean within [`MEAN_BOUNDS`].
+fn check_errors(file: &toml::Value, text: &str) {
+    let rows = file["holdout"].as_array().expect("holdout rows");
+    let pct = |phase: &str, metric: &str| {
+        rows.iter()
+            .find(|r| r["phase"].as_str() == Some(phase) && r["metric"].as_str() == Some(metric))
+            .and_then(|r| r["error_pct"].as_float())
+            .unwrap_or_else(|| panic!("{phase} {metric} in {text}"))
+    };
+    let mut log = String::from("llama.cpp twin, held-out error %:");
+    for (metric, bound) in BOUNDS {
+        let errors: Vec<f64> = HELD_OUT.iter().map(|p| pct(p, metric)).collect();
+        let mean = errors.iter().sum::<f64>() / errors.len() as f64;
+        log += &format!(" {metric} {errors:.1?} (mean {mean:.1});");
+        for (phase, e) in HELD_OUT.iter().zip(&errors) {
+            assert!(
+                *e <= bound,
+                "{phase} {metric}: {e:.1} % > {bound} %\n{text}"
+            );
+        }
+        let mean_bound = MEAN_BOUNDS
+            .iter()
+            .find(|(m, _)| *m == metric)
+            .map_or(0.0, |b| b.1);
+        assert!(
+            mean <= mean_bound,
+            "{metric}: mean {mean:.1} % > {mean_bound} %\n{text}"
+        );
+    }
+    let _ = writeln!(std::io::stderr(), "{log}");
+}
