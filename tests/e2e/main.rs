@@ -58,5 +58,6 @@ mod thresholds;
 mod tools;
 mod traces;
 mod wasm;
+mod whatif;
 mod wheel;
 mod workloads;
