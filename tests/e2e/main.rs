@@ -57,6 +57,7 @@ mod steady_state;
 mod thresholds;
 mod tools;
 mod traces;
+mod tuning_study;
 mod wasm;
 mod whatif;
 mod wheel;
