@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::support::{runner, scenario, stderr, stdout};
+use crate::support::{runner, scenario, stderr, stdout, table_row as row};
 
 /// The study at 2 % of the reference's counts and 20 × its rates, on an engine whose steps
 /// cost a third of a millisecond, with `max_num_seqs` seqs; its result.json's path.
@@ -27,18 +27,6 @@ fn study(dir: &Path, name: &str, max_num_seqs: u32) -> String {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     out.join("result.json").display().to_string()
-}
-
-/// The table's cells of `profile`'s row, split on runs of spaces.
-fn row(table: &str, profile: &str) -> Vec<String> {
-    let line = table
-        .lines()
-        .find(|l| l.starts_with(profile))
-        .unwrap_or_else(|| panic!("no row {profile} in\n{table}"));
-    line[profile.len()..]
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
 }
 
 #[test]
