@@ -81,16 +81,7 @@ fn compare_prints_a_table_and_the_gpustack_summary() {
     );
 
     // A table row per metric: both values, change and change % as computed here.
-    let row = |label: &str| -> Vec<String> {
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(label))
-            .unwrap_or_else(|| panic!("no row `{label}`:\n{text}"));
-        line[label.len()..]
-            .split_whitespace()
-            .map(str::to_string)
-            .collect()
-    };
+    let row = |label: &str| crate::support::table_row(&text, label);
     let (oa, ob) = (num(&a, "output_throughput"), num(&b, "output_throughput"));
     let r = row("Output token throughput (tok/s)");
     assert_eq!(r[0], format!("{oa:.2}"));

@@ -57,6 +57,8 @@ mod steady_state;
 mod thresholds;
 mod tools;
 mod traces;
+mod tuning_study;
 mod wasm;
+mod whatif;
 mod wheel;
 mod workloads;

@@ -90,6 +90,18 @@ pub fn run_records(args: &[&str]) -> (String, serde_json::Value, Vec<serde_json:
     (stdout, result, records)
 }
 
+/// The cells after `label` of the text table row that starts with it, split on spaces.
+pub fn table_row(text: &str, label: &str) -> Vec<String> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no row `{label}`:\n{text}"));
+    line[label.len()..]
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
 pub fn num(v: &serde_json::Value, key: &str) -> f64 {
     v.get(key)
         .and_then(|x| x.as_f64())

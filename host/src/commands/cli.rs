@@ -145,6 +145,10 @@ pub struct CompareArgs {
     /// Compare results of different scenarios or parameters anyway (with a warning)
     #[arg(long)]
     pub force: bool,
+    /// Print one table instead: a row per phase with each result's total token throughput
+    /// and mean TPOT and their change in % against the first (GPUStack's A/B table)
+    #[arg(long)]
+    pub headline: bool,
 }
 
 /// How a scenario is named on the command line.

@@ -16,6 +16,11 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     for w in &r.warnings {
         crate::errln!("warning: {w}");
     }
-    crate::out!("{}", r.text);
+    if a.headline {
+        // The same checks of the workloads ran above; only the output is shorter.
+        crate::out!("{}", report::compare::headline::table(&loaded, a.markdown));
+    } else {
+        crate::out!("{}", r.text);
+    }
     Ok(0)
 }

@@ -154,6 +154,7 @@ fn run_header(
         scenario_digest: loaded.digest.clone(),
         wit_version: scenario::wasm::version::VERSION.to_string(),
         twin: super::targets::twin_provenance(&config.target),
+        sim_overrides: super::targets::sim_overrides(&config.target),
     }
 }
 

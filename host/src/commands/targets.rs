@@ -47,10 +47,23 @@ impl Targets {
                     Some(Arc::new(move |text: &str| counter.count(text)));
                 let server = SimServer::start(sim_config, 0)?;
                 let url = server.base_url();
-                let label = match &config.twin {
+                let what = match &config.twin {
                     // A run against a twin names it, its runs and its error in every report.
-                    Some(twin) => format!("built-in simulator, {} ({url})", twin.describe(profile)),
-                    None => format!("built-in simulator, profile {profile} ({url})"),
+                    Some(twin) => twin.describe(profile),
+                    None => format!("profile {profile}"),
+                };
+                // A what-if says so wherever the target is named.
+                let what_if: Vec<String> = config
+                    .overrides
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let label = match what_if.is_empty() {
+                    true => format!("built-in simulator, {what} ({url})"),
+                    false => format!(
+                        "built-in simulator, {what}, what-if {} ({url})",
+                        what_if.join(",")
+                    ),
                 };
                 (Some(server), vec![url], vec![label])
             }
@@ -117,6 +130,14 @@ impl Targets {
             .map(|m| crate::safeguards::redact::string(m.to_string()))
             .collect();
         names.join(", ")
+    }
+}
+
+/// The built-in simulator's what-if overrides, for result.json.
+pub(super) fn sim_overrides(target: &TargetSpec) -> std::collections::BTreeMap<String, String> {
+    match target {
+        TargetSpec::Simulator { config, .. } => config.overrides.iter().cloned().collect(),
+        TargetSpec::Servers(_) => Default::default(),
     }
 }
 

@@ -62,6 +62,11 @@ pub struct RunHeader {
     /// The twin the built-in simulator ran (`--sim-profile twin.toml`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub twin: Option<TwinProvenance>,
+    /// The built-in simulator's engine parameters set over its profile's or twin's
+    /// (`--sim KEY=VALUE` and the `--sim-*` engine flags), in vLLM's words: a what-if,
+    /// not the server as profiled or fitted.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub sim_overrides: std::collections::BTreeMap<String, String>,
 }
 
 /// What a run against a twin simulated: the twin file, the real runs it was fitted from

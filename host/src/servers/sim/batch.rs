@@ -10,6 +10,7 @@
 //! (`spec_decode`) each decode step yields 1 + the accepted draft tokens.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,6 +47,25 @@ pub struct Seq {
     drafts: Option<Drafts>,
     /// Tokens the current step yields for it (`count_step`).
     step_tokens: usize,
+    /// Its replica's load count (`router`), held until the engine drops it.
+    _in_flight: Option<InFlight>,
+}
+
+/// One request in a replica's load (`router`'s least-loaded choice): counted from when it
+/// is routed until the scheduler drops it (finished, cancelled, or the engine stopped).
+pub struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    pub fn new(load: Arc<AtomicUsize>) -> InFlight {
+        load.fetch_add(1, Ordering::Relaxed);
+        InFlight(load)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Seq {
@@ -62,7 +82,14 @@ impl Seq {
             blocks: PromptBlocks::default(),
             drafts: None,
             step_tokens: 1,
+            _in_flight: None,
         }
+    }
+
+    /// The same request, counted in a replica's load while it lives.
+    pub fn counted_in(mut self, in_flight: InFlight) -> Seq {
+        self._in_flight = Some(in_flight);
+        self
     }
 
     /// The same request, arrived at `arrived`, with its prompt's block hashes.
@@ -91,6 +118,9 @@ pub struct Scheduler {
     prefix: PrefixCache,
     metrics: Arc<SimMetrics>,
     drafter: Option<Drafter>,
+    /// (running, waiting, KV used) as last added to the shared gauges: with replicas,
+    /// each scheduler adds its change, so `/metrics` shows the sum over the replicas.
+    published: (usize, usize, usize),
 }
 
 impl Scheduler {
@@ -108,6 +138,7 @@ impl Scheduler {
             running: Vec::new(),
             kv_used: 0,
             metrics,
+            published: (0, 0, 0),
         }
     }
 
@@ -116,13 +147,16 @@ impl Scheduler {
         self.prefix.reset_handle()
     }
 
-    /// Leaves the engine's state in the `/metrics` gauges.
-    fn publish(&self) {
-        let (running, waiting, kv_used) = (self.running.len(), self.waiting.len(), self.kv_used);
+    /// Leaves the engine's state in the `/metrics` gauges (its change since the last time,
+    /// so the gauges of several replicas add up).
+    fn publish(&mut self) {
+        let now = (self.running.len(), self.waiting.len(), self.kv_used);
+        let was = std::mem::replace(&mut self.published, now);
+        let moved = |gauge: usize, was: usize, now: usize| (gauge + now).saturating_sub(was);
         self.metrics.update(|c| {
-            c.running = running;
-            c.waiting = waiting;
-            c.kv_used = kv_used;
+            c.running = moved(c.running, was.0, now.0);
+            c.waiting = moved(c.waiting, was.1, now.1);
+            c.kv_used = moved(c.kv_used, was.2, now.2);
         });
     }
 
@@ -429,6 +463,39 @@ mod tests {
         // Without the flag: no counters.
         let plain = scheduler(params(4, 8192, 100_000), 1);
         assert!(!plain.metrics.render().contains("spec_decode"));
+    }
+
+    #[test]
+    fn replicas_sharing_the_metrics_show_their_sum() {
+        let metrics = Arc::new(SimMetrics::new("m", 2000));
+        let replica = || Scheduler::new(params(1, 8192, 1000), 1, metrics.clone());
+        let (mut a, mut b) = (replica(), replica());
+        let _rx = [
+            seq(&mut a, 100, 100),
+            seq(&mut a, 100, 100),
+            seq(&mut b, 100, 100),
+        ];
+        for s in [&mut a, &mut b] {
+            s.admit();
+            s.publish();
+        }
+        let gauge = |name: &str| {
+            let text = metrics.render();
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(name))
+                .map(str::to_string);
+            line.and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        };
+        // a: 1 running, 1 waiting; b: 1 running; 400 of 2000 KV tokens in use.
+        assert_eq!(gauge("vllm:num_requests_running{"), Some(2.0));
+        assert_eq!(gauge("vllm:num_requests_waiting{"), Some(1.0));
+        assert_eq!(gauge("vllm:kv_cache_usage_perc{"), Some(0.2));
+        b.running.clear();
+        b.kv_used = 0;
+        b.publish();
+        assert_eq!(gauge("vllm:num_requests_running{"), Some(1.0));
+        assert_eq!(gauge("vllm:kv_cache_usage_perc{"), Some(0.1));
     }
 
     #[test]

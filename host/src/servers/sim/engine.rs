@@ -14,7 +14,9 @@ use super::batch::{Scheduler, Seq};
 use super::event::{after, Event, Events};
 use super::metrics::SimMetrics;
 use super::prefix::{PrefixReset, PromptBlocks};
-use super::profile::{SimConfig, Timing};
+use super::profile::{BatchParams, SimConfig, Timing};
+use super::router::Router;
+use super::whatif::Replicas;
 use crate::both_sides::timer::{Timer, TimerHandle};
 
 /// A running server's engine: its timing model and its metrics.
@@ -35,25 +37,27 @@ enum Model {
         per_chunk: usize,
     },
     Batching {
-        queue: mpsc::UnboundedSender<Seq>,
+        /// Hands each request to one of the replicas' schedulers.
+        router: Router,
+        /// One replica's KV capacity (a request must fit one).
         kv_tokens: usize,
-        /// Empties the scheduler's prefix cache.
-        prefix_reset: PrefixReset,
+        /// Empties each replica's prefix cache.
+        prefix_resets: Vec<PrefixReset>,
         /// Times held-back (slow) requests.
         clock: TimerHandle,
     },
 }
 
-/// What runs beside the handlers: the scheduler task and the clock thread. Dropping it
-/// (when the server stops) aborts the one and joins the other.
+/// What runs beside the handlers: the scheduler tasks (one per replica) and the clock
+/// thread. Dropping it (when the server stops) aborts the ones and joins the other.
 pub struct Background {
-    scheduler: Option<JoinHandle<()>>,
+    schedulers: Vec<JoinHandle<()>>,
     _clock: Option<Timer>,
 }
 
 impl Drop for Background {
     fn drop(&mut self) {
-        if let Some(task) = self.scheduler.take() {
+        for task in self.schedulers.drain(..) {
             task.abort();
         }
     }
@@ -62,8 +66,9 @@ impl Drop for Background {
 impl Engine {
     /// Build the engine of `config`; the batching scheduler is spawned on the current runtime.
     pub fn start(config: &SimConfig) -> (Engine, Background) {
+        // With replicas, the KV gauge is the use of their summed capacity.
         let kv_tokens = match &config.timing {
-            Timing::Batching(params) => params.kv_tokens,
+            Timing::Batching(params) => params.kv_tokens.saturating_mul(config.replicas.count),
             _ => 0,
         };
         let metrics = Arc::new(SimMetrics::new(&config.model, kv_tokens));
@@ -90,7 +95,7 @@ impl Engine {
                 (
                     engine,
                     Background {
-                        scheduler: None,
+                        schedulers: Vec::new(),
                         _clock: Some(clock),
                     },
                 )
@@ -98,38 +103,21 @@ impl Engine {
             Timing::Zero => (
                 Model::Zero { per_chunk },
                 Background {
-                    scheduler: None,
+                    schedulers: Vec::new(),
                     _clock: None,
                 },
             ),
-            Timing::Batching(params) => {
-                let clock = Timer::start();
-                let (queue, incoming) = mpsc::unbounded_channel();
-                let scheduler = Scheduler::new(params.clone(), per_chunk, metrics.clone());
-                let prefix_reset = scheduler.prefix_reset();
-                let task = tokio::spawn(scheduler.run(incoming, clock.handle()));
-                let engine = Model::Batching {
-                    queue,
-                    kv_tokens: params.kv_tokens,
-                    prefix_reset,
-                    clock: clock.handle(),
-                };
-                (
-                    engine,
-                    Background {
-                        scheduler: Some(task),
-                        _clock: Some(clock),
-                    },
-                )
-            }
+            Timing::Batching(params) => start_replicas(params, config.replicas, per_chunk, metrics),
         }
     }
 
     /// Empties the prefix cache before the next prompt is admitted (`POST
     /// /reset_prefix_cache`); the `fixed` and `zero` profiles have none to empty.
     pub fn reset_prefix_cache(&self) {
-        if let Model::Batching { prefix_reset, .. } = &self.model {
-            prefix_reset.request();
+        if let Model::Batching { prefix_resets, .. } = &self.model {
+            for reset in prefix_resets {
+                reset.request();
+            }
         }
     }
 
@@ -162,9 +150,9 @@ impl Engine {
         max_tokens: usize,
         blocks: PromptBlocks,
     ) -> Option<Events> {
-        if let Model::Batching { queue, clock, .. } = &self.model {
+        if let Model::Batching { router, clock, .. } = &self.model {
             return batching(
-                queue,
+                router,
                 clock,
                 (arrived, delay),
                 (prompt_tokens, max_tokens, blocks),
@@ -207,9 +195,38 @@ impl Engine {
     }
 }
 
+/// The batching engine's replicas, each its own scheduler task, behind one router.
+fn start_replicas(
+    params: &BatchParams,
+    replicas: Replicas,
+    per_chunk: usize,
+    metrics: &Arc<SimMetrics>,
+) -> (Model, Background) {
+    let clock = Timer::start();
+    let (mut queues, mut prefix_resets, mut schedulers) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..replicas.count.max(1) {
+        let (queue, incoming) = mpsc::unbounded_channel();
+        let scheduler = Scheduler::new(params.clone(), per_chunk, metrics.clone());
+        prefix_resets.push(scheduler.prefix_reset());
+        schedulers.push(tokio::spawn(scheduler.run(incoming, clock.handle())));
+        queues.push(queue);
+    }
+    let engine = Model::Batching {
+        router: Router::new(replicas.router, queues),
+        kv_tokens: params.kv_tokens,
+        prefix_resets,
+        clock: clock.handle(),
+    };
+    let background = Background {
+        schedulers,
+        _clock: Some(clock),
+    };
+    (engine, background)
+}
+
 /// A request of the `default` model: queued in the scheduler now, or once held `delay`.
 fn batching(
-    queue: &mpsc::UnboundedSender<Seq>,
+    router: &Router,
     clock: &TimerHandle,
     (arrived, delay): (Instant, Duration),
     (prompt_tokens, max_tokens, blocks): (usize, usize, PromptBlocks),
@@ -220,20 +237,20 @@ fn batching(
         events.recv().await.map(|event| (event, events))
     });
     if delay.is_zero() {
-        queue.send(seq).ok()?;
+        router.route(seq)?;
         return Some(Box::pin(events));
     }
-    if queue.is_closed() {
+    if router.is_closed() {
         return None;
     }
-    // Queued once held long enough, when the body is first polled (a client
+    // Queued (and routed) once held long enough, when the body is first polled (a client
     // gone before then never reaches the scheduler).
-    let (queue, clock) = (queue.clone(), clock.clone());
+    let (router, clock) = (router.clone(), clock.clone());
     let at = after(arrived, delay);
     let join = stream::once(async move {
         clock.sleep_until(at).await;
         // A stopped engine drops `seq` and its sender, which ends `events`.
-        let _ = queue.send(seq);
+        let _ = router.route(seq);
     })
     .filter_map(|()| ready(None));
     Some(Box::pin(join.chain(events)))

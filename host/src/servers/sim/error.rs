@@ -20,6 +20,10 @@ pub enum SimError {
         reason: String,
     },
 
+    /// `item` is the `--sim` item as given (`KEY=VALUE`).
+    #[error("--sim {item}: {reason}")]
+    Override { item: String, reason: String },
+
     #[error("--sim-{flag} needs --sim-{other}: give both or neither")]
     MissingPair {
         flag: &'static str,

@@ -21,6 +21,8 @@
 //!   tool call (`tool_choice`, `sim_tool_call`, `--sim-tool-call-ratio`).
 //! - [`twin_file`]: `--sim-profile twin.toml`, a profile fitted from real runs by `runner calibrate`.
 //! - `spec_decode`: `--sim-spec-decode`, a draft model; its acceptance counts in `/metrics`.
+//! - [`whatif`]: `--sim KEY=VALUE`, what-if overrides of the batching engine in vLLM's
+//!   words; `router`: `replicas=N` engines behind one endpoint and the router between them.
 
 mod answer;
 mod arrival;
@@ -36,11 +38,13 @@ pub mod power;
 mod prefix;
 pub mod profile;
 mod responses;
+mod router;
 mod send_log;
 pub mod server;
 mod spec_decode;
 mod tool;
 pub mod twin_file;
+pub mod whatif;
 mod wire;
 mod words;
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::error::SimError;
 use super::twin_file::{is_twin_path, TwinEngine, TwinFile};
+use super::whatif::{EngineOverrides, Replicas, WhatIf};
 
 /// The model name served when `--sim-model` is not given.
 pub const DEFAULT_MODEL: &str = "sim/llm-9b";
@@ -124,6 +125,9 @@ pub struct SimArgs {
     /// `--power-metrics`): IDLE watts all the time plus J joules per generated token
     #[arg(long = "sim-power", value_name = "idle=W,per_token=J", value_parser = super::power::parse)]
     pub power: Option<super::power::PowerModel>,
+    /// A what-if on the batching engine (`default` or a twin), repeatable or comma-separated, keys in vLLM's words: max_num_seqs, max_num_batched_tokens (the chunked-prefill budget per step), kv_tokens or num_gpu_blocks [with block_size, default 16], prefill_us_per_token, decode_step_ms, decode_us_per_seq, replicas (N engines behind one endpoint), router (round-robin | least-loaded); a key here wins over its --sim-* flag, and every report lists the overrides
+    #[arg(long = "sim", value_name = "KEY=VALUE", value_delimiter = ',')]
+    pub what_if: Vec<String>,
 }
 
 impl Default for SimArgs {
@@ -150,6 +154,7 @@ impl Default for SimArgs {
             slow_ms: None,
             send_log: None,
             power: None,
+            what_if: Vec::new(),
         }
     }
 }
@@ -252,6 +257,11 @@ pub struct SimConfig {
     pub power: Option<super::power::PowerModel>,
     /// The twin file the profile came from (`--sim-profile FILE.toml`), for reports.
     pub twin: Option<Arc<TwinFile>>,
+    /// `--sim replicas=N,router=…`: the batching engines behind the endpoint.
+    pub replicas: Replicas,
+    /// The engine parameters set over the profile's (`--sim` and the `--sim-*` engine
+    /// flags), as `(vLLM key, value)`, so every report of a what-if says it is one.
+    pub overrides: Vec<(String, String)>,
 }
 
 impl Default for SimConfig {
@@ -270,6 +280,8 @@ impl Default for SimConfig {
             send_log: None,
             power: None,
             twin: None,
+            replicas: Replicas::default(),
+            overrides: Vec::new(),
         }
     }
 }
@@ -290,6 +302,8 @@ impl fmt::Debug for SimConfig {
             .field("send_log", &self.send_log)
             .field("power", &self.power)
             .field("twin", &self.twin)
+            .field("replicas", &self.replicas)
+            .field("overrides", &self.overrides)
             .finish()
     }
 }
@@ -343,6 +357,7 @@ impl SimArgs {
         } else {
             None
         };
+        let what_if = WhatIf::parse(&self.what_if)?;
         let timing = match self.profile.as_str() {
             _ if twin.is_some() => {
                 self.reject_fixed_flags()?;
@@ -350,11 +365,20 @@ impl SimArgs {
                     Some(t) => twin_base(t, &self.profile)?,
                     None => BatchParams::default(),
                 };
-                Timing::Batching(self.batch_params(base)?)
+                Timing::Batching(self.what_if_params(base, &what_if)?)
             }
             "default" => {
                 self.reject_fixed_flags()?;
-                Timing::Batching(self.batch_params(BatchParams::default())?)
+                Timing::Batching(self.what_if_params(BatchParams::default(), &what_if)?)
+            }
+            "fixed" | "zero" if !what_if.is_empty() => {
+                return Err(SimError::Override {
+                    item: what_if.first().unwrap_or_default(),
+                    reason: format!(
+                        "the `{}` profile has no batching engine; --sim applies to the `default` profile and to twins (FILE.toml)",
+                        self.profile
+                    ),
+                });
             }
             "fixed" => {
                 self.reject_batch_flags()?;
@@ -396,7 +420,60 @@ impl SimArgs {
             send_log: self.send_log.clone(),
             power: self.power,
             twin,
+            replicas: what_if.replicas()?,
+            overrides: self.overrides(&what_if),
         })
+    }
+
+    /// `base` with the `--sim-*` engine flags, then `--sim`'s keys over them (a key given
+    /// both ways takes `--sim`'s value: it is the what-if layer, applied last), checked.
+    fn what_if_params(&self, base: BatchParams, what_if: &WhatIf) -> Result<BatchParams, SimError> {
+        let p = with_overrides(self.batch_params(base)?, what_if.engine()?);
+        // Every running sequence must be able to decode in every step (vLLM enforces the same).
+        if p.max_batched_tokens < p.max_seqs {
+            return Err(invalid(
+                "max-batched-tokens",
+                &p.max_batched_tokens.to_string(),
+                &format!(
+                    "the step's token budget (max_num_batched_tokens) must be at least the number of sequences (max_num_seqs, {})",
+                    p.max_seqs
+                ),
+            ));
+        }
+        Ok(p)
+    }
+
+    /// The engine parameters set over the profile's, in vLLM's words: the `--sim-*` engine
+    /// flags, then `--sim`'s keys (which replace a flag's entry of the same key).
+    fn overrides(&self, what_if: &WhatIf) -> Vec<(String, String)> {
+        let flags = [
+            ("max_num_seqs", self.max_seqs.map(|v| v.to_string())),
+            (
+                "max_num_batched_tokens",
+                self.max_batched_tokens.map(|v| v.to_string()),
+            ),
+            ("kv_tokens", self.kv_tokens.map(|v| v.to_string())),
+            (
+                "prefill_us_per_token",
+                self.prefill_us_per_token.map(|v| v.to_string()),
+            ),
+            ("decode_step_ms", self.decode_step_ms.map(|v| v.to_string())),
+            (
+                "decode_us_per_seq",
+                self.decode_us_per_seq.map(|v| v.to_string()),
+            ),
+        ];
+        let mut out: Vec<(String, String)> = flags
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_string(), v?)))
+            .collect();
+        for (key, value) in what_if.applied() {
+            // num_gpu_blocks sets the KV capacity the kv_tokens flag set.
+            let replaces = |k: &str| k == key || (key == "num_gpu_blocks" && k == "kv_tokens");
+            out.retain(|(k, _)| !replaces(k));
+            out.push((key.clone(), value.clone()));
+        }
+        out
     }
 
     fn tool_call_ratio(&self) -> Result<f64, SimError> {
@@ -464,14 +541,6 @@ impl SimArgs {
             )?,
             spec_decode: self.spec_decode.clone(),
         };
-        // Every running sequence must be able to decode in every step (vLLM enforces the same).
-        if p.max_batched_tokens < p.max_seqs {
-            return Err(invalid(
-                "max-batched-tokens",
-                &p.max_batched_tokens.to_string(),
-                &format!("it must be at least --sim-max-seqs ({})", p.max_seqs),
-            ));
-        }
         Ok(p)
     }
 
@@ -512,6 +581,19 @@ impl SimArgs {
             }),
             None => Ok(()),
         }
+    }
+}
+
+/// `p` with `--sim`'s engine keys over it.
+fn with_overrides(p: BatchParams, o: EngineOverrides) -> BatchParams {
+    BatchParams {
+        max_seqs: o.max_seqs.unwrap_or(p.max_seqs),
+        max_batched_tokens: o.max_batched_tokens.unwrap_or(p.max_batched_tokens),
+        kv_tokens: o.kv_tokens.unwrap_or(p.kv_tokens),
+        prefill_us_per_token: o.prefill_us_per_token.unwrap_or(p.prefill_us_per_token),
+        decode_step_ms: o.decode_step_ms.unwrap_or(p.decode_step_ms),
+        decode_us_per_seq: o.decode_us_per_seq.unwrap_or(p.decode_us_per_seq),
+        spec_decode: p.spec_decode,
     }
 }
 
@@ -795,6 +877,45 @@ mod tests {
             ..SimArgs::default()
         };
         assert!(negative.to_config().is_err());
+    }
+
+    #[test]
+    fn sim_keys_win_over_the_engine_flags_and_every_override_is_recorded() {
+        let c = SimArgs {
+            max_seqs: Some(64),
+            decode_step_ms: Some(3.0),
+            what_if: vec!["max_num_seqs=512".into(), "replicas=2".into()],
+            ..SimArgs::default()
+        }
+        .to_config()
+        .expect("config");
+        match &c.timing {
+            Timing::Batching(p) => assert_eq!((p.max_seqs, p.decode_step_ms), (512, 3.0)),
+            other => panic!("unexpected timing {other:?}"),
+        }
+        assert_eq!(c.replicas.count, 2);
+        let recorded: Vec<String> = c
+            .overrides
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        assert_eq!(
+            recorded,
+            ["decode_step_ms=3", "max_num_seqs=512", "replicas=2"]
+        );
+        let budget = SimArgs {
+            what_if: vec![
+                "max_num_seqs=512".into(),
+                "max_num_batched_tokens=256".into(),
+            ],
+            ..SimArgs::default()
+        };
+        let e = budget.to_config().expect_err("budget below the slots");
+        assert!(e.to_string().contains("max_num_seqs, 512"), "{e}");
+        assert!(SimConfig::from_profile("default")
+            .expect("default")
+            .overrides
+            .is_empty());
     }
 
     #[test]

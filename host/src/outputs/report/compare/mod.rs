@@ -3,6 +3,7 @@
 //! (P %); Mean TPOT reduced by M ms (Q %)"). Reads result.json as `--output` and
 //! `--save-result` write it, and vLLM's own `--save-result` files.
 
+pub mod headline;
 mod pairs;
 mod row;
 mod server;

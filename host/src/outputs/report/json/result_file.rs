@@ -203,6 +203,11 @@ pub struct RunnerSection {
     /// the server of these runs, with this error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub twin: Option<crate::outputs::report::TwinProvenance>,
+    /// The built-in simulator's engine parameters set over its profile's or twin's
+    /// (`--sim KEY=VALUE` and the `--sim-*` engine flags), in vLLM's words: a what-if,
+    /// not the server as profiled or fitted.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub sim_overrides: std::collections::BTreeMap<String, String>,
     pub api: String,
     pub request_digest: Option<String>,
     /// The run's W3C trace id: each request was sent as a span of it (`traceparent`), its

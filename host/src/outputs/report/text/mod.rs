@@ -882,6 +882,7 @@ Latency clock: kernel receive times (SO_TIMESTAMPING) for 100.0 % of chunks; sen
             scenario_digest: "cafe".into(),
             wit_version: "0.1.0".into(),
             twin: None,
+            sim_overrides: Default::default(),
         };
         assert_eq!(
             render_header(&h),
