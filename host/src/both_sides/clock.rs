@@ -1,0 +1,254 @@
+//! The run's clock: the real one, or (`--virtual-time`) a simulated one that jumps to the
+//! next deadline whenever nothing can run. Every time stamp and sleep on the measured
+//! path (the dispatcher, the client, the simulator) reads this seam, so one engine runs in
+//! both modes.
+//!
+//! The virtual clock is installed once per process, before its runtime starts, and read
+//! from any thread. It advances only from the park hook of the run's single-threaded
+//! runtime (`Builder::on_thread_park`: tokio calls it when no task is ready, and does not
+//! park when the hook woke one, see tokio's runtime/scheduler/current_thread `park`), and
+//! only while no work held outside the runtime (the scenario thread: [`Clock::hold_while`])
+//! could still wake it at the present instant. Unit tests never install it: the default
+//! is the real clock.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+static VIRTUAL: OnceLock<Arc<Clock>> = OnceLock::new();
+
+/// Work outside the runtime that may still act at the present instant (true: hold).
+type Busy = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// The simulated clock: a fixed origin plus the time simulated so far.
+pub struct Clock {
+    origin: Instant,
+    elapsed_ns: AtomicU64,
+    due: Mutex<BinaryHeap<Reverse<Due>>>,
+    holds: Mutex<Vec<(u64, Busy)>>,
+    next_hold: AtomicU64,
+    /// Wakes the runtime (so that it parks again and the hook runs) when a hold ends.
+    poked: Notify,
+}
+
+/// A sleeper's deadline; its waker lives in the sleep itself, so a sleep polled again
+/// is not queued twice and a dropped one is skipped.
+struct Due {
+    at: Instant,
+    slot: Weak<Mutex<Option<Waker>>>,
+}
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Self) -> bool {
+        self.at == other.at
+    }
+}
+impl Eq for Due {}
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.at.cmp(&other.at)
+    }
+}
+
+/// Removes its hold from the clock when dropped.
+pub struct HoldGuard(u64);
+
+impl Drop for HoldGuard {
+    fn drop(&mut self) {
+        if let Some(clock) = VIRTUAL.get() {
+            clock.holds_lock().retain(|(id, _)| *id != self.0);
+            clock.poke();
+        }
+    }
+}
+
+/// Makes this process's clock virtual; the first call wins.
+pub fn install_virtual() -> Arc<Clock> {
+    VIRTUAL
+        .get_or_init(|| {
+            Arc::new(Clock {
+                origin: Instant::now(),
+                elapsed_ns: AtomicU64::new(0),
+                due: Mutex::default(),
+                holds: Mutex::default(),
+                next_hold: AtomicU64::new(0),
+                poked: Notify::new(),
+            })
+        })
+        .clone()
+}
+
+/// The virtual clock, when this process runs in virtual time.
+pub fn virtual_clock() -> Option<&'static Arc<Clock>> {
+    VIRTUAL.get()
+}
+
+pub fn is_virtual() -> bool {
+    VIRTUAL.get().is_some()
+}
+
+/// Now, on the run's clock.
+pub fn now() -> Instant {
+    match VIRTUAL.get() {
+        Some(clock) => clock.now(),
+        None => Instant::now(),
+    }
+}
+
+/// Now, as tokio's type (the simulator keeps its times in it).
+pub fn tokio_now() -> tokio::time::Instant {
+    tokio::time::Instant::from_std(now())
+}
+
+/// Time since `earlier` on the run's clock (zero if `earlier` is later).
+pub fn since(earlier: Instant) -> Duration {
+    now().saturating_duration_since(earlier)
+}
+
+/// Sleeps until `at` on the run's clock (tokio's timer in real time).
+pub async fn sleep_until(at: Instant) {
+    match VIRTUAL.get() {
+        Some(clock) => {
+            VirtualSleep {
+                clock,
+                at,
+                slot: None,
+            }
+            .await
+        }
+        None => tokio::time::sleep_until(at.into()).await,
+    }
+}
+
+pub async fn sleep(wait: Duration) {
+    match now().checked_add(wait) {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// `Err(())` when `limit` passed on the run's clock before `work` ended.
+pub async fn timeout<F: Future>(limit: Duration, work: F) -> Result<F::Output, ()> {
+    tokio::select! {
+        biased;
+        out = work => Ok(out),
+        () = sleep(limit) => Err(()),
+    }
+}
+
+/// Wakes the virtual clock's runtime so its park hook looks again; nothing in real time.
+pub fn poke() {
+    if let Some(clock) = VIRTUAL.get() {
+        clock.poke();
+    }
+}
+
+impl Clock {
+    pub fn now(&self) -> Instant {
+        self.origin + Duration::from_nanos(self.elapsed_ns.load(Ordering::Acquire))
+    }
+
+    fn due_lock(&self) -> MutexGuard<'_, BinaryHeap<Reverse<Due>>> {
+        // A poisoned lock only means a waker panicked elsewhere; the heap is still sound.
+        self.due.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn holds_lock(&self) -> MutexGuard<'_, Vec<(u64, Busy)>> {
+        self.holds.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps the clock still while `busy` says work outside the runtime can still act at
+    /// the present instant; whoever ends that work calls [`poke`].
+    pub fn hold_while(&self, busy: impl Fn() -> bool + Send + Sync + 'static) -> HoldGuard {
+        let id = self.next_hold.fetch_add(1, Ordering::Relaxed);
+        self.holds_lock().push((id, Box::new(busy)));
+        HoldGuard(id)
+    }
+
+    fn poke(&self) {
+        self.poked.notify_one();
+    }
+
+    /// Runs on the runtime for as long as it lives: each poke wakes the runtime once.
+    pub async fn answer_pokes(self: Arc<Self>) {
+        loop {
+            self.poked.notified().await;
+        }
+    }
+
+    /// The park hook: with nothing held, moves to the earliest deadline and wakes every
+    /// sleeper due then. Returns whether it woke anyone.
+    pub fn advance_when_idle(&self) -> bool {
+        if self.holds_lock().iter().any(|(_, busy)| busy()) {
+            return false;
+        }
+        let mut due = self.due_lock();
+        // Sleeps dropped before their time (a timeout whose work ended) are no deadline.
+        while due.peek().is_some_and(|d| d.0.slot.strong_count() == 0) {
+            due.pop();
+        }
+        let Some(next) = due.peek().map(|d| d.0.at) else {
+            return false;
+        };
+        let offset = next.saturating_duration_since(self.origin).as_nanos() as u64;
+        self.elapsed_ns.fetch_max(offset, Ordering::AcqRel);
+        let now = self.now();
+        let mut ready = Vec::new();
+        while due.peek().is_some_and(|d| d.0.at <= now) {
+            let slot = due.pop().and_then(|d| d.0.slot.upgrade());
+            if let Some(waker) = slot.and_then(|s| lock(&s).take()) {
+                ready.push(waker);
+            }
+        }
+        drop(due);
+        let woke = !ready.is_empty();
+        ready.into_iter().for_each(Waker::wake);
+        woke
+    }
+
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+struct VirtualSleep {
+    clock: &'static Clock,
+    at: Instant,
+    slot: Option<Arc<Mutex<Option<Waker>>>>,
+}
+
+impl Future for VirtualSleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        if this.clock.now() >= this.at {
+            return Poll::Ready(());
+        }
+        match &this.slot {
+            Some(slot) => *lock(slot) = Some(cx.waker().clone()),
+            None => {
+                let slot = Arc::new(Mutex::new(Some(cx.waker().clone())));
+                this.clock.due_lock().push(Reverse(Due {
+                    at: this.at,
+                    slot: Arc::downgrade(&slot),
+                }));
+                this.slot = Some(slot);
+            }
+        }
+        Poll::Pending
+    }
+}
