@@ -217,7 +217,6 @@ impl Clock {
         ready.into_iter().for_each(Waker::wake);
         woke
     }
-
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -1,6 +1,7 @@
 //! The collector task: statistics, the JSONL record file, the live snapshot, and the
 //! outcomes fed back to the scenario, all in completion order.
 
+use crate::both_sides::clock;
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 
@@ -125,7 +126,7 @@ impl Collector {
         self.window
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .record(record, std::time::Instant::now());
+            .record(record, clock::now());
         if let (Some(tx), Some(o)) = (&self.outcomes, outcome) {
             let _ = tx.send(ToScenario::Outcome(*o));
         }

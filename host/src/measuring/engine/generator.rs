@@ -4,6 +4,7 @@
 
 mod sessions;
 
+use crate::both_sides::clock;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::mpsc as std_mpsc;
@@ -263,7 +264,7 @@ impl<'t, 'a> PhaseGenerator<'t, 'a> {
             supply: Supply::Open,
             waiting: false,
             priming: true,
-            last_stop_check: Instant::now(),
+            last_stop_check: clock::now(),
         }
     }
 
@@ -328,11 +329,11 @@ impl<'t, 'a> PhaseGenerator<'t, 'a> {
     fn check_stop(&mut self) -> Result<(), ScenarioError> {
         if !self.thread.scenario.has_stop()
             || self.supply == Supply::Stopped
-            || self.last_stop_check.elapsed() < STOP_CHECK_INTERVAL
+            || clock::since(self.last_stop_check) < STOP_CHECK_INTERVAL
         {
             return Ok(());
         }
-        self.last_stop_check = Instant::now();
+        self.last_stop_check = clock::now();
         let context = self.thread.context;
         let snapshot = context
             .live

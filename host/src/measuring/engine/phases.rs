@@ -3,9 +3,10 @@
 //! `phases` list, then, for an adaptive scenario, one at a time from its `next_phase`,
 //! given a report of every finished phase.
 
+use crate::both_sides::clock;
 use std::collections::VecDeque;
 use std::sync::mpsc as std_mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -126,7 +127,7 @@ impl PhaseLoop<'_> {
         self.open_connections(spec).await;
         self.wait_until_primed().await;
         let profiling = control.start_profile(spec).await;
-        let start = Instant::now();
+        let start = clock::now();
         let server = {
             let mut live = live.lock().unwrap_or_else(|e| e.into_inner());
             live.phase_start = start;

@@ -12,6 +12,7 @@
 //! come from its session's own stream (`HostContext::enter_session`); and a shard runs
 //! whole root sessions, chosen by a hash of their id (children go where their root goes).
 
+use crate::both_sides::clock;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Instant;
@@ -169,7 +170,7 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
             stopped: false,
             exhausted: false,
             priming: true,
-            last_stop_check: Instant::now(),
+            last_stop_check: clock::now(),
         }
     }
 
@@ -249,18 +250,18 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
     fn now(&self) -> f64 {
         let live = self.thread.context.live.lock();
         let live = live.unwrap_or_else(|e| e.into_inner());
-        live.phase_start.elapsed().as_secs_f64()
+        clock::since(live.phase_start).as_secs_f64()
     }
 
     /// Asks the scenario's `stop` function, at most every [`STOP_CHECK_INTERVAL`].
     fn check_stop(&mut self) -> Result<(), ScenarioError> {
         if !self.thread.scenario.has_stop()
             || self.stopped
-            || self.last_stop_check.elapsed() < STOP_CHECK_INTERVAL
+            || clock::since(self.last_stop_check) < STOP_CHECK_INTERVAL
         {
             return Ok(());
         }
-        self.last_stop_check = Instant::now();
+        self.last_stop_check = clock::now();
         let context = self.thread.context;
         let snapshot = context
             .live
