@@ -2,7 +2,6 @@
 //! outcomes fed back to the scenario, all in completion order.
 
 use crate::both_sides::clock;
-use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, watch};
@@ -28,7 +27,7 @@ pub(super) struct Collector {
     /// The live counters' window, recorded here apart from `live`'s lock.
     pub(super) window: Arc<Mutex<Window>>,
     /// Where outcomes go, for a scenario that hears of responses.
-    pub(super) outcomes: Option<std_mpsc::Sender<ToScenario>>,
+    pub(super) outcomes: Option<super::generator::Commands>,
 }
 
 impl Collector {
@@ -40,7 +39,7 @@ impl Collector {
         records: Option<RecordFile>,
         error_rate: watch::Sender<Option<StopReason>>,
         live: Arc<Mutex<Live>>,
-        outcomes: Option<std_mpsc::Sender<ToScenario>>,
+        outcomes: Option<super::generator::Commands>,
     ) -> Collector {
         let window = live
             .lock()

@@ -2,6 +2,7 @@
 //! outcomes back to the scenario and evaluates its stop condition. Guest code runs only
 //! here, never on the I/O path.
 
+mod activity;
 mod sessions;
 
 use crate::both_sides::clock;
@@ -12,6 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch, Notify};
+
+use crate::both_sides::clock::HoldGuard;
+use activity::CommandInbox;
+pub(super) use activity::Commands;
 
 use super::live::Live;
 use super::{EngineConfig, EngineError, FromScenario, Planned, ToScenario};
@@ -44,12 +49,14 @@ pub(super) struct ThreadContext {
 
 /// The engine's side of the scenario thread.
 pub(super) struct ScenarioLink {
-    pub(super) commands: std_mpsc::Sender<ToScenario>,
+    pub(super) commands: Commands,
     /// Requests generated ahead, and the thread's answers, in order.
     pub(super) queue: mpsc::Receiver<FromScenario>,
     /// Signalled once per phase when the queue is full (or the phase has no more requests).
     pub(super) primed: Arc<Notify>,
     thread: Notes,
+    /// In virtual time, the clock waits for the thread while it is at work.
+    _clock_hold: Option<HoldGuard>,
 }
 
 /// The scenario thread: it ends when its commands close, and hands back the scenario's
@@ -69,7 +76,8 @@ pub(super) fn spawn(
     context: ThreadContext,
 ) -> Result<ScenarioLink, EngineError> {
     let (req_tx, queue) = mpsc::channel(context.config.lookahead.max(1));
-    let (commands, cmd_rx) = std_mpsc::channel();
+    let (commands, cmd_rx) = activity::channel();
+    let _clock_hold = commands.hold_clock(&req_tx);
     let primed = Arc::new(Notify::new());
     let thread_primed = primed.clone();
     let thread = std::thread::Builder::new()
@@ -95,6 +103,7 @@ pub(super) fn spawn(
         queue,
         primed,
         thread,
+        _clock_hold,
     })
 }
 
@@ -114,7 +123,7 @@ pub(super) struct ScenarioThread<'a> {
     /// The scenario's name, for errors.
     pub(super) name: String,
     pub(super) context: &'a ThreadContext,
-    pub(super) commands: std_mpsc::Receiver<ToScenario>,
+    pub(super) commands: CommandInbox,
     pub(super) queue: mpsc::Sender<FromScenario>,
     pub(super) primed: Arc<Notify>,
     /// The stream log of a sharded run (`EngineConfig::stream_log`).
@@ -145,7 +154,7 @@ impl ScenarioThread<'_> {
                         Ok(spec) => FromScenario::NextPhase(spec.map(Box::new)),
                         Err(e) => FromScenario::Failed(e),
                     };
-                    match self.queue.blocking_send(answer) {
+                    match self.send_blocking(answer) {
                         Ok(()) => Flow::Continue,
                         Err(_) => Flow::Quit,
                     }
@@ -173,7 +182,7 @@ impl ScenarioThread<'_> {
         };
         match result {
             Ok(Flow::PhaseEnded) => {
-                let _ = self.queue.blocking_send(FromScenario::Closed);
+                let _ = self.send_blocking(FromScenario::Closed);
                 Flow::PhaseEnded
             }
             Ok(flow) => flow,
@@ -186,8 +195,17 @@ impl ScenarioThread<'_> {
     pub(super) fn fail(&self, e: ScenarioError) -> Flow {
         self.primed.notify_one();
         self.context.failed.send_replace(true);
-        let _ = self.queue.blocking_send(FromScenario::Failed(e));
+        let _ = self.send_blocking(FromScenario::Failed(e));
         Flow::Quit
+    }
+
+    /// Queues `answer`, waiting for a slot when the queue is full.
+    pub(super) fn send_blocking(
+        &self,
+        answer: FromScenario,
+    ) -> Result<(), mpsc::error::SendError<FromScenario>> {
+        self.commands
+            .blocked(true, || self.queue.blocking_send(answer))
     }
 
     /// Appends one request's line to the stream log (see [`StreamEntry`]).
@@ -311,7 +329,7 @@ impl<'t, 'a> PhaseGenerator<'t, 'a> {
             && (!self.takes_part || self.spec.max_requests.is_some_and(|m| self.index >= m))
         {
             self.supply = Supply::Exhausted;
-            let _ = self.thread.queue.blocking_send(FromScenario::Exhausted);
+            let _ = self.thread.send_blocking(FromScenario::Exhausted);
         }
         self.generate()
     }
@@ -397,7 +415,8 @@ impl<'t, 'a> PhaseGenerator<'t, 'a> {
             Supply::Open => QUEUE_FULL_WAIT,
             Supply::Exhausted | Supply::Stopped => STOP_CHECK_INTERVAL,
         };
-        match self.thread.commands.recv_timeout(wait) {
+        let wants_room = self.supply == Supply::Open && !self.waiting;
+        match self.thread.commands.recv_timeout(wait, wants_room) {
             Ok(cmd) => self.command(cmd),
             Err(std_mpsc::RecvTimeoutError::Timeout) => Flow::Continue,
             Err(std_mpsc::RecvTimeoutError::Disconnected) => Flow::Quit,

@@ -5,7 +5,6 @@
 
 use crate::both_sides::clock;
 use std::collections::VecDeque;
-use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -285,7 +284,7 @@ async fn discard_until_closed(queue: &mut mpsc::Receiver<FromScenario>) -> Resul
 
 /// Asks the scenario thread for an adaptive scenario's next phase.
 async fn ask_next_phase(
-    commands: &std_mpsc::Sender<ToScenario>,
+    commands: &super::generator::Commands,
     queue: &mut mpsc::Receiver<FromScenario>,
     history: &[PhaseReport],
 ) -> Result<Option<PhaseSpec>, EngineError> {

@@ -217,12 +217,7 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
         }
         if !self.exhausted && self.all_ended() {
             self.exhausted = true;
-            if self
-                .thread
-                .queue
-                .blocking_send(FromScenario::Exhausted)
-                .is_err()
-            {
+            if self.thread.send_blocking(FromScenario::Exhausted).is_err() {
                 return Ok(Flow::Quit);
             }
         }
@@ -235,7 +230,7 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
 
     /// Waits a little for a command; at once on an outcome or the end of the phase.
     fn wait_for_command(&mut self) -> Flow {
-        match self.thread.commands.recv_timeout(QUEUE_FULL_WAIT) {
+        match self.thread.commands.recv_timeout(QUEUE_FULL_WAIT, false) {
             Ok(ToScenario::Outcome(o)) => match self.on_outcome(o) {
                 Ok(()) => Flow::Continue,
                 Err(e) => self.thread.fail(e),
