@@ -57,6 +57,7 @@ mod steady_state;
 mod thresholds;
 mod tools;
 mod traces;
+mod virtual_time;
 mod wasm;
 mod wheel;
 mod workloads;

@@ -157,6 +157,7 @@ fn run_header(
         scenario_digest: loaded.digest.clone(),
         wit_version: scenario::wasm::version::VERSION.to_string(),
         twin: super::targets::twin_provenance(&config.target),
+        virtual_time: config.virtual_time,
     }
 }
 

@@ -62,6 +62,9 @@ pub struct RunHeader {
     /// The twin the built-in simulator ran (`--sim-profile twin.toml`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub twin: Option<TwinProvenance>,
+    /// The run was on a simulated clock (`--virtual-time`): its times are a simulation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub virtual_time: bool,
 }
 
 /// What a run against a twin simulated: the twin file, the real runs it was fitted from

@@ -232,6 +232,7 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary) -> RunnerSection {
         seed: h.seed,
         target: h.target.clone(),
         twin: h.twin.clone(),
+        virtual_time: h.virtual_time,
         api: h.api.clone(),
         request_digest: h.request_digest.clone(),
         trace_id: h.trace_id.clone(),
@@ -440,6 +441,7 @@ mod tests {
             scenario_digest: "cafe".into(),
             wit_version: "0.1.0".into(),
             twin: None,
+            virtual_time: false,
         }
     }
 

@@ -203,6 +203,10 @@ pub struct RunnerSection {
     /// the server of these runs, with this error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub twin: Option<crate::outputs::report::TwinProvenance>,
+    /// The run was on a simulated clock (`--virtual-time`, the built-in simulator only):
+    /// every time in it is simulated, not measured.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub virtual_time: bool,
     pub api: String,
     pub request_digest: Option<String>,
     /// The run's W3C trace id: each request was sent as a span of it (`traceparent`), its

@@ -97,6 +97,9 @@ pub fn render_header(h: &RunHeader) -> String {
     for (i, target) in h.targets.iter().enumerate() {
         line(&format!("Target {i}"), target, false);
     }
+    if h.virtual_time {
+        line("Clock", VIRTUAL_CLOCK, false);
+    }
     line("Model", &h.model, false);
     line("API", &h.api, false);
     line("Tokenizer", &h.tokenizer, false);
@@ -106,6 +109,11 @@ pub fn render_header(h: &RunHeader) -> String {
     line("Runner version", &h.runner_version, false);
     out
 }
+
+/// What the header says of a run in virtual time, so nobody takes its times for a
+/// measurement.
+pub const VIRTUAL_CLOCK: &str =
+    "virtual (--virtual-time): every time below is simulated, not measured";
 
 /// The exact `============ Serving Benchmark Result ============` block of `vllm bench serve`
 /// with `--percentile-metrics ttft,tpot,itl,e2el`, at the percentiles the summary was
@@ -882,6 +890,7 @@ Latency clock: kernel receive times (SO_TIMESTAMPING) for 100.0 % of chunks; sen
             scenario_digest: "cafe".into(),
             wit_version: "0.1.0".into(),
             twin: None,
+            virtual_time: false,
         };
         assert_eq!(
             render_header(&h),
