@@ -64,7 +64,10 @@ fn a_short_run_in_virtual_time_matches_the_same_run_in_real_time() {
     assert!(v <= r * 1.01, "mean TTFT: virtual {v} above real {r}");
     assert!(r - v <= 3.0 + 0.1 * r, "mean TTFT: virtual {v}, real {r}");
     // Said in the report and in result.json, and only for the simulated run.
-    assert!(virtual_text.contains("Clock:           virtual (--virtual-time)"));
+    assert!(
+        virtual_text.contains("Clock: virtual (--virtual-time)"),
+        "{virtual_text}"
+    );
     assert!(!real_text.contains("virtual"), "{real_text}");
     assert_eq!(simulated["runner"]["virtual_time"], true);
     assert!(real["runner"].get("virtual_time").is_none(), "{real}");

@@ -15,7 +15,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -36,7 +36,20 @@ pub struct Clock {
     next_hold: AtomicU64,
     /// Wakes the runtime (so that it parks again and the hook runs) when a hold ends.
     poked: Notify,
+    /// Set while the hook finds nothing due and nothing held.
+    idle: AtomicBool,
 }
+
+/// How long (real time) a run in virtual time may find nothing due and nothing at work
+/// before it is declared stuck: far beyond any real wait a virtual run has (its
+/// preflight's loopback calls, a scenario's first requests).
+const STUCK_AFTER: Duration = Duration::from_secs(30);
+const STUCK_TICK: Duration = Duration::from_secs(1);
+
+/// The line a stuck run ends with.
+#[derive(Debug, thiserror::Error)]
+#[error("the run in virtual time is stuck: no request, timer or scenario call is pending, so its clock cannot move (please report this with the scenario)")]
+pub struct Stuck;
 
 /// A sleeper's deadline; its waker lives in the sleep itself, so a sleep polled again
 /// is not queued twice and a dropped one is skipped.
@@ -63,31 +76,21 @@ impl Ord for Due {
 }
 
 /// Removes its hold from the clock when dropped.
-pub struct HoldGuard(u64);
+pub struct HoldGuard {
+    clock: &'static Clock,
+    id: u64,
+}
 
 impl Drop for HoldGuard {
     fn drop(&mut self) {
-        if let Some(clock) = VIRTUAL.get() {
-            clock.holds_lock().retain(|(id, _)| *id != self.0);
-            clock.poke();
-        }
+        self.clock.holds_lock().retain(|(id, _)| *id != self.id);
+        self.clock.poke();
     }
 }
 
 /// Makes this process's clock virtual; the first call wins.
 pub fn install_virtual() -> Arc<Clock> {
-    VIRTUAL
-        .get_or_init(|| {
-            Arc::new(Clock {
-                origin: Instant::now(),
-                elapsed_ns: AtomicU64::new(0),
-                due: Mutex::default(),
-                holds: Mutex::default(),
-                next_hold: AtomicU64::new(0),
-                poked: Notify::new(),
-            })
-        })
-        .clone()
+    VIRTUAL.get_or_init(|| Arc::new(Clock::new())).clone()
 }
 
 /// The virtual clock, when this process runs in virtual time.
@@ -156,6 +159,18 @@ pub fn poke() {
 }
 
 impl Clock {
+    fn new() -> Clock {
+        Clock {
+            origin: Instant::now(),
+            elapsed_ns: AtomicU64::new(0),
+            due: Mutex::default(),
+            holds: Mutex::default(),
+            next_hold: AtomicU64::new(0),
+            poked: Notify::new(),
+            idle: AtomicBool::new(false),
+        }
+    }
+
     pub fn now(&self) -> Instant {
         self.origin + Duration::from_nanos(self.elapsed_ns.load(Ordering::Acquire))
     }
@@ -171,10 +186,10 @@ impl Clock {
 
     /// Keeps the clock still while `busy` says work outside the runtime can still act at
     /// the present instant; whoever ends that work calls [`poke`].
-    pub fn hold_while(&self, busy: impl Fn() -> bool + Send + Sync + 'static) -> HoldGuard {
+    pub fn hold_while(&'static self, busy: impl Fn() -> bool + Send + Sync + 'static) -> HoldGuard {
         let id = self.next_hold.fetch_add(1, Ordering::Relaxed);
         self.holds_lock().push((id, Box::new(busy)));
-        HoldGuard(id)
+        HoldGuard { clock: self, id }
     }
 
     fn poke(&self) {
@@ -182,16 +197,31 @@ impl Clock {
     }
 
     /// Runs on the runtime for as long as it lives: each poke wakes the runtime once.
-    pub async fn answer_pokes(self: Arc<Self>) {
+    /// Returns when the run is stuck ([`STUCK_AFTER`] with nothing to advance to).
+    pub async fn answer_pokes(self: Arc<Self>) -> Stuck {
+        // Counted in this task's own ticks, so time the runtime spent not running (between
+        // two `block_on`s) is never taken for a stuck run.
+        let mut idle_ticks = 0;
         loop {
-            self.poked.notified().await;
+            let woken = tokio::time::timeout(STUCK_TICK, self.poked.notified());
+            let idle = woken.await.is_err() && self.idle.load(Ordering::Acquire);
+            idle_ticks = if idle { idle_ticks + 1 } else { 0 };
+            if idle_ticks * STUCK_TICK >= STUCK_AFTER {
+                return Stuck;
+            }
         }
+    }
+
+    /// Notes whether the hook found nothing to do (see [`STUCK_AFTER`]).
+    fn note_idle(&self, idle: bool) {
+        self.idle.store(idle, Ordering::Release);
     }
 
     /// The park hook: with nothing held, moves to the earliest deadline and wakes every
     /// sleeper due then. Returns whether it woke anyone.
     pub fn advance_when_idle(&self) -> bool {
         if self.holds_lock().iter().any(|(_, busy)| busy()) {
+            self.note_idle(false);
             return false;
         }
         let mut due = self.due_lock();
@@ -200,8 +230,11 @@ impl Clock {
             due.pop();
         }
         let Some(next) = due.peek().map(|d| d.0.at) else {
+            drop(due);
+            self.note_idle(true);
             return false;
         };
+        self.note_idle(false);
         let offset = next.saturating_duration_since(self.origin).as_nanos() as u64;
         self.elapsed_ns.fetch_max(offset, Ordering::AcqRel);
         let now = self.now();
@@ -249,5 +282,68 @@ impl Future for VirtualSleep {
             }
         }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    /// A clock of the test's own: the process's clock stays real for the other tests.
+    fn own_clock() -> &'static Clock {
+        Box::leak(Box::new(Clock::new()))
+    }
+
+    fn sleep_on(clock: &'static Clock, at: Instant) -> VirtualSleep {
+        VirtualSleep {
+            clock,
+            at,
+            slot: None,
+        }
+    }
+
+    #[test]
+    fn time_jumps_to_each_deadline_once_nothing_holds_it() {
+        let clock = own_clock();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .on_thread_park(move || {
+                clock.advance_when_idle();
+            })
+            .build()
+            .expect("runtime");
+        let held = Arc::new(AtomicBool::new(true));
+        let busy = held.clone();
+        let _hold = clock.hold_while(move || busy.load(Ordering::SeqCst));
+        let origin = clock.now();
+        let woke = rt.block_on(async move {
+            let late = tokio::spawn(async move {
+                sleep_on(clock, origin + Duration::from_secs(600)).await;
+                clock.now()
+            });
+            let soon = tokio::spawn(async move {
+                sleep_on(clock, origin + Duration::from_millis(1500)).await;
+                clock.now()
+            });
+            // A sleep dropped before its time is no deadline to stop at.
+            let dropped = sleep_on(clock, origin + Duration::from_millis(1));
+            let _ = futures_util::poll!(Box::pin(dropped));
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(clock.now(), origin, "held: the clock stays");
+            held.store(false, Ordering::SeqCst);
+            (soon.await.expect("soon"), late.await.expect("late"))
+        });
+        assert_eq!(woke.0 - origin, Duration::from_millis(1500));
+        assert_eq!(woke.1 - origin, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn the_default_clock_is_the_real_one() {
+        // No test installs the virtual clock: `now` reads the machine's.
+        let before = Instant::now();
+        assert!(now() >= before);
+        assert!(!is_virtual());
     }
 }

@@ -106,7 +106,12 @@ fn virtual_runtime() -> Result<tokio::runtime::Runtime> {
         })
         .build()
         .context("cannot start the async runtime")?;
-    rt.spawn(clock.answer_pokes());
+    rt.spawn(async move {
+        // Never hang: a stuck run ends with its one line.
+        let stuck = clock.answer_pokes().await;
+        crate::errln!("error: {stuck}");
+        std::process::exit(1);
+    });
     Ok(rt)
 }
 

@@ -52,6 +52,10 @@ pub fn render_body(report: &RunReport) -> String {
         report.request_digest()
     );
     body += &render_dependence(&report.header.stream_depends_on);
+    // Also after the figures: `--quiet` prints no header.
+    if report.header.virtual_time {
+        let _ = writeln!(body, "Clock: {VIRTUAL_CLOCK}");
+    }
     escape_control_multiline(&body).into_owned()
 }
 
@@ -113,7 +117,7 @@ pub fn render_header(h: &RunHeader) -> String {
 /// What the header says of a run in virtual time, so nobody takes its times for a
 /// measurement.
 pub const VIRTUAL_CLOCK: &str =
-    "virtual (--virtual-time): every time below is simulated, not measured";
+    "virtual (--virtual-time): every time in this report is simulated, not measured";
 
 /// The exact `============ Serving Benchmark Result ============` block of `vllm bench serve`
 /// with `--percentile-metrics ttft,tpot,itl,e2el`, at the percentiles the summary was
