@@ -75,6 +75,11 @@ impl Ord for Due {
     }
 }
 
+/// A deadline of [`Clock::mark`]; dropping it withdraws the deadline.
+pub struct Mark {
+    _slot: Arc<Mutex<Option<Waker>>>,
+}
+
 /// Removes its hold from the clock when dropped.
 pub struct HoldGuard {
     clock: &'static Clock,
@@ -210,6 +215,17 @@ impl Clock {
                 return Stuck;
             }
         }
+    }
+
+    /// A deadline for work outside the runtime: the clock stops at `at` and calls `waker`,
+    /// unless the mark was dropped before.
+    pub fn mark(&self, at: Instant, waker: Waker) -> Mark {
+        let slot = Arc::new(Mutex::new(Some(waker)));
+        self.due_lock().push(Reverse(Due {
+            at,
+            slot: Arc::downgrade(&slot),
+        }));
+        Mark { _slot: slot }
     }
 
     /// Notes whether the hook found nothing to do (see [`STUCK_AFTER`]).

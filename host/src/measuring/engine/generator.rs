@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch, Notify};
 
 use crate::both_sides::clock::HoldGuard;
-use activity::CommandInbox;
 pub(super) use activity::Commands;
+use activity::{CommandInbox, ThreadGone};
 
 use super::live::Live;
 use super::{EngineConfig, EngineError, FromScenario, Planned, ToScenario};
@@ -178,6 +178,7 @@ impl ScenarioThread<'_> {
             }
             ToScenario::Outcome(_) => Ok(Flow::Continue),
             ToScenario::EndPhase => Ok(Flow::PhaseEnded),
+            ToScenario::Wake => Ok(Flow::Continue),
             ToScenario::Start(..) | ToScenario::NextPhase(_) => Ok(Flow::Continue),
         };
         match result {
@@ -200,12 +201,10 @@ impl ScenarioThread<'_> {
     }
 
     /// Queues `answer`, waiting for a slot when the queue is full.
-    pub(super) fn send_blocking(
-        &self,
-        answer: FromScenario,
-    ) -> Result<(), mpsc::error::SendError<FromScenario>> {
+    pub(super) fn send_blocking(&self, answer: FromScenario) -> Result<(), ThreadGone> {
         self.commands
             .blocked(true, || self.queue.blocking_send(answer))
+            .map_err(|_| ThreadGone)
     }
 
     /// Appends one request's line to the stream log (see [`StreamEntry`]).
@@ -416,7 +415,17 @@ impl<'t, 'a> PhaseGenerator<'t, 'a> {
             Supply::Exhausted | Supply::Stopped => STOP_CHECK_INTERVAL,
         };
         let wants_room = self.supply == Supply::Open && !self.waiting;
-        match self.thread.commands.recv_timeout(wait, wants_room) {
+        // A scenario's `stop` is asked as often on the simulated clock as on the real one.
+        let look_again = self
+            .thread
+            .scenario
+            .has_stop()
+            .then_some(STOP_CHECK_INTERVAL);
+        match self
+            .thread
+            .commands
+            .recv_timeout(wait, wants_room, look_again)
+        {
             Ok(cmd) => self.command(cmd),
             Err(std_mpsc::RecvTimeoutError::Timeout) => Flow::Continue,
             Err(std_mpsc::RecvTimeoutError::Disconnected) => Flow::Quit,

@@ -9,7 +9,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::task::{Wake, Waker};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -29,10 +30,11 @@ struct State {
     gone: AtomicBool,
 }
 
-/// The engine's end of the commands' channel.
+/// The engine's end of the commands' channel; the channel closes (and the thread ends)
+/// when the last clone is dropped.
 #[derive(Clone)]
 pub(in crate::measuring::engine) struct Commands {
-    tx: std_mpsc::Sender<ToScenario>,
+    tx: Arc<std_mpsc::Sender<ToScenario>>,
     state: Arc<State>,
 }
 
@@ -40,30 +42,58 @@ pub(in crate::measuring::engine) struct Commands {
 pub(in crate::measuring::engine) struct CommandInbox {
     rx: std_mpsc::Receiver<ToScenario>,
     state: Arc<State>,
+    /// For [`ToScenario::Wake`]: weak, so that it never keeps the channel open.
+    tx: Weak<std_mpsc::Sender<ToScenario>>,
 }
+
+/// The other end of a channel between the engine and the scenario thread is gone.
+#[derive(Debug)]
+pub(in crate::measuring::engine) struct ThreadGone;
 
 /// The commands' channel of a scenario thread.
 pub(super) fn channel() -> (Commands, CommandInbox) {
     let (tx, rx) = std_mpsc::channel();
+    let tx = Arc::new(tx);
     let state = Arc::new(State::default());
     let inbox = CommandInbox {
         rx,
         state: state.clone(),
+        tx: Arc::downgrade(&tx),
     };
     (Commands { tx, state }, inbox)
 }
 
-impl Commands {
-    pub(in crate::measuring::engine) fn send(
-        &self,
-        cmd: ToScenario,
-    ) -> Result<(), std_mpsc::SendError<ToScenario>> {
-        self.state.pending.fetch_add(1, Ordering::SeqCst);
-        let sent = self.tx.send(cmd);
-        if sent.is_err() {
-            self.state.pending.fetch_sub(1, Ordering::SeqCst);
+/// Sends `cmd`, counted as pending until the thread takes it.
+fn send_counted(
+    tx: &std_mpsc::Sender<ToScenario>,
+    state: &State,
+    cmd: ToScenario,
+) -> Result<(), ThreadGone> {
+    state.pending.fetch_add(1, Ordering::SeqCst);
+    let sent = tx.send(cmd);
+    if sent.is_err() {
+        state.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+    sent.map_err(|_| ThreadGone)
+}
+
+/// Wakes the thread when the virtual clock reaches the moment it asked to look again at.
+struct WakeThread {
+    tx: Weak<std_mpsc::Sender<ToScenario>>,
+    state: Arc<State>,
+}
+
+impl Wake for WakeThread {
+    fn wake(self: Arc<Self>) {
+        if let Some(tx) = self.tx.upgrade() {
+            let _ = send_counted(&tx, &self.state, ToScenario::Wake);
         }
-        sent
+    }
+}
+
+impl Commands {
+    pub(in crate::measuring::engine) fn send(&self, cmd: ToScenario) -> Result<(), ThreadGone> {
+        send_counted(&self.tx, &self.state, cmd)
     }
 
     /// In virtual time: holds the clock while the thread is at work. A queue slot wakes a
@@ -120,14 +150,28 @@ impl CommandInbox {
         got
     }
 
+    /// Waits up to `wait` (real time) for a command. In virtual time `look_again` also
+    /// stops the clock that much later and wakes the thread then (with
+    /// [`ToScenario::Wake`]), so what it checks with time comes due on the simulated clock.
     pub(super) fn recv_timeout(
         &self,
         wait: Duration,
         wants_room: bool,
+        look_again: Option<Duration>,
     ) -> Result<ToScenario, std_mpsc::RecvTimeoutError> {
+        let _mark = look_again.and_then(|after| self.wake_after(after));
         let got = self.blocked(wants_room, || self.rx.recv_timeout(wait));
         self.took(got.is_ok());
         got
+    }
+
+    fn wake_after(&self, after: Duration) -> Option<clock::Mark> {
+        let clock = clock::virtual_clock()?;
+        let waker = Waker::from(Arc::new(WakeThread {
+            tx: self.tx.clone(),
+            state: self.state.clone(),
+        }));
+        Some(clock.mark(clock.now().checked_add(after)?, waker))
     }
 }
 

@@ -230,7 +230,13 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
 
     /// Waits a little for a command; at once on an outcome or the end of the phase.
     fn wait_for_command(&mut self) -> Flow {
-        match self.thread.commands.recv_timeout(QUEUE_FULL_WAIT, false) {
+        // Steps and roots come due with time: looked at as often on the simulated clock.
+        let look_again = Some(QUEUE_FULL_WAIT);
+        match self
+            .thread
+            .commands
+            .recv_timeout(QUEUE_FULL_WAIT, false, look_again)
+        {
             Ok(ToScenario::Outcome(o)) => match self.on_outcome(o) {
                 Ok(()) => Flow::Continue,
                 Err(e) => self.thread.fail(e),
