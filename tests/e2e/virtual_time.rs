@@ -1,7 +1,8 @@
 //! `--virtual-time`: the same short scenario against the same twin, run once in real time
 //! and once on the simulated clock, sends the same requests (digest) and gets the same
-//! latencies and phase duration; a long phase in virtual time lasts its full simulated
-//! duration; the report says the run was simulated; and a real `--target` is refused.
+//! latencies and phase duration; so does a scenario of sessions with think times; a long
+//! phase in virtual time lasts its full simulated duration; the report says the run was
+//! simulated; and a real `--target` is refused.
 
 use crate::schema::{assert_valid, validator};
 use crate::support::*;
@@ -100,6 +101,45 @@ fn a_long_phase_in_virtual_time_lasts_its_simulated_duration() {
         "{completed} requests"
     );
     assert_eq!(num(&r, "failed"), 0.0, "{r}");
+}
+
+/// A scenario of sessions (sub-agents waiting on simulated tool calls, `session_step`
+/// deciding each next request from the last answer): the scenario thread is woken on the
+/// simulated clock when a step comes due, so both runs send the same stream of requests
+/// and the phase lasts as long.
+#[test]
+fn sessions_with_think_times_run_the_same_in_virtual_time() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![scenario("agent_fanout.rhai")];
+        for p in [
+            "planners=2",
+            "tool_latency_max=1",
+            "worker_tokens=32",
+            "plan_tokens=32",
+            "synthesis_tokens=32",
+        ] {
+            args.extend(["-p".to_string(), p.to_string()]);
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_ok(&refs).1
+    };
+    let real = {
+        let _quiet = exclusive();
+        run(&["-q"])
+    };
+    let simulated = run(&["--virtual-time", "-q"]);
+    assert_eq!(
+        real["runner"]["request_digest"],
+        simulated["runner"]["request_digest"]
+    );
+    assert_eq!(real["completed"], simulated["completed"]);
+    assert_eq!(num(&simulated, "failed"), 0.0, "{simulated}");
+    let (v, r) = (num(&simulated, "duration"), num(&real, "duration"));
+    assert!(
+        relative_gap(v, r) <= 0.05,
+        "phase: virtual {v} s, real {r} s"
+    );
 }
 
 #[test]
