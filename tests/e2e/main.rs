@@ -58,6 +58,7 @@ mod thresholds;
 mod tools;
 mod traces;
 mod tuning_study;
+mod virtual_time;
 mod wasm;
 mod whatif;
 mod wheel;

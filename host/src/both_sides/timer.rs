@@ -73,6 +73,13 @@ impl Timer {
             changed: Condvar::new(),
         });
         let thread_shared = Arc::clone(&shared);
+        // In virtual time the run's clock wakes sleepers itself: no thread.
+        if super::clock::is_virtual() {
+            return Timer {
+                shared,
+                thread: None,
+            };
+        }
         let thread = std::thread::Builder::new()
             .name("runner-clock".to_string())
             .spawn(move || run(&thread_shared))
@@ -134,6 +141,9 @@ fn run(shared: &Shared) {
 impl TimerHandle {
     /// Sleep until `at`, to within tens of microseconds.
     pub async fn sleep_until(&self, at: tokio::time::Instant) {
+        if super::clock::is_virtual() {
+            return super::clock::sleep_until(at.into_std()).await;
+        }
         match &self.0 {
             Some(shared) => {
                 Sleep {

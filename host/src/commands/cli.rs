@@ -388,6 +388,12 @@ pub struct RunArgs {
     /// runs is above PCT percent
     #[arg(long, value_name = "PCT", default_value = "10", requires = "repeat", value_parser = parse_cv_arg)]
     pub cv_threshold: f64,
+    /// Run on a simulated clock: the scenario, the client and the built-in simulator share
+    /// one thread, and time jumps ahead whenever all of them wait, so a 20-minute scenario
+    /// ends in seconds with the same requests. Only with the built-in simulator (no
+    /// --target); the report says its numbers are a simulation, not a measurement
+    #[arg(long, conflicts_with_all = ["target", "repeat", "live_metrics", "start_at"])]
+    pub virtual_time: bool,
     #[command(flatten)]
     pub sim: SimArgs,
 }

@@ -73,6 +73,8 @@ pub struct RunConfig {
     pub live_metrics: Option<std::net::SocketAddr>,
     pub quiet: bool,
     pub start_at: Option<StartAt>,
+    /// `--virtual-time`: the run is on a simulated clock (its numbers are a simulation).
+    pub virtual_time: bool,
 }
 
 impl RunConfig {
@@ -143,6 +145,7 @@ impl RunConfig {
             live_metrics: a.live_metrics,
             quiet: a.quiet,
             start_at: a.start_at,
+            virtual_time: a.virtual_time,
         })
     }
 

@@ -94,6 +94,27 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
+/// The runtime of a run in virtual time: one thread for the engine, the client and the
+/// simulator, whose park hook moves the virtual clock (`both_sides/clock.rs`).
+fn virtual_runtime() -> Result<tokio::runtime::Runtime> {
+    let clock = crate::both_sides::clock::install_virtual();
+    let hook = clock.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .on_thread_park(move || {
+            hook.advance_when_idle();
+        })
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.spawn(async move {
+        // Never hang: a stuck run ends with its one line.
+        let stuck = clock.answer_pokes().await;
+        crate::errln!("error: {stuck}");
+        std::process::exit(1);
+    });
+    Ok(rt)
+}
+
 fn load_tokenizer(spec: &str) -> Result<Arc<Tokenizer>> {
     Ok(Arc::new(Tokenizer::load(spec)?))
 }

@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 
 use super::source::{load_scenario, LoadedScenario};
 use super::targets::Targets;
-use super::{load_tokenizer, runtime, EXIT_INTERRUPTED};
+use super::{load_tokenizer, runtime, virtual_runtime, EXIT_INTERRUPTED};
 use crate::commands::cli::RunArgs;
 use crate::commands::config::{RunConfig, TargetSpec};
 use crate::measuring::engine::{self, EngineConfig, RunResult, StopReason};
@@ -105,7 +105,10 @@ impl Session {
             crate::errln!("{warning}");
         }
         crate::safeguards::redact::install(secrets);
-        let rt = runtime()?;
+        let rt = match a.virtual_time {
+            true => virtual_runtime()?,
+            false => runtime()?,
+        };
         let interrupts = Interrupts::listen(&rt);
         let _signals = package::signals_handled_elsewhere();
         // A sweep opens thousands of connections; lift the soft descriptor limit to the
@@ -155,6 +158,7 @@ fn run_header(
         wit_version: scenario::wasm::version::VERSION.to_string(),
         twin: super::targets::twin_provenance(&config.target),
         sim_overrides: super::targets::sim_overrides(&config.target),
+        virtual_time: config.virtual_time,
     }
 }
 
@@ -207,7 +211,7 @@ fn execute(
     let progress = Progress::start(
         engine_config.live.clone(),
         known_phases,
-        progress::wanted(config.quiet),
+        progress::wanted(config.quiet || config.virtual_time),
     );
     // From here a signal stops the run, which then reports what finished.
     session.interrupts.run_started();
@@ -276,6 +280,10 @@ fn start_server_metrics(config: &RunConfig, target: &Targets) -> Result<Option<S
         *interval,
         config.output.as_deref(),
     );
+    // The scraper polls over TCP on the real clock: a virtual run reads no /metrics.
+    if config.virtual_time {
+        return Ok(None);
+    }
     let mut scrape = scrape.unwrap_or_else(|| ScrapeConfig::none(*interval));
     scrape.power.clone_from(&config.power_metrics);
     if scrape.endpoints.is_empty() && scrape.power.is_empty() {

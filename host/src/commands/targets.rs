@@ -33,6 +33,7 @@ impl Targets {
         tokenizer: &Arc<Tokenizer>,
         rt: &tokio::runtime::Runtime,
     ) -> Result<Targets> {
+        let config_virtual = config.virtual_time;
         let (sim, urls, labels) = match &config.target {
             TargetSpec::Servers(urls) => {
                 let labels = urls
@@ -45,7 +46,10 @@ impl Targets {
                 let counter = tokenizer.clone();
                 sim_config.prompt_token_counter =
                     Some(Arc::new(move |text: &str| counter.count(text)));
-                let server = SimServer::start(sim_config, 0)?;
+                let server = match config_virtual {
+                    true => SimServer::start_in(sim_config, rt)?,
+                    false => SimServer::start(sim_config, 0)?,
+                };
                 let url = server.base_url();
                 let what = match &config.twin {
                     // A run against a twin names it, its runs and its error in every report.

@@ -2,6 +2,7 @@
 //! types every API's decoder shares (in its own module so the per-API decoders in
 //! `client::api` and the dispatch over them in `client::stream` both sit above it).
 
+use crate::both_sides::clock;
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
@@ -114,7 +115,7 @@ impl Exchange {
             retried: false,
             cancelled: false,
             error: None,
-            end: Instant::now(),
+            end: clock::now(),
             trace: None,
         }
     }

@@ -1,8 +1,9 @@
 //! The OpenAI-compatible client: request bodies, one streamed exchange with timestamps,
 //! and the checks made before a run (health, model list, one test request).
 
+use crate::both_sides::clock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
@@ -338,8 +339,8 @@ impl Client {
     ) -> Exchange {
         let mut ex = Exchange::new();
         let scenario_gives_up = async {
-            match extras.cancel.and_then(|c| c.deadline(Instant::now())) {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
+            match extras.cancel.and_then(|c| c.deadline(clock::now())) {
+                Some(at) => clock::sleep_until(at).await,
                 None => std::future::pending::<()>().await,
             }
         };
@@ -348,7 +349,7 @@ impl Client {
         let first_token = async {
             match self.timeouts.first_token {
                 Some(limit) => {
-                    tokio::time::sleep(limit).await;
+                    clock::sleep(limit).await;
                     if answered.load(Ordering::Acquire) {
                         std::future::pending::<()>().await;
                     }
@@ -367,7 +368,7 @@ impl Client {
                     ex_cancelled = true;
                     None
                 }
-                _ = tokio::time::sleep(self.timeouts.request) => Some((ErrorKind::Timeout, format!("no complete response within --request-timeout {:?}", self.timeouts.request))),
+                _ = clock::sleep(self.timeouts.request) => Some((ErrorKind::Timeout, format!("no complete response within --request-timeout {:?}", self.timeouts.request))),
                 _ = first_token => Some((ErrorKind::FirstTokenTimeout, format!("no generated content within --first-token-timeout {:?}", self.timeouts.first_token.unwrap_or_default()))),
                 _ = cancel.wait_for(|c| *c) => Some((ErrorKind::Cancelled, "the run stopped before the request finished".to_string())),
             }
@@ -376,7 +377,7 @@ impl Client {
         if let Some((kind, message)) = interrupted {
             ex.fail(kind, message);
         }
-        ex.end = Instant::now();
+        ex.end = clock::now();
         if ex.error.is_none() && ex.chunks.is_empty() && !ex.cancelled {
             ex.fail(
                 ErrorKind::EmptyCompletion,
@@ -435,7 +436,7 @@ impl Client {
             .trace
             .get_or_insert_with(|| TraceParent::new_span(self.trace));
         let request = || self.wire_request(p, (request_id, &trace), &own_headers);
-        let mut handed = Instant::now();
+        let mut handed = clock::now();
         let mut sent = match request() {
             Ok(req) => self.transport.send(req, false).await,
             Err(e) => {
@@ -455,7 +456,7 @@ impl Client {
             .is_some_and(|e| transport::never_reached(e, handed))
         {
             ex.retried = true;
-            handed = Instant::now();
+            handed = clock::now();
             if let Ok(req) = request() {
                 sent = self.transport.send(req, true).await;
             }
@@ -537,7 +538,7 @@ impl Client {
         // What is left (a whole JSON body, an unterminated event) arrived with the last
         // piece of the body.
         let end = last.unwrap_or(ReadArrival {
-            at: Instant::now(),
+            at: clock::now(),
             delay: None,
         });
         let before = ex.chunks.len();

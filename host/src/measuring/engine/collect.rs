@@ -1,7 +1,7 @@
 //! The collector task: statistics, the JSONL record file, the live snapshot, and the
 //! outcomes fed back to the scenario, all in completion order.
 
-use std::sync::mpsc as std_mpsc;
+use crate::both_sides::clock;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, watch};
@@ -27,7 +27,7 @@ pub(super) struct Collector {
     /// The live counters' window, recorded here apart from `live`'s lock.
     pub(super) window: Arc<Mutex<Window>>,
     /// Where outcomes go, for a scenario that hears of responses.
-    pub(super) outcomes: Option<std_mpsc::Sender<ToScenario>>,
+    pub(super) outcomes: Option<super::generator::Commands>,
 }
 
 impl Collector {
@@ -39,7 +39,7 @@ impl Collector {
         records: Option<RecordFile>,
         error_rate: watch::Sender<Option<StopReason>>,
         live: Arc<Mutex<Live>>,
-        outcomes: Option<std_mpsc::Sender<ToScenario>>,
+        outcomes: Option<super::generator::Commands>,
     ) -> Collector {
         let window = live
             .lock()
@@ -125,7 +125,7 @@ impl Collector {
         self.window
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .record(record, std::time::Instant::now());
+            .record(record, clock::now());
         if let (Some(tx), Some(o)) = (&self.outcomes, outcome) {
             let _ = tx.send(ToScenario::Outcome(*o));
         }

@@ -1,6 +1,7 @@
 //! The dispatcher of one phase: sends each planned request on time (or when a
 //! concurrency slot frees), runs it in its own task, and drains the phase at its end.
 
+use crate::both_sides::clock;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -86,7 +87,7 @@ async fn stop_reason(signals: &mut Signals, deadline: Option<tokio::time::Instan
 /// Returns at the phase's deadline; never without one.
 async fn until(deadline: Option<tokio::time::Instant>) {
     match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
+        Some(d) => clock::sleep_until(d.into_std()).await,
         None => std::future::pending().await,
     }
 }
@@ -135,7 +136,7 @@ impl<'a> PhaseDispatch<'a> {
             phase,
             start,
             started_wall: SystemTime::now()
-                .checked_sub(start.elapsed())
+                .checked_sub(clock::since(start))
                 .unwrap_or_else(SystemTime::now),
             signals,
             digest,
@@ -208,11 +209,7 @@ impl<'a> PhaseDispatch<'a> {
         // A request with a send time before the deadline was let through by
         // `wait_for_send_time`, however late the client now is; one without is sent while
         // the phase lasts.
-        if ideal.is_none()
-            && self
-                .deadline
-                .is_some_and(|d| tokio::time::Instant::now() >= d)
-        {
+        if ideal.is_none() && self.deadline.is_some_and(|d| clock::tokio_now() >= d) {
             return Err(StopReason::MaxDuration);
         }
         let key = planned.key(self.phase);
@@ -247,9 +244,14 @@ impl<'a> PhaseDispatch<'a> {
             // After the deadline, or beyond any clock: only a stop ends the wait.
             Some(_) => return Err(stop_reason(self.signals, self.deadline).await),
         };
-        let now = Instant::now();
+        let now = clock::now();
         if at > now {
-            let wake = tokio::time::Instant::from_std(stay_awake_from(now, at));
+            // In virtual time the clock lands on `at` exactly: nothing to stay awake for.
+            let wake = match clock::is_virtual() {
+                true => at,
+                false => stay_awake_from(now, at),
+            };
+            let wake = tokio::time::Instant::from_std(wake);
             // Due before the deadline: only a signal ends the wait, even when the client
             // wakes after the deadline.
             tokio::select! {
@@ -258,7 +260,7 @@ impl<'a> PhaseDispatch<'a> {
                 _ = self.timer.sleep_until(wake) => {}
             }
             // The last stretch of a long wait is spent on the CPU: see `stay_awake_from`.
-            while Instant::now() < at {
+            while clock::now() < at {
                 tokio::task::yield_now().await;
             }
         }
@@ -278,7 +280,7 @@ impl<'a> PhaseDispatch<'a> {
             r = stop_reason(self.signals, self.deadline) => return Err(r),
             p = slots.acquire_owned() => p,
         };
-        self.released_at = Instant::now();
+        self.released_at = clock::now();
         Ok(permit.ok())
     }
 
@@ -306,7 +308,7 @@ impl<'a> PhaseDispatch<'a> {
         let (tap, started_wall) = (self.run.config.record_tap.clone(), self.started_wall);
         self.tasks.spawn(async move {
             let request_id = client.request_id(format_args!("{phase}-{}", planned.index));
-            let sent = Instant::now();
+            let sent = clock::now();
             let exchange = client
                 .execute_with(&planned.prepared, &request_id, &planned.extras, &mut cancel)
                 .await;
@@ -363,7 +365,7 @@ impl<'a> PhaseDispatch<'a> {
             }
         };
         let drained = match limit {
-            Some(limit) => tokio::time::timeout(limit, wait_all).await.unwrap_or(false),
+            Some(limit) => clock::timeout(limit, wait_all).await.unwrap_or(false),
             None => wait_all.await,
         };
         let mut cut = 0;
@@ -385,7 +387,7 @@ impl<'a> PhaseDispatch<'a> {
         PhaseEnd {
             stop,
             cut,
-            duration: self.start.elapsed(),
+            duration: clock::since(self.start),
         }
     }
 }

@@ -2,8 +2,10 @@
 //! outcomes back to the scenario and evaluates its stop condition. Guest code runs only
 //! here, never on the I/O path.
 
+mod activity;
 mod sessions;
 
+use crate::both_sides::clock;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::mpsc as std_mpsc;
@@ -11,6 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch, Notify};
+
+use crate::both_sides::clock::HoldGuard;
+pub(super) use activity::Commands;
+use activity::{CommandInbox, ThreadGone};
 
 use super::live::Live;
 use super::{EngineConfig, EngineError, FromScenario, Planned, ToScenario};
@@ -43,12 +49,14 @@ pub(super) struct ThreadContext {
 
 /// The engine's side of the scenario thread.
 pub(super) struct ScenarioLink {
-    pub(super) commands: std_mpsc::Sender<ToScenario>,
+    pub(super) commands: Commands,
     /// Requests generated ahead, and the thread's answers, in order.
     pub(super) queue: mpsc::Receiver<FromScenario>,
     /// Signalled once per phase when the queue is full (or the phase has no more requests).
     pub(super) primed: Arc<Notify>,
     thread: Notes,
+    /// In virtual time, the clock waits for the thread while it is at work.
+    _clock_hold: Option<HoldGuard>,
 }
 
 /// The scenario thread: it ends when its commands close, and hands back the scenario's
@@ -68,7 +76,8 @@ pub(super) fn spawn(
     context: ThreadContext,
 ) -> Result<ScenarioLink, EngineError> {
     let (req_tx, queue) = mpsc::channel(context.config.lookahead.max(1));
-    let (commands, cmd_rx) = std_mpsc::channel();
+    let (commands, cmd_rx) = activity::channel();
+    let _clock_hold = commands.hold_clock(&req_tx);
     let primed = Arc::new(Notify::new());
     let thread_primed = primed.clone();
     let thread = std::thread::Builder::new()
@@ -94,6 +103,7 @@ pub(super) fn spawn(
         queue,
         primed,
         thread,
+        _clock_hold,
     })
 }
 
@@ -113,7 +123,7 @@ pub(super) struct ScenarioThread<'a> {
     /// The scenario's name, for errors.
     pub(super) name: String,
     pub(super) context: &'a ThreadContext,
-    pub(super) commands: std_mpsc::Receiver<ToScenario>,
+    pub(super) commands: CommandInbox,
     pub(super) queue: mpsc::Sender<FromScenario>,
     pub(super) primed: Arc<Notify>,
     /// The stream log of a sharded run (`EngineConfig::stream_log`).
@@ -144,7 +154,7 @@ impl ScenarioThread<'_> {
                         Ok(spec) => FromScenario::NextPhase(spec.map(Box::new)),
                         Err(e) => FromScenario::Failed(e),
                     };
-                    match self.queue.blocking_send(answer) {
+                    match self.send_blocking(answer) {
                         Ok(()) => Flow::Continue,
                         Err(_) => Flow::Quit,
                     }
@@ -168,11 +178,12 @@ impl ScenarioThread<'_> {
             }
             ToScenario::Outcome(_) => Ok(Flow::Continue),
             ToScenario::EndPhase => Ok(Flow::PhaseEnded),
+            ToScenario::Wake => Ok(Flow::Continue),
             ToScenario::Start(..) | ToScenario::NextPhase(_) => Ok(Flow::Continue),
         };
         match result {
             Ok(Flow::PhaseEnded) => {
-                let _ = self.queue.blocking_send(FromScenario::Closed);
+                let _ = self.send_blocking(FromScenario::Closed);
                 Flow::PhaseEnded
             }
             Ok(flow) => flow,
@@ -185,8 +196,15 @@ impl ScenarioThread<'_> {
     pub(super) fn fail(&self, e: ScenarioError) -> Flow {
         self.primed.notify_one();
         self.context.failed.send_replace(true);
-        let _ = self.queue.blocking_send(FromScenario::Failed(e));
+        let _ = self.send_blocking(FromScenario::Failed(e));
         Flow::Quit
+    }
+
+    /// Queues `answer`, waiting for a slot when the queue is full.
+    pub(super) fn send_blocking(&self, answer: FromScenario) -> Result<(), ThreadGone> {
+        self.commands
+            .blocked(true, || self.queue.blocking_send(answer))
+            .map_err(|_| ThreadGone)
     }
 
     /// Appends one request's line to the stream log (see [`StreamEntry`]).
@@ -263,7 +281,7 @@ impl<'t, 'a> PhaseGenerator<'t, 'a> {
             supply: Supply::Open,
             waiting: false,
             priming: true,
-            last_stop_check: Instant::now(),
+            last_stop_check: clock::now(),
         }
     }
 
@@ -310,7 +328,7 @@ impl<'t, 'a> PhaseGenerator<'t, 'a> {
             && (!self.takes_part || self.spec.max_requests.is_some_and(|m| self.index >= m))
         {
             self.supply = Supply::Exhausted;
-            let _ = self.thread.queue.blocking_send(FromScenario::Exhausted);
+            let _ = self.thread.send_blocking(FromScenario::Exhausted);
         }
         self.generate()
     }
@@ -328,11 +346,11 @@ impl<'t, 'a> PhaseGenerator<'t, 'a> {
     fn check_stop(&mut self) -> Result<(), ScenarioError> {
         if !self.thread.scenario.has_stop()
             || self.supply == Supply::Stopped
-            || self.last_stop_check.elapsed() < STOP_CHECK_INTERVAL
+            || clock::since(self.last_stop_check) < STOP_CHECK_INTERVAL
         {
             return Ok(());
         }
-        self.last_stop_check = Instant::now();
+        self.last_stop_check = clock::now();
         let context = self.thread.context;
         let snapshot = context
             .live
@@ -396,7 +414,18 @@ impl<'t, 'a> PhaseGenerator<'t, 'a> {
             Supply::Open => QUEUE_FULL_WAIT,
             Supply::Exhausted | Supply::Stopped => STOP_CHECK_INTERVAL,
         };
-        match self.thread.commands.recv_timeout(wait) {
+        let wants_room = self.supply == Supply::Open && !self.waiting;
+        // A scenario's `stop` is asked as often on the simulated clock as on the real one.
+        let look_again = self
+            .thread
+            .scenario
+            .has_stop()
+            .then_some(STOP_CHECK_INTERVAL);
+        match self
+            .thread
+            .commands
+            .recv_timeout(wait, wants_room, look_again)
+        {
             Ok(cmd) => self.command(cmd),
             Err(std_mpsc::RecvTimeoutError::Timeout) => Flow::Continue,
             Err(std_mpsc::RecvTimeoutError::Disconnected) => Flow::Quit,

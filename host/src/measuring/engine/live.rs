@@ -2,6 +2,7 @@
 //! what a progress display or `--live-metrics` reads while the run goes on (the whole
 //! phase's counters, and its last seconds from `window`).
 
+use crate::both_sides::clock;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -28,7 +29,7 @@ impl Live {
     /// The snapshot a `stop` function sees now.
     pub(super) fn current(&self) -> Snapshot {
         let mut s = self.snapshot.clone();
-        s.elapsed_s = self.phase_start.elapsed().as_secs_f64();
+        s.elapsed_s = clock::since(self.phase_start).as_secs_f64();
         s.in_flight = s.sent.saturating_sub(s.completed + s.failed);
         s.ttft_p50_ms = self.ttft.value_at_quantile(0.5) as f64 / 1000.0;
         s.ttft_p99_ms = self.ttft.value_at_quantile(0.99) as f64 / 1000.0;
@@ -50,11 +51,11 @@ impl LiveView {
         LiveView(Arc::new(Mutex::new(Live {
             snapshot: Snapshot::default(),
             spec: None,
-            phase_start: Instant::now(),
+            phase_start: clock::now(),
             ttft: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
             e2el: hdrhistogram::Histogram::new(3).expect("3 significant digits is valid"),
             server: None,
-            window: Arc::new(Mutex::new(Window::new(Instant::now()))),
+            window: Arc::new(Mutex::new(Window::new(clock::now()))),
         })))
     }
 
@@ -77,11 +78,11 @@ impl LiveView {
             let live = self.0.lock().unwrap_or_else(|e| e.into_inner());
             (
                 live.window.clone(),
-                live.phase_start.elapsed().as_secs_f64(),
+                clock::since(live.phase_start).as_secs_f64(),
             )
         };
         let window = window.lock().unwrap_or_else(|e| e.into_inner());
-        window.stats(Instant::now(), elapsed_s)
+        window.stats(clock::now(), elapsed_s)
     }
 
     /// The running phase's spec, once one has started.
@@ -108,7 +109,7 @@ impl Live {
             ..Snapshot::default()
         };
         self.spec = Some(spec.clone());
-        self.phase_start = Instant::now();
+        self.phase_start = clock::now();
         self.ttft.reset();
         self.e2el.reset();
         self.window

@@ -257,6 +257,8 @@ enum ToScenario {
     EndPhase,
     /// Between phases: ask an adaptive scenario for its next phase.
     NextPhase(Vec<PhaseReport>),
+    /// In virtual time: the moment the thread asked to look again at has come.
+    Wake,
 }
 
 enum Collect {

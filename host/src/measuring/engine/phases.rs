@@ -3,9 +3,9 @@
 //! `phases` list, then, for an adaptive scenario, one at a time from its `next_phase`,
 //! given a report of every finished phase.
 
+use crate::both_sides::clock;
 use std::collections::VecDeque;
-use std::sync::mpsc as std_mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -126,7 +126,7 @@ impl PhaseLoop<'_> {
         self.open_connections(spec).await;
         self.wait_until_primed().await;
         let profiling = control.start_profile(spec).await;
-        let start = Instant::now();
+        let start = clock::now();
         let server = {
             let mut live = live.lock().unwrap_or_else(|e| e.into_inner());
             live.phase_start = start;
@@ -284,7 +284,7 @@ async fn discard_until_closed(queue: &mut mpsc::Receiver<FromScenario>) -> Resul
 
 /// Asks the scenario thread for an adaptive scenario's next phase.
 async fn ask_next_phase(
-    commands: &std_mpsc::Sender<ToScenario>,
+    commands: &super::generator::Commands,
     queue: &mut mpsc::Receiver<FromScenario>,
     history: &[PhaseReport],
 ) -> Result<Option<PhaseSpec>, EngineError> {

@@ -67,6 +67,9 @@ pub struct RunHeader {
     /// not the server as profiled or fitted.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub sim_overrides: std::collections::BTreeMap<String, String>,
+    /// The run was on a simulated clock (`--virtual-time`): its times are a simulation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub virtual_time: bool,
 }
 
 /// What a run against a twin simulated: the twin file, the real runs it was fitted from

@@ -9,6 +9,7 @@
 //! every step leaves its state in the `/metrics` counters (`metrics`). With a draft model
 //! (`spec_decode`) each decode step yields 1 + the accepted draft tokens.
 
+use crate::both_sides::clock;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -78,7 +79,7 @@ impl Seq {
             unsent: 0,
             emits: false,
             out,
-            arrived: Instant::now(),
+            arrived: clock::tokio_now(),
             blocks: PromptBlocks::default(),
             drafts: None,
             step_tokens: 1,
@@ -181,7 +182,7 @@ impl Scheduler {
             self.admit();
             self.publish();
             let step = self.plan();
-            let now = Instant::now();
+            let now = clock::tokio_now();
             // Chain steps on absolute deadlines so timer lateness does not accumulate.
             let start = match next_start {
                 Some(t) if now.saturating_duration_since(t) <= MAX_LAG => t,
@@ -250,7 +251,7 @@ impl Scheduler {
         let blocks = self.prefix.admit(&seq.blocks);
         let cached = seq.blocks.covered(blocks, seq.prompt);
         seq.prefilled = cached.min(seq.prompt.saturating_sub(1));
-        let (prompt, queued) = (seq.prompt as u64, seq.arrived.elapsed());
+        let (prompt, queued) = (seq.prompt as u64, clock::since(seq.arrived.into_std()));
         self.metrics.update(|c| {
             c.prefix_queries += prompt;
             c.prefix_hits += cached as u64;
@@ -318,7 +319,7 @@ impl Scheduler {
             s.generated += s.step_tokens;
             s.unsent += s.step_tokens;
             if first {
-                metrics.first_token(s.arrived.elapsed());
+                metrics.first_token(clock::since(s.arrived.into_std()));
             }
             let done = s.generated >= s.max_tokens;
             if s.unsent >= per_chunk || done {
@@ -331,7 +332,7 @@ impl Scheduler {
             }
             if done {
                 freed += s.kv();
-                metrics.finished(s.arrived.elapsed());
+                metrics.finished(clock::since(s.arrived.into_std()));
             }
             !done
         });

@@ -1,6 +1,7 @@
 //! Turns a request into a timed stream of events, by the profile's timing model, and
 //! keeps the engine's `/metrics` counters.
 
+use crate::both_sides::clock;
 use std::future::ready;
 use std::sync::Arc;
 use std::time::Duration;
@@ -183,7 +184,7 @@ impl Engine {
                 if delay.is_zero() {
                     return Some(events);
                 }
-                let hold = tokio::time::sleep_until(after(arrived, delay));
+                let hold = clock::sleep_until(after(arrived, delay).into_std());
                 Some(Box::pin(
                     stream::once(hold)
                         .filter_map(|()| ready(None))

@@ -34,6 +34,7 @@ mod event;
 mod messages;
 mod metrics;
 mod openai;
+mod pipe_server;
 pub mod power;
 mod prefix;
 pub mod profile;

@@ -8,6 +8,7 @@
 //! window, energy = idle × seconds + per_token × tokens, so a test can compute the joules
 //! a run should measure from the window and the tokens it measured.
 
+use crate::both_sides::clock;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -79,7 +80,7 @@ impl Meter {
 
     /// The exposition as dcgm-exporter writes it: one GPU, `gpu="0"`.
     fn render(&self, generated: u64) -> String {
-        let seconds = self.started.elapsed().as_secs_f64();
+        let seconds = clock::since(self.started).as_secs_f64();
         let joules = self.joules(seconds, generated);
         let watts = {
             let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
@@ -113,7 +114,7 @@ pub fn route<S: Clone + Send + Sync + 'static>(
 ) -> MethodRouter<S> {
     let meter = Arc::new(Meter {
         model,
-        started: Instant::now(),
+        started: clock::now(),
         last: Mutex::new((0.0, 0.0)),
     });
     get(move || {

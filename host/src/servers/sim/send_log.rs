@@ -17,6 +17,7 @@
 //! `/stop_profile`) add a line of their own, `{"event": "start_profile", "unix_ms": T}`,
 //! written when the call came: a test sees where it fell among the streams' lines.
 
+use crate::both_sides::clock;
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
@@ -113,7 +114,8 @@ impl SentTimes {
 
     /// A content chunk leaves now.
     pub fn chunk_sent(&mut self) {
-        self.chunk_us.push(micros(self.arrived.elapsed()));
+        self.chunk_us
+            .push(micros(clock::since(self.arrived.into_std())));
     }
 
     /// `{"id":N,"request_id":"...","traceparent":"...","handler_ms":H,"chunk_ms":[...]}`: each content chunk's
@@ -136,7 +138,8 @@ impl SentTimes {
         }
         if aborted {
             line["aborted"] = true.into();
-            line["aborted_ms"] = (self.arrived.elapsed().as_micros() as f64 / 1e3).into();
+            line["aborted_ms"] =
+                (clock::since(self.arrived.into_std()).as_micros() as f64 / 1e3).into();
         }
         let mut line = line.to_string();
         line.push('\n');

@@ -1,5 +1,6 @@
 //! The HTTP side: routes, handlers, and the server's own thread and runtime.
 
+use crate::both_sides::{clock, pipe};
 use std::convert::Infallible;
 use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
@@ -80,6 +81,29 @@ impl SimServer {
                 Err(SimError::Stopped)
             }
         }
+    }
+
+    /// In virtual time: the simulator's tasks run on the run's own single-threaded runtime
+    /// `rt` (one clock, no thread of its own); the client reaches it over in-memory pipes,
+    /// the preflight's untimed calls over TCP on loopback.
+    pub fn start_in(
+        config: SimConfig,
+        rt: &tokio::runtime::Runtime,
+    ) -> Result<SimServer, SimError> {
+        let _entered = rt.enter();
+        let listener = bind(0).map_err(|source| SimError::Bind { port: 0, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| SimError::Bind { port: 0, source })?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        rt.spawn(serve_until(listener, config, async {
+            let _ = stopped.await;
+        }));
+        Ok(SimServer {
+            addr,
+            stop: Some(stop),
+            thread: None,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -213,6 +237,14 @@ async fn serve_until(
         None => app,
     };
     let app = app.fallback(not_found).with_state(state);
+    // In virtual time the client's connections to this address are pipes.
+    let _pipes = match clock::is_virtual() {
+        true => Some(pipe::listen(
+            listener.local_addr()?.to_string(),
+            super::pipe_server::accept_with(app.clone()),
+        )),
+        false => None,
+    };
     let listener = ArrivalListener::new(listener);
     let app = app.into_make_service_with_connect_info::<LastRead>();
     tokio::select! {
@@ -316,7 +348,7 @@ async fn embeddings(State(state): State<Arc<AppState>>, request: Request) -> Res
         Ok(batch) => batch,
         Err(e) => return e.into_response(),
     };
-    tokio::time::sleep(embeddings::latency(&batch, &state.config)).await;
+    clock::sleep(embeddings::latency(&batch, &state.config)).await;
     let answer = embeddings::answer(&batch, &state.model_json);
     with_content_type(Body::from(answer), "application/json")
 }
@@ -324,7 +356,7 @@ async fn embeddings(State(state): State<Arc<AppState>>, request: Request) -> Res
 async fn generate(state: Arc<AppState>, route: Route, request: Request) -> Response {
     // The request's clock starts when its headers were in (arrival.rs), before the body
     // is read; the handler may run later on a busy thread.
-    let handled = Instant::now();
+    let handled = clock::tokio_now();
     let arrived = arrival_of(&request).map_or(handled, Instant::from_std);
     // Read only for the send log: the headers are not otherwise the simulator's business.
     let names = state.send_log.as_ref().map(|_| {

@@ -1,7 +1,8 @@
 //! Opens the client's TCP connections, each a [`TimedStream`], with no Nagle delay and
 //! within the connect timeout. Connections opened ahead of a phase ([`TimedConnector::
 //! preopen`]) are handed out first, so no request's send lateness or TTFT counts a TCP
-//! handshake; one the server closed while it waited is dropped, not handed out.
+//! handshake; one the server closed while it waited is dropped, not handed out. An
+//! address the in-process simulator serves in virtual time gets a pipe instead.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -14,7 +15,8 @@ use std::time::Duration;
 use http::Uri;
 use tokio::net::TcpStream;
 
-use super::timed_stream::TimedStream;
+use super::timed_stream::{Link, TimedStream};
+use crate::both_sides::pipe;
 
 /// The most connections kept open ahead for one server.
 pub const MAX_PREOPENED: usize = 1024;
@@ -94,7 +96,11 @@ impl TimedConnector {
     fn take_ready(&self, key: &str) -> Option<TimedStream> {
         self.ready_for(key, |ready| {
             while let Some(stream) = ready.pop() {
-                if still_open(stream.tcp()) {
+                let open = match stream.link() {
+                    Link::Tcp(tcp) => still_open(tcp),
+                    Link::Pipe(_) => true,
+                };
+                if open {
                     return Some(stream);
                 }
             }
@@ -113,6 +119,9 @@ impl TimedConnector {
 
 impl Shared {
     async fn open(&self, host: &str, port: u16) -> Result<TimedStream, ConnectError> {
+        if let Some(pipe) = pipe::connect(&format!("{host}:{port}")) {
+            return Ok(TimedStream::pipe(pipe));
+        }
         let connecting = TcpStream::connect((host, port));
         let tcp = tokio::time::timeout(self.connect_timeout, connecting)
             .await

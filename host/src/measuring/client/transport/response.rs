@@ -2,6 +2,7 @@
 //! time each piece arrived, and when its request went out, from its connection's
 //! [`WireLog`].
 
+use crate::both_sides::clock;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -49,7 +50,7 @@ impl TimedResponse {
                 return Ok(None);
             };
             // Taken before anything else, the moment the piece is in hand.
-            let taken = Instant::now();
+            let taken = clock::now();
             if let Ok(data) = frame?.into_data() {
                 let arrival = match &self.log {
                     Some(log) => log.arrival(taken),

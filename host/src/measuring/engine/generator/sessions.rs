@@ -12,6 +12,7 @@
 //! come from its session's own stream (`HostContext::enter_session`); and a shard runs
 //! whole root sessions, chosen by a hash of their id (children go where their root goes).
 
+use crate::both_sides::clock;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Instant;
@@ -169,7 +170,7 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
             stopped: false,
             exhausted: false,
             priming: true,
-            last_stop_check: Instant::now(),
+            last_stop_check: clock::now(),
         }
     }
 
@@ -216,12 +217,7 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
         }
         if !self.exhausted && self.all_ended() {
             self.exhausted = true;
-            if self
-                .thread
-                .queue
-                .blocking_send(FromScenario::Exhausted)
-                .is_err()
-            {
+            if self.thread.send_blocking(FromScenario::Exhausted).is_err() {
                 return Ok(Flow::Quit);
             }
         }
@@ -234,7 +230,13 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
 
     /// Waits a little for a command; at once on an outcome or the end of the phase.
     fn wait_for_command(&mut self) -> Flow {
-        match self.thread.commands.recv_timeout(QUEUE_FULL_WAIT) {
+        // Steps and roots come due with time: looked at as often on the simulated clock.
+        let look_again = Some(QUEUE_FULL_WAIT);
+        match self
+            .thread
+            .commands
+            .recv_timeout(QUEUE_FULL_WAIT, false, look_again)
+        {
             Ok(ToScenario::Outcome(o)) => match self.on_outcome(o) {
                 Ok(()) => Flow::Continue,
                 Err(e) => self.thread.fail(e),
@@ -249,18 +251,18 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
     fn now(&self) -> f64 {
         let live = self.thread.context.live.lock();
         let live = live.unwrap_or_else(|e| e.into_inner());
-        live.phase_start.elapsed().as_secs_f64()
+        clock::since(live.phase_start).as_secs_f64()
     }
 
     /// Asks the scenario's `stop` function, at most every [`STOP_CHECK_INTERVAL`].
     fn check_stop(&mut self) -> Result<(), ScenarioError> {
         if !self.thread.scenario.has_stop()
             || self.stopped
-            || self.last_stop_check.elapsed() < STOP_CHECK_INTERVAL
+            || clock::since(self.last_stop_check) < STOP_CHECK_INTERVAL
         {
             return Ok(());
         }
-        self.last_stop_check = Instant::now();
+        self.last_stop_check = clock::now();
         let context = self.thread.context;
         let snapshot = context
             .live

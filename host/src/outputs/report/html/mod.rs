@@ -203,7 +203,10 @@ fn header_table(out: &mut String, h: &RunHeader) {
                 .map_or_else(String::new, |d| format!("sha256:{d}")),
         ),
     ];
-    for (k, v) in rows {
+    let clock = h
+        .virtual_time
+        .then(|| ("Clock", super::text::VIRTUAL_CLOCK.to_string()));
+    for (k, v) in rows.into_iter().chain(clock) {
         let _ = writeln!(out, "<tr><th>{k}</th><td>{}</td></tr>", escape(&v));
     }
     out.push_str("</table>\n");

@@ -233,6 +233,7 @@ fn runner_section(h: &RunHeader, s: &PhaseSummary) -> RunnerSection {
         target: h.target.clone(),
         twin: h.twin.clone(),
         sim_overrides: h.sim_overrides.clone(),
+        virtual_time: h.virtual_time,
         api: h.api.clone(),
         request_digest: h.request_digest.clone(),
         trace_id: h.trace_id.clone(),
@@ -442,6 +443,7 @@ mod tests {
             wit_version: "0.1.0".into(),
             twin: None,
             sim_overrides: Default::default(),
+            virtual_time: false,
         }
     }
 

@@ -208,6 +208,10 @@ pub struct RunnerSection {
     /// not the server as profiled or fitted.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub sim_overrides: std::collections::BTreeMap<String, String>,
+    /// The run was on a simulated clock (`--virtual-time`, the built-in simulator only):
+    /// every time in it is simulated, not measured.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub virtual_time: bool,
     pub api: String,
     pub request_digest: Option<String>,
     /// The run's W3C trace id: each request was sent as a span of it (`traceparent`), its

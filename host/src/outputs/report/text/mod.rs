@@ -52,6 +52,10 @@ pub fn render_body(report: &RunReport) -> String {
         report.request_digest()
     );
     body += &render_dependence(&report.header.stream_depends_on);
+    // Also after the figures: `--quiet` prints no header.
+    if report.header.virtual_time {
+        let _ = writeln!(body, "Clock: {VIRTUAL_CLOCK}");
+    }
     escape_control_multiline(&body).into_owned()
 }
 
@@ -97,6 +101,9 @@ pub fn render_header(h: &RunHeader) -> String {
     for (i, target) in h.targets.iter().enumerate() {
         line(&format!("Target {i}"), target, false);
     }
+    if h.virtual_time {
+        line("Clock", VIRTUAL_CLOCK, false);
+    }
     line("Model", &h.model, false);
     line("API", &h.api, false);
     line("Tokenizer", &h.tokenizer, false);
@@ -106,6 +113,11 @@ pub fn render_header(h: &RunHeader) -> String {
     line("Runner version", &h.runner_version, false);
     out
 }
+
+/// What the header says of a run in virtual time, so nobody takes its times for a
+/// measurement.
+pub const VIRTUAL_CLOCK: &str =
+    "virtual (--virtual-time): every time in this report is simulated, not measured";
 
 /// The exact `============ Serving Benchmark Result ============` block of `vllm bench serve`
 /// with `--percentile-metrics ttft,tpot,itl,e2el`, at the percentiles the summary was
@@ -883,6 +895,7 @@ Latency clock: kernel receive times (SO_TIMESTAMPING) for 100.0 % of chunks; sen
             wit_version: "0.1.0".into(),
             twin: None,
             sim_overrides: Default::default(),
+            virtual_time: false,
         };
         assert_eq!(
             render_header(&h),

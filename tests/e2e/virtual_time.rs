@@ -1,0 +1,160 @@
+//! `--virtual-time`: the same short scenario against the same twin, run once in real time
+//! and once on the simulated clock, sends the same requests (digest) and gets the same
+//! latencies and phase duration; so does a scenario of sessions with think times; a long
+//! phase in virtual time lasts its full simulated duration; the report says the run was
+//! simulated; and a real `--target` is refused.
+
+use crate::schema::{assert_valid, validator};
+use crate::support::*;
+
+/// A twin of the built-in simulator written by `runner calibrate` (see its header).
+fn twin() -> String {
+    repo()
+        .join("tests/fixtures/virtual_time/twin.toml")
+        .display()
+        .to_string()
+}
+
+/// A short Poisson phase against the twin: about 36 requests in 6 s.
+fn short_run(extra: &[&str]) -> (String, serde_json::Value) {
+    let twin = twin();
+    let mut args = vec![
+        scenario("poisson_duration.rhai"),
+        "-p".into(),
+        "duration=6s".into(),
+        "-p".into(),
+        "rate=6".into(),
+        "-p".into(),
+        "output_tokens=64".into(),
+        "--sim-profile".into(),
+        twin,
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_ok(&refs)
+}
+
+fn relative_gap(virtual_ms: f64, real_ms: f64) -> f64 {
+    (virtual_ms - real_ms).abs() / real_ms
+}
+
+/// Margins: the simulator's timing is exact in virtual time; in real time each token step
+/// is chained on absolute deadlines (`sim/batch.rs`), so TPOT and E2EL differ only by
+/// what a loaded machine adds to a 64-token stream (measured 0.01 % on a quiet one; 2 %
+/// allowed). TTFT in real time also carries the client's and the loopback's own overhead
+/// and the simulator's wake-up lateness, which virtual time has none of (about 0.4 ms of
+/// 21 ms measured, bench-results/virtual_time.md): the virtual mean may not exceed the
+/// real one by over 1 %, nor fall short of it by more than that overhead can explain.
+#[test]
+fn a_short_run_in_virtual_time_matches_the_same_run_in_real_time() {
+    let (real_text, real) = {
+        let _quiet = exclusive();
+        short_run(&["-q"])
+    };
+    let (virtual_text, simulated) = short_run(&["--virtual-time", "-q"]);
+    let digest = |r: &serde_json::Value| r["runner"]["request_digest"].clone();
+    assert!(digest(&real).is_string(), "{real}");
+    assert_eq!(digest(&real), digest(&simulated), "same request stream");
+    assert_eq!(real["completed"], simulated["completed"]);
+    assert!(num(&real, "completed") >= 20.0, "{real}");
+    for key in ["mean_tpot_ms", "mean_e2el_ms", "duration"] {
+        let (v, r) = (num(&simulated, key), num(&real, key));
+        assert!(relative_gap(v, r) <= 0.02, "{key}: virtual {v}, real {r}");
+    }
+    let (v, r) = (num(&simulated, "mean_ttft_ms"), num(&real, "mean_ttft_ms"));
+    assert!(v <= r * 1.01, "mean TTFT: virtual {v} above real {r}");
+    assert!(r - v <= 3.0 + 0.1 * r, "mean TTFT: virtual {v}, real {r}");
+    // Said in the report and in result.json, and only for the simulated run.
+    assert!(
+        virtual_text.contains("Clock: virtual (--virtual-time)"),
+        "{virtual_text}"
+    );
+    assert!(!real_text.contains("virtual"), "{real_text}");
+    assert_eq!(simulated["runner"]["virtual_time"], true);
+    assert!(real["runner"].get("virtual_time").is_none(), "{real}");
+    assert_valid(&validator(), "a run in virtual time", &simulated);
+}
+
+/// Five simulated minutes at 4 req/s: the phase's deadline is on the simulated clock, so
+/// the phase lasts its five minutes and sends its ~1200 requests (in about a second).
+#[test]
+fn a_long_phase_in_virtual_time_lasts_its_simulated_duration() {
+    let (_, r) = run_ok(&[
+        &scenario("poisson_duration.rhai"),
+        "-p",
+        "duration=5m",
+        "-p",
+        "output_tokens=16",
+        "--sim-profile",
+        &twin(),
+        "--virtual-time",
+        "-q",
+    ]);
+    let duration = num(&r, "duration");
+    assert!(
+        (300.0..302.0).contains(&duration),
+        "phase lasted {duration} s"
+    );
+    let completed = num(&r, "completed");
+    assert!(
+        (1100.0..1300.0).contains(&completed),
+        "{completed} requests"
+    );
+    assert_eq!(num(&r, "failed"), 0.0, "{r}");
+}
+
+/// A scenario of sessions (sub-agents waiting on simulated tool calls, `session_step`
+/// deciding each next request from the last answer): the scenario thread is woken on the
+/// simulated clock when a step comes due, so both runs send the same stream of requests
+/// and the phase lasts as long.
+#[test]
+fn sessions_with_think_times_run_the_same_in_virtual_time() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![scenario("agent_fanout.rhai")];
+        for p in [
+            "planners=2",
+            "tool_latency_max=1",
+            "worker_tokens=32",
+            "plan_tokens=32",
+            "synthesis_tokens=32",
+        ] {
+            args.extend(["-p".to_string(), p.to_string()]);
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_ok(&refs).1
+    };
+    let real = {
+        let _quiet = exclusive();
+        run(&["-q"])
+    };
+    let simulated = run(&["--virtual-time", "-q"]);
+    assert_eq!(
+        real["runner"]["request_digest"],
+        simulated["runner"]["request_digest"]
+    );
+    assert_eq!(real["completed"], simulated["completed"]);
+    assert_eq!(num(&simulated, "failed"), 0.0, "{simulated}");
+    let (v, r) = (num(&simulated, "duration"), num(&real, "duration"));
+    assert!(
+        relative_gap(v, r) <= 0.05,
+        "phase: virtual {v} s, real {r} s"
+    );
+}
+
+#[test]
+fn virtual_time_is_refused_with_a_real_target() {
+    let o = runner(&[
+        &scenario("poisson_duration.rhai"),
+        "--virtual-time",
+        "--target",
+        "http://127.0.0.1:9",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains("--virtual-time") && err.contains("--target"),
+        "{err}"
+    );
+}
