@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::schema::{assert_valid, validator};
-use crate::support::{fixture, runner, stderr, stdout};
+use crate::support::{exclusive, fixture, runner, stderr, stdout};
 
 /// The known engine: (flag, twin.toml key, value).
 const PROFILE: [(&str, &str, f64); 4] = [
@@ -41,6 +41,11 @@ fn load_points(dir: &Path) -> String {
 /// One run of three load points serves every check (CI time is short).
 #[test]
 fn a_twin_recovers_a_known_profile_states_its_error_and_is_named_by_runs_against_it() {
+    // The fit reads step times off the simulator's chunks: beside two busy loops it held
+    // within 5 % (6 runs of 6), but with other tests' runs beside those too the slope per
+    // decoding sequence read 178 to 235 µs against 200 (bench on 8 runs beside four busy
+    // loops), and that is the machine, not the fit.
+    let _quiet = exclusive();
     let dir = tempfile::tempdir().expect("dir");
     let run = load_points(dir.path());
     refuses_one_load_point(&run, dir.path());

@@ -18,8 +18,10 @@ const OUTLIER_MADS: f64 = 6.0;
 /// or than this share of the median step, whichever is larger (a fit as close as the
 /// simulator's has residuals of microseconds, and its timer jitter is no outlier),
 const OUTLIER_SHARE: f64 = 0.05;
-/// or than this share of the step's own fitted time: a prefill step of a real engine
-/// lasts tens of decode steps, and its few-percent noise is many decode steps' residuals.
+/// or, for a step that prefilled, than this share of its own fitted time: a prefill step
+/// of a real engine lasts tens of decode steps, and its few-percent noise is many decode
+/// steps' residuals. Not for decode steps: a 9 ms step stretched 4 ms by a busy machine
+/// would then stay in the fit.
 const OUTLIER_OWN_SHARE: f64 = 0.5;
 /// Prefill tokens enter the matrix in thousands, so its columns are of like size.
 const TOKENS_SCALE: f64 = 1000.0;
@@ -47,7 +49,7 @@ pub fn fit_steps(steps: &[EngineStep]) -> Result<StepFit, FitError> {
     let kept: Vec<EngineStep> = steps
         .iter()
         .zip(&residuals)
-        .filter(|(s, r)| r.abs() <= bound.max(OUTLIER_OWN_SHARE * predict(&first, s).abs()))
+        .filter(|(s, r)| r.abs() <= bound_of(s, bound, &first))
         .map(|(s, _)| s.clone())
         .collect();
     let kept = if kept.len() >= MIN_STEPS {
@@ -83,6 +85,14 @@ fn row(s: &EngineStep) -> [f64; 3] {
         s.decoding as f64,
         s.prefill_tokens as f64 / TOKENS_SCALE,
     ]
+}
+
+/// How far step `s` may lie from the first fit and stay in the refit.
+fn bound_of(s: &EngineStep, bound: f64, first: &[f64; 3]) -> f64 {
+    match s.prefill_tokens {
+        0 => bound,
+        _ => bound.max(OUTLIER_OWN_SHARE * predict(first, s).abs()),
+    }
 }
 
 fn predict(beta: &[f64; 3], s: &EngineStep) -> f64 {
