@@ -624,7 +624,7 @@ fn twin_base(twin: &TwinFile, path: &str) -> Result<BatchParams, SimError> {
                 path: path.to_string(),
                 key: flag.replace('-', "_"),
                 value,
-                reason: reason.replace("--sim-max-seqs", "max_seqs"),
+                reason,
             },
             other => other,
         })
