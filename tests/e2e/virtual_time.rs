@@ -2,7 +2,8 @@
 //! and once on the simulated clock, sends the same requests (digest) and gets the same
 //! latencies and phase duration; so does a scenario of sessions with think times; a long
 //! phase in virtual time lasts its full simulated duration; the report says the run was
-//! simulated; and a real `--target` is refused.
+//! simulated; and a real `--target` is refused, as is a shard (by flag or by a job
+//! array's index), while `--no-shard` runs it whole.
 
 use crate::schema::{assert_valid, validator};
 use crate::support::*;
@@ -157,4 +158,55 @@ fn virtual_time_is_refused_with_a_real_target() {
         err.contains("--virtual-time") && err.contains("--target"),
         "{err}"
     );
+}
+
+/// A shard of a virtual run would simulate its stripe of the load alone: refused in one
+/// line whether the shard comes from `--shard` or from a job array's index, before
+/// anything is sent; `--no-shard` inside the job array runs the whole scenario.
+#[test]
+fn a_virtual_run_is_not_sharded() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("out").display().to_string();
+    let scenario = scenario("poisson_duration.rhai");
+    let base = [
+        scenario.as_str(),
+        "-q",
+        "-p",
+        "duration=2s",
+        "--virtual-time",
+    ];
+    for (args, env) in [
+        (vec!["--shard", "0/2", "--output", out.as_str()], vec![]),
+        (
+            vec!["--output", out.as_str()],
+            vec![
+                ("SLURM_ARRAY_TASK_ID", "1"),
+                ("SLURM_ARRAY_TASK_COUNT", "2"),
+            ],
+        ),
+    ] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_runner"))
+            .args(base)
+            .args(&args)
+            .envs(env)
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .expect("runs");
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        assert!(
+            err.contains("--virtual-time") && err.contains("cannot be sharded"),
+            "{err}"
+        );
+        assert!(!dir.path().join("out/requests.jsonl").exists(), "{args:?}");
+    }
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args(base)
+        .arg("--no-shard")
+        .env("SLURM_ARRAY_TASK_ID", "1")
+        .env("SLURM_ARRAY_TASK_COUNT", "2")
+        .output()
+        .expect("runs");
+    assert!(o.status.success(), "{}", stderr(&o));
 }

@@ -209,6 +209,11 @@ fn plan_shard(
     let Some(shard) = shard else {
         return Ok((None, phases.to_vec()));
     };
+    // A virtual run simulates its own server in its own process: a shard's simulator would
+    // see its stripe of the load alone, not the whole run's, and the shards share no clock.
+    if a.virtual_time {
+        bail!("shard {shard}: --virtual-time runs the whole load against one simulated server in one process, so it cannot be sharded; run it unsharded (--no-shard where a job array sets the shard index)");
+    }
     if a.output.is_none() {
         bail!("shard {shard}: --output DIR is required (the shard's mergeable results go there)");
     }

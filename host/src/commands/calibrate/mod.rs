@@ -106,6 +106,13 @@ fn print(twin: &TwinFile, a: &CalibrateArgs) {
     for (name, value) in rows {
         println!("  {name:<22} {value}");
     }
+    if let Some(knots) = &e.decode_curve {
+        let points: Vec<String> = knots
+            .iter()
+            .map(|k| format!("{}: {:.3} ms", k.seqs, k.ms))
+            .collect();
+        println!("  {:<22} {}", "decode_curve", points.join(", "));
+    }
     println!(
         "  fit: {} steps, residual {:.4} ms rms, R² {:.4}",
         twin.fit.steps, twin.fit.residual_rms_ms, twin.fit.r_squared

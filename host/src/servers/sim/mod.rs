@@ -27,6 +27,7 @@
 mod answer;
 mod arrival;
 mod batch;
+pub mod decode_curve;
 mod embeddings;
 mod engine;
 mod error;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::decode_curve::DecodeCurve;
 use super::error::SimError;
 use super::twin_file::{is_twin_path, TwinEngine, TwinFile};
 use super::whatif::{EngineOverrides, Replicas, WhatIf};
@@ -88,7 +89,7 @@ pub struct SimArgs {
     /// `default` profile: step time added per prefilled prompt token, in µs [default: 20]
     #[arg(long = "sim-prefill-us-per-token", value_name = "US")]
     pub prefill_us_per_token: Option<f64>,
-    /// `default` profile: fixed cost of every engine step, in ms [default: 6]
+    /// `default` profile: fixed cost of every engine step, in ms [default: 6]; on a twin with a decode_curve, this or --sim-decode-us-per-seq prices decode steps by the line instead
     #[arg(long = "sim-decode-step-ms", value_name = "MS")]
     pub decode_step_ms: Option<f64>,
     /// `default` profile: step time added per decoding sequence, in µs [default: 55]
@@ -125,7 +126,7 @@ pub struct SimArgs {
     /// `--power-metrics`): IDLE watts all the time plus J joules per generated token
     #[arg(long = "sim-power", value_name = "idle=W,per_token=J", value_parser = super::power::parse)]
     pub power: Option<super::power::PowerModel>,
-    /// A what-if on the batching engine (`default` or a twin), repeatable or comma-separated, keys in vLLM's words: max_num_seqs, max_num_batched_tokens (the chunked-prefill budget per step), kv_tokens or num_gpu_blocks [with block_size, default 16], prefill_us_per_token, decode_step_ms, decode_us_per_seq, replicas (N engines behind one endpoint), router (round-robin | least-loaded); a key here wins over its --sim-* flag, and every report lists the overrides
+    /// A what-if on the batching engine (`default` or a twin), repeatable or comma-separated, keys in vLLM's words: max_num_seqs, max_num_batched_tokens (the chunked-prefill budget per step), kv_tokens or num_gpu_blocks [with block_size, default 16], prefill_us_per_token, decode_step_ms, decode_us_per_seq (either sets a twin's decode_curve aside for the line), replicas (N engines behind one endpoint), router (round-robin | least-loaded); a key here wins over its --sim-* flag, and every report lists the overrides
     #[arg(long = "sim", value_name = "KEY=VALUE", value_delimiter = ',')]
     pub what_if: Vec<String>,
 }
@@ -179,6 +180,11 @@ pub struct BatchParams {
     pub prefill_us_per_token: f64,
     pub decode_step_ms: f64,
     pub decode_us_per_seq: f64,
+    /// A twin's decode cost by sequences decoding, where the fit found the line above
+    /// does not describe its engine: it prices a step that only decodes instead of
+    /// `decode_step_ms` + `decode_us_per_seq` × decoding (a step that prefills keeps the
+    /// line). A flag or `--sim` key that sets either of those sets the line instead.
+    pub decode_curve: Option<DecodeCurve>,
     /// `--sim-spec-decode`'s draft model, if any.
     pub spec_decode: Option<super::spec_decode::DraftModel>,
 }
@@ -192,6 +198,7 @@ impl Default for BatchParams {
             prefill_us_per_token: PREFILL_US_PER_TOKEN,
             decode_step_ms: DECODE_STEP_MS,
             decode_us_per_seq: DECODE_US_PER_SEQ,
+            decode_curve: None,
             spec_decode: None,
         }
     }
@@ -200,9 +207,12 @@ impl Default for BatchParams {
 impl BatchParams {
     /// Simulated GPU time of one step with `decoding` sequences and `prefill` prompt tokens.
     pub fn step_time(&self, decoding: usize, prefill: usize) -> Duration {
-        let us = self.decode_step_ms * 1000.0
-            + self.decode_us_per_seq * decoding as f64
-            + self.prefill_us_per_token * prefill as f64;
+        // A twin's curve prices the steps that only decode (see `decode_curve`).
+        let decode_us = match &self.decode_curve {
+            Some(curve) if prefill == 0 => curve.ms(decoding) * 1000.0,
+            _ => self.decode_step_ms * 1000.0 + self.decode_us_per_seq * decoding as f64,
+        };
+        let us = decode_us + self.prefill_us_per_token * prefill as f64;
         // Parameters are validated finite and non-negative; the clamp keeps a huge step
         // from overflowing an Instant.
         Duration::from_nanos((us * 1000.0).round().clamp(0.0, MAX_MS * 1e6) as u64)
@@ -539,6 +549,11 @@ impl SimArgs {
                 MAX_MS * 1000.0,
                 "microseconds",
             )?,
+            // A flag that prices the line asks for the line.
+            decode_curve: match self.decode_step_ms.or(self.decode_us_per_seq) {
+                Some(_) => None,
+                None => d.decode_curve,
+            },
             spec_decode: self.spec_decode.clone(),
         };
         Ok(p)
@@ -593,6 +608,11 @@ fn with_overrides(p: BatchParams, o: EngineOverrides) -> BatchParams {
         prefill_us_per_token: o.prefill_us_per_token.unwrap_or(p.prefill_us_per_token),
         decode_step_ms: o.decode_step_ms.unwrap_or(p.decode_step_ms),
         decode_us_per_seq: o.decode_us_per_seq.unwrap_or(p.decode_us_per_seq),
+        // A what-if that prices the line asks for the line.
+        decode_curve: match o.decode_step_ms.or(o.decode_us_per_seq) {
+            Some(_) => None,
+            None => p.decode_curve,
+        },
         spec_decode: p.spec_decode,
     }
 }
@@ -606,6 +626,7 @@ fn twin_params(e: &TwinEngine) -> BatchParams {
         prefill_us_per_token: e.prefill_us_per_token,
         decode_step_ms: e.decode_step_ms,
         decode_us_per_seq: e.decode_us_per_seq,
+        decode_curve: None,
         spec_decode: None,
     }
 }
@@ -613,7 +634,7 @@ fn twin_params(e: &TwinEngine) -> BatchParams {
 /// The twin's own values, checked as the flags are (before any flag overrides them), a
 /// refusal naming the file's key rather than a flag the user never gave.
 fn twin_base(twin: &TwinFile, path: &str) -> Result<BatchParams, SimError> {
-    SimArgs::default()
+    let mut base = SimArgs::default()
         .batch_params(twin_params(&twin.engine))
         .map_err(|e| match e {
             SimError::InvalidValue {
@@ -627,7 +648,20 @@ fn twin_base(twin: &TwinFile, path: &str) -> Result<BatchParams, SimError> {
                 reason,
             },
             other => other,
-        })
+        })?;
+    base.decode_curve =
+        match &twin.engine.decode_curve {
+            Some(knots) => Some(DecodeCurve::new(knots.clone(), MAX_MS).map_err(|reason| {
+                SimError::TwinValue {
+                    path: path.to_string(),
+                    key: "decode_curve".into(),
+                    value: format!("{} knots", knots.len()),
+                    reason,
+                }
+            })?),
+            None => None,
+        };
+    Ok(base)
 }
 
 fn invalid(flag: &'static str, value: &str, reason: &str) -> SimError {
@@ -946,6 +980,64 @@ mod tests {
         );
         std::fs::write(&path, text).expect("write twin");
         path.display().to_string()
+    }
+
+    #[test]
+    fn a_twins_decode_curve_prices_decode_steps_until_a_flag_or_key_sets_the_line() {
+        let dir = tempfile::tempdir().expect("dir");
+        let engine = |curve: &str| {
+            format!("max_seqs = 4\nmax_batched_tokens = 8192\nkv_tokens = 1000\nprefill_us_per_token = 1000.0\ndecode_step_ms = 1.0\ndecode_us_per_seq = 2000.0\ndecode_curve = [{curve}]")
+        };
+        let path = twin_file(
+            dir.path(),
+            &engine("{ seqs = 1, ms = 4.0 }, { seqs = 2, ms = 7.0 }, { seqs = 4, ms = 10.0 }"),
+        );
+        let params = |a: SimArgs| match a.to_config().expect("config").timing {
+            Timing::Batching(p) => p,
+            other => panic!("{other:?}"),
+        };
+        let twin = || SimArgs {
+            profile: path.clone(),
+            ..SimArgs::default()
+        };
+        let p = params(twin());
+        assert_eq!(p.step_time(2, 0), Duration::from_millis(7));
+        assert_eq!(p.step_time(3, 0), Duration::from_micros(8_500));
+        // A step that prefills keeps the line: 1 + 2 × 2 + 1 × 10 ms.
+        assert_eq!(p.step_time(2, 10), Duration::from_millis(15));
+        // A flag or a what-if key on the line's costs prices decode steps by the line.
+        let flag = SimArgs {
+            decode_us_per_seq: Some(2500.0),
+            ..twin()
+        };
+        assert_eq!(params(flag).step_time(2, 0), Duration::from_millis(6));
+        let key = SimArgs {
+            what_if: vec!["decode_step_ms=2".into()],
+            ..twin()
+        };
+        assert_eq!(params(key).step_time(2, 0), Duration::from_millis(6));
+        // Other keys leave the curve in place.
+        let key = SimArgs {
+            what_if: vec!["max_num_seqs=8".into()],
+            ..twin()
+        };
+        assert_eq!(params(key).step_time(2, 0), Duration::from_millis(7));
+        // Knots out of order are the file's key, in one line.
+        let path = twin_file(
+            dir.path(),
+            &engine("{ seqs = 2, ms = 1.0 }, { seqs = 1, ms = 2.0 }"),
+        );
+        let e = SimArgs {
+            profile: path.clone(),
+            ..SimArgs::default()
+        }
+        .to_config()
+        .expect_err("knots out of order")
+        .to_string();
+        assert_eq!(
+            e,
+            format!("{path} [engine] decode_curve = 2 knots is invalid: the knots' seqs must strictly increase")
+        );
     }
 
     #[test]

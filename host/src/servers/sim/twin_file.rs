@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::decode_curve::Knot;
 use super::error::SimError;
 
 /// The version of the file's layout; another is refused.
@@ -45,6 +46,10 @@ pub struct TwinEngine {
     pub prefill_us_per_token: f64,
     pub decode_step_ms: f64,
     pub decode_us_per_seq: f64,
+    /// The decode cost by sequences decoding, where the fit found the line above does not
+    /// describe the engine (`decode_curve`); the line is then the straight summary of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_curve: Option<Vec<Knot>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -169,6 +174,11 @@ mod tests {
                 prefill_us_per_token: 30.0,
                 decode_step_ms: 8.0,
                 decode_us_per_seq: 200.0,
+                decode_curve: Some(vec![
+                    Knot { seqs: 1, ms: 8.1 },
+                    Knot { seqs: 4, ms: 8.9 },
+                    Knot { seqs: 8, ms: 9.5 },
+                ]),
             },
             sources: BTreeMap::from([("max_seqs".into(), "running gauge".into())]),
             fit: FitQuality {

@@ -5,8 +5,10 @@
 //! - `steps`: every engine step the records reveal (a gap between two chunks of one
 //!   stream), with the sequences decoding and the prompt tokens prefilled in it.
 //! - `ols`: the step-time least squares (nalgebra's SVD).
+//! - `curve`: the decode cost as a curve of the batch size, where the line misfits.
 //! - `limits`: the concurrency limit and the KV capacity.
 
+mod curve;
 mod limits;
 mod ols;
 mod steps;
@@ -111,6 +113,7 @@ pub fn fit(runs: &[ObservedRun]) -> Result<TwinFile, FitError> {
             prefill_us_per_token: step.prefill_us_per_token,
             decode_step_ms: step.decode_step_ms,
             decode_us_per_seq: step.decode_us_per_seq,
+            decode_curve: step.decode_curve,
         },
         sources,
         fit: step.quality,

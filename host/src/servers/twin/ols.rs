@@ -5,8 +5,10 @@
 
 use nalgebra::{DMatrix, DVector};
 
+use super::curve;
 use super::steps::EngineStep;
 use super::{FitError, Sources};
+use crate::servers::sim::decode_curve::Knot;
 use crate::servers::sim::twin_file::FitQuality;
 
 /// Fewer steps than this fit nothing worth a twin.
@@ -30,6 +32,8 @@ pub struct StepFit {
     pub prefill_us_per_token: f64,
     pub decode_step_ms: f64,
     pub decode_us_per_seq: f64,
+    /// The decode cost by batch size, where the line above does not describe the engine.
+    pub decode_curve: Option<Vec<Knot>>,
     pub quality: FitQuality,
     pub sources: Sources,
 }
@@ -58,25 +62,45 @@ pub fn fit_steps(steps: &[EngineStep]) -> Result<StepFit, FitError> {
         steps.to_vec()
     };
     let beta = solve(&kept);
-    let quality = quality(&kept, &beta);
     let [step_ms, per_seq_ms, per_ktoken_ms] = beta;
+    let curve = curve::fit(&kept, |d| step_ms + per_seq_ms * d as f64);
+    let quality = match &curve {
+        Some(c) => quality(&kept, |s| curve_predict(c, &beta, s)),
+        None => quality(&kept, |s| predict(&beta, s)),
+    };
     let dropped = steps.len() - kept.len();
     let how = format!(
         "least squares with non-negative costs (nalgebra SVD) of {} steps' times on decoding sequences and prefilled tokens ({dropped} stretched steps left out)",
         kept.len()
     );
-    let sources = Sources::from([
+    let mut sources = Sources::from([
         ("decode_step_ms".into(), format!("intercept of the {how}; a step is the gap between two chunks of one stream in requests.jsonl (chunks[].t_ns), its decoding sequences the streams with a chunk at its end")),
         ("decode_us_per_seq".into(), format!("slope on decoding sequences of the {how}")),
         ("prefill_us_per_token".into(), format!("slope on prefilled tokens of the {how}; a stream's prompt is prefilled in the step its first chunk ends (input_tokens − cached_prompt_tokens, or server_timings.prompt_n), a step the server's server_timings.prompt_ms times where every record has it (llama.cpp)")),
     ]);
+    let decode_curve = curve.map(|c| {
+        let (at, share) = c.departure;
+        let sizes: Vec<String> = c.curve.knots().iter().map(|k| k.seqs.to_string()).collect();
+        sources.insert("decode_curve".into(), format!("least squares (nalgebra SVD) of the times of the {} steps that only decoded on a piecewise-linear function of the sequences decoding, knots at the batch sizes seen in at least 5 of them ({}); kept because the line of decode_step_ms and decode_us_per_seq parts from it by {:.1} % at {at} sequences, so the twin prices a step that only decodes by the curve and one that prefills by the line", kept.iter().filter(|s| s.prefill_tokens == 0).count(), sizes.join(", "), share * 100.0));
+        c.curve.knots().to_vec()
+    });
     Ok(StepFit {
         decode_step_ms: step_ms,
         decode_us_per_seq: per_seq_ms * 1000.0,
         prefill_us_per_token: per_ktoken_ms * 1000.0 / TOKENS_SCALE,
+        decode_curve,
         quality,
         sources,
     })
+}
+
+/// A step's time under the curve fit, priced as the simulator prices it: a step that
+/// only decoded by the curve, one that prefilled by the line.
+fn curve_predict(c: &curve::CurveFit, beta: &[f64; 3], s: &EngineStep) -> f64 {
+    match s.prefill_tokens {
+        0 => c.curve.ms(s.decoding),
+        _ => predict(beta, s),
+    }
 }
 
 fn row(s: &EngineStep) -> [f64; 3] {
@@ -134,13 +158,10 @@ fn solve_active(steps: &[EngineStep], active: &[bool; 3]) -> [f64; 3] {
     beta
 }
 
-fn quality(steps: &[EngineStep], beta: &[f64; 3]) -> FitQuality {
+fn quality(steps: &[EngineStep], predict: impl Fn(&EngineStep) -> f64) -> FitQuality {
     let n = steps.len() as f64;
     let mean = steps.iter().map(|s| s.gap_ms).sum::<f64>() / n;
-    let ss_res: f64 = steps
-        .iter()
-        .map(|s| (s.gap_ms - predict(beta, s)).powi(2))
-        .sum();
+    let ss_res: f64 = steps.iter().map(|s| (s.gap_ms - predict(s)).powi(2)).sum();
     let ss_tot: f64 = steps.iter().map(|s| (s.gap_ms - mean).powi(2)).sum();
     FitQuality {
         steps: steps.len(),

@@ -1,0 +1,184 @@
+//! The decode cost as a curve (servers/sim/decode_curve.rs) where the straight line does
+//! not describe the engine: the steps that only decoded, fitted to a piecewise-linear
+//! function of the sequences decoding, with a knot at every batch size seen in at least
+//! [`MIN_KNOT_STEPS`] of them. A step whose batch size lies between knots weighs on the
+//! two around it; one outside them on the nearest two, by the same rule the simulator
+//! prices it with. Steps that prefilled stay priced by the line (its fixed and
+//! per-sequence cost and the cost per prompt token): on llama.cpp a prompt computed with
+//! one decoding stream costs what it costs alone (its `prompt_ms`), where a decode step
+//! of 1 sequence costs 3.9 ms and one of 2 costs 6.7. The curve is kept only where it
+//! departs from the line by more than [`MIN_DEPARTURE`] at some knot: an engine the line
+//! describes (the built-in simulator's) keeps its two numbers.
+
+use nalgebra::{DMatrix, DVector};
+
+use super::steps::EngineStep;
+use crate::servers::sim::decode_curve::{DecodeCurve, Knot, MAX_KNOTS};
+
+/// A batch size seen in fewer steps than this gets no knot of its own.
+const MIN_KNOT_STEPS: usize = 5;
+/// The curve replaces the line only where, at one of its knots, the two part by more than
+/// this share of the curve's cost,
+const MIN_DEPARTURE: f64 = 0.05;
+/// judged at the knots seen in at least this many steps: a knot of 5 steps on a busy
+/// machine can sit 5 % off by chance.
+const DEPARTURE_MIN_STEPS: usize = 20;
+
+/// The fitted curve and what it says beside the line.
+pub struct CurveFit {
+    pub curve: DecodeCurve,
+    /// The well-measured knot where the line parts most from the curve, and by how much
+    /// (a share).
+    pub departure: (usize, f64),
+}
+
+/// The curve through `steps`, when it has three knots or more, every cost at least 0,
+/// and the line `line_ms` (ms for a batch size) parts from it by more than [`MIN_DEPARTURE`].
+pub fn fit(steps: &[EngineStep], line_ms: impl Fn(usize) -> f64) -> Option<CurveFit> {
+    let decode_only: Vec<&EngineStep> = steps.iter().filter(|s| s.prefill_tokens == 0).collect();
+    let seqs = knot_sizes(&decode_only);
+    if seqs.len() < 3 {
+        return None;
+    }
+    let values = solve(&decode_only, &seqs)?;
+    let steps_at = |d: usize| decode_only.iter().filter(|s| s.decoding == d).count();
+    if values.iter().any(|v| !v.is_finite() || *v < 0.0) {
+        return None;
+    }
+    let knots: Vec<Knot> = seqs
+        .iter()
+        .zip(&values)
+        .map(|(&seqs, &ms)| Knot { seqs, ms })
+        .collect();
+    let departure = knots
+        .iter()
+        .filter(|k| steps_at(k.seqs) >= DEPARTURE_MIN_STEPS)
+        .map(|k| {
+            (
+                k.seqs,
+                (line_ms(k.seqs) - k.ms).abs() / k.ms.max(f64::MIN_POSITIVE),
+            )
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    if departure.1 <= MIN_DEPARTURE {
+        return None;
+    }
+    Some(CurveFit {
+        curve: DecodeCurve::new(knots, f64::MAX).ok()?,
+        departure,
+    })
+}
+
+/// The batch sizes seen in at least [`MIN_KNOT_STEPS`] steps, at most [`MAX_KNOTS`] of
+/// them (evenly picked when more: a wide engine's curve needs no knot at every size).
+fn knot_sizes(steps: &[&EngineStep]) -> Vec<usize> {
+    let mut counts = std::collections::BTreeMap::<usize, usize>::new();
+    for s in steps {
+        *counts.entry(s.decoding).or_default() += 1;
+    }
+    let seen: Vec<usize> = counts
+        .into_iter()
+        .filter(|&(_, n)| n >= MIN_KNOT_STEPS)
+        .map(|(d, _)| d)
+        .collect();
+    if seen.len() <= MAX_KNOTS {
+        return seen;
+    }
+    let last = seen.len() - 1;
+    let mut picked: Vec<usize> = (0..MAX_KNOTS)
+        .map(|i| seen[i * last / (MAX_KNOTS - 1)])
+        .collect();
+    picked.dedup();
+    picked
+}
+
+/// The knots' costs by least squares. None when nalgebra cannot solve it.
+fn solve(steps: &[&EngineStep], seqs: &[usize]) -> Option<Vec<f64>> {
+    let mut x = DMatrix::<f64>::zeros(steps.len(), seqs.len());
+    for (i, s) in steps.iter().enumerate() {
+        for (j, w) in weights(seqs, s.decoding) {
+            x[(i, j)] = w;
+        }
+    }
+    let y = DVector::from_iterator(steps.len(), steps.iter().map(|s| s.gap_ms));
+    let b = x.svd(true, true).solve(&y, 1e-12).ok()?;
+    Some(b.iter().copied().collect())
+}
+
+/// How a step with `d` sequences decoding weighs on the knots: the two around it (or the
+/// nearest two), as `DecodeCurve::ms` interpolates and extends.
+fn weights(seqs: &[usize], d: usize) -> [(usize, f64); 2] {
+    let i = seqs.partition_point(|&s| s < d).clamp(1, seqs.len() - 1);
+    let (a, b) = (seqs[i - 1] as f64, seqs[i] as f64);
+    let t = (d as f64 - a) / (b - a);
+    [(i - 1, 1.0 - t), (i, t)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(decoding: usize, prefill_tokens: u64, gap_ms: f64) -> EngineStep {
+        EngineStep {
+            gap_ms,
+            decoding,
+            prefill_tokens,
+            running: decoding,
+            in_flight: decoding,
+        }
+    }
+
+    /// Steps of an engine priced by `truth`, a quarter of them also prefilling at 1 µs a
+    /// token (those stay out of the curve).
+    fn steps_of(truth: &DecodeCurve, sizes: &[usize]) -> Vec<EngineStep> {
+        let mut out = Vec::new();
+        for &d in sizes {
+            for k in 0..28u64 {
+                let tokens = if k % 4 == 0 { 20 + 10 * k } else { 0 };
+                out.push(step(d, tokens, truth.ms(d) + 0.001 * tokens as f64));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_concave_engine_is_recovered_knot_by_knot() {
+        let knots = [(1, 3.9), (2, 6.7), (4, 10.3)].map(|(seqs, ms)| Knot { seqs, ms });
+        let truth = DecodeCurve::new(knots.to_vec(), 1e6).expect("a curve");
+        let steps = steps_of(&truth, &[1, 2, 3, 4]);
+        // The line through 1 and 4, as a fit from those two load points would draw it.
+        let line = |d: usize| 3.9 + (10.3 - 3.9) / 3.0 * (d as f64 - 1.0);
+        let fit = fit(&steps, line).expect("the line parts from it by 10 % at 2");
+        let got: Vec<usize> = fit.curve.knots().iter().map(|k| k.seqs).collect();
+        assert_eq!(got, [1, 2, 3, 4]);
+        for k in fit.curve.knots() {
+            assert!((k.ms - truth.ms(k.seqs)).abs() < 1e-6, "{k:?}");
+        }
+        assert_eq!(fit.departure.0, 2);
+    }
+
+    #[test]
+    fn a_straight_engine_keeps_its_line() {
+        let knots = [(1, 2.0), (8, 9.0)].map(|(seqs, ms)| Knot { seqs, ms });
+        let truth = DecodeCurve::new(knots.to_vec(), 1e6).expect("a curve");
+        let mut steps = steps_of(&truth, &[1, 2, 4, 8]);
+        assert!(fit(&steps, |d| 1.0 + d as f64).is_none());
+        // A batch size seen in a few steps, 20 % off (a busy machine), gets a knot but does
+        // not decide against the line.
+        steps.extend((0..6).map(|_| step(3, 0, 4.8)));
+        assert!(fit(&steps, |d| 1.0 + d as f64).is_none());
+        // Two batch sizes make no curve.
+        let steps = steps_of(&truth, &[1, 8]);
+        assert!(fit(&steps, |_| 100.0).is_none());
+    }
+
+    #[test]
+    fn a_wide_engine_gets_at_most_the_knots_a_curve_may_have() {
+        let steps: Vec<EngineStep> = (1..=300)
+            .flat_map(|d| (0..5).map(move |_| step(d, 0, 1.0 + d as f64 * 0.01)))
+            .collect();
+        let sizes = knot_sizes(&steps.iter().collect::<Vec<_>>());
+        assert!(sizes.len() <= MAX_KNOTS && sizes.len() > MAX_KNOTS / 2);
+        assert_eq!((sizes[0], sizes[sizes.len() - 1]), (1, 300));
+    }
+}
