@@ -42,6 +42,8 @@ pub struct Seq {
     out: mpsc::UnboundedSender<Event>,
     /// When the request reached the engine (its queue time and TTFT count from here).
     arrived: Instant,
+    /// When it may enter a step: its arrival, or the end of a slow request's hold.
+    enters: Instant,
     /// Its prompt's block hashes, for the prefix cache.
     blocks: PromptBlocks,
     /// Its draft model's acceptance stream (`--sim-spec-decode`).
@@ -80,6 +82,7 @@ impl Seq {
             emits: false,
             out,
             arrived: clock::tokio_now(),
+            enters: clock::tokio_now(),
             blocks: PromptBlocks::default(),
             drafts: None,
             step_tokens: 1,
@@ -96,7 +99,14 @@ impl Seq {
     /// The same request, arrived at `arrived`, with its prompt's block hashes.
     pub fn with_prompt(mut self, arrived: Instant, blocks: PromptBlocks) -> Seq {
         self.arrived = arrived;
+        self.enters = arrived;
         self.blocks = blocks;
+        self
+    }
+
+    /// The same request, held back until `until` (a slow request) before it may enter a step.
+    pub fn held_until(mut self, until: Instant) -> Seq {
+        self.enters = until;
         self
     }
 
@@ -107,6 +117,25 @@ impl Seq {
 
     fn decoding(&self) -> bool {
         self.prefilled >= self.prompt
+    }
+}
+
+/// One engine step as laid out so far.
+struct Step {
+    /// On the simulated clock.
+    start: Instant,
+    decoding: usize,
+    prefill: usize,
+    /// Tokens left for prefill.
+    budget: usize,
+    /// The running sequences (from the front) that have their part of it.
+    laid_out: usize,
+}
+
+impl Step {
+    /// Its simulated GPU time.
+    fn duration(&self, params: &BatchParams) -> Duration {
+        params.step_time(self.decoding, self.prefill)
     }
 }
 
@@ -179,24 +208,80 @@ impl Scheduler {
                 next_start = None;
                 continue;
             }
-            self.admit();
+            let start = self.step_start(next_start, clock::tokio_now());
+            self.admit(|entered| entered <= start);
             self.publish();
-            let step = self.plan();
-            let now = clock::tokio_now();
-            // Chain steps on absolute deadlines so timer lateness does not accumulate.
-            let start = match next_start {
-                Some(t) if now.saturating_duration_since(t) <= MAX_LAG => t,
-                _ => now,
-            };
-            let deadline = after(start, step);
-            clock.sleep_until(deadline).await;
-            if step.is_zero() {
+            let mut step = self.plan(start);
+            let deadline = self.await_step(&mut step, &mut incoming, &clock).await;
+            if deadline == start {
                 // Zero-cost steps would otherwise never give the connections a turn.
                 tokio::task::yield_now().await;
             }
             self.complete();
             next_start = Some(deadline);
         }
+    }
+
+    /// When the next step starts on the simulated clock. Steps chain on absolute
+    /// deadlines, so timer lateness does not accumulate; from idle, a step starts when the
+    /// request that woke the engine arrived, not when this task got it (the HTTP side's
+    /// parsing is the simulator's own time; a twin's prefill cost already holds the real
+    /// server's). `now` when the task has fallen `MAX_LAG` behind.
+    fn step_start(&self, chained: Option<Instant>, now: Instant) -> Instant {
+        let from = chained.or_else(|| self.waiting.front().map(|s| s.enters));
+        match from {
+            Some(t) if now.saturating_duration_since(t) <= MAX_LAG => t.min(now),
+            _ => now,
+        }
+    }
+
+    /// Sleeps until `step`'s deadline and returns it. A request that arrived before the
+    /// step began but reached this task during it (the HTTP side was still reading it)
+    /// joins the step, as it would have on the engine simulated; the deadline moves by
+    /// its prefill.
+    async fn await_step(
+        &mut self,
+        step: &mut Step,
+        incoming: &mut mpsc::UnboundedReceiver<Seq>,
+        clock: &TimerHandle,
+    ) -> Instant {
+        loop {
+            let deadline = after(step.start, step.duration(&self.params));
+            tokio::select! {
+                biased;
+                () = clock.sleep_until(deadline) => return deadline,
+                seq = incoming.recv() => match seq {
+                    Some(seq) => {
+                        self.waiting.push_back(seq);
+                        self.join_late(step);
+                    }
+                    None => {
+                        clock.sleep_until(deadline).await;
+                        return deadline;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Admits the waiting requests that arrived before `step` began (FIFO, while slots
+    /// and KV allow) into it.
+    fn join_late(&mut self, step: &mut Step) {
+        let before = self.running.len();
+        self.admit(|entered| entered < step.start);
+        if self.running.len() == before {
+            return;
+        }
+        let decoding = self.running[before..]
+            .iter()
+            .filter(|s| s.decoding())
+            .count();
+        step.decoding += decoding;
+        step.budget = step
+            .budget
+            .saturating_sub(decoding.saturating_mul(self.per_decode()));
+        self.lay_out(step);
+        self.publish();
     }
 
     /// Free the slots and KV of requests whose client went away.
@@ -213,10 +298,14 @@ impl Scheduler {
         self.waiting.retain(|s| !s.out.is_closed());
     }
 
-    /// Admit from the head of the queue while a slot and KV room are free (strict FIFO:
-    /// a large request at the head holds back the ones behind it, as in vLLM).
-    fn admit(&mut self) {
+    /// Admit from the head of the queue while a slot and KV room are free and the head
+    /// had `entered` (strict FIFO: a large request at the head holds back the ones behind
+    /// it, as in vLLM).
+    fn admit(&mut self, entered: impl Fn(Instant) -> bool) {
         while let Some(head) = self.waiting.front() {
+            if !entered(head.enters) {
+                return;
+            }
             if head.kv() > self.params.kv_tokens {
                 // Rejected with 400 before it gets here; drop defensively so it cannot block.
                 self.waiting.pop_front();
@@ -261,29 +350,46 @@ impl Scheduler {
         cached
     }
 
-    /// Lay out one step and return its simulated duration.
-    fn plan(&mut self) -> Duration {
+    /// Lay out one step starting at `start`.
+    fn plan(&mut self, start: Instant) -> Step {
         let decoding = self.running.iter().filter(|s| s.decoding()).count();
-        // A decoding sequence's draft tokens are verified in the step, in its budget.
-        let per_decode = 1 + self.drafter.as_ref().map_or(0, Drafter::k);
-        let mut budget = self
+        let budget = self
             .params
             .max_batched_tokens
-            .saturating_sub(decoding.saturating_mul(per_decode));
-        let mut prefill = 0;
-        for s in &mut self.running {
+            .saturating_sub(decoding.saturating_mul(self.per_decode()));
+        let mut step = Step {
+            start,
+            decoding,
+            prefill: 0,
+            budget,
+            laid_out: 0,
+        };
+        self.lay_out(&mut step);
+        step
+    }
+
+    /// Tokens of the step's budget a decoding sequence takes: its draft tokens are
+    /// verified in the step too, when there is a draft model.
+    fn per_decode(&self) -> usize {
+        1 + self.drafter.as_ref().map_or(0, Drafter::k)
+    }
+
+    /// Gives the running sequences not yet in `step` their part of it: a decode token
+    /// each, or chunked prefill from the budget left (FIFO).
+    fn lay_out(&mut self, step: &mut Step) {
+        for s in &mut self.running[step.laid_out..] {
             if s.decoding() {
                 s.emits = true;
                 continue;
             }
-            let take = (s.prompt - s.prefilled).min(budget);
+            let take = (s.prompt - s.prefilled).min(step.budget);
             s.prefilled += take;
-            budget -= take;
-            prefill += take;
+            step.budget -= take;
+            step.prefill += take;
             // The step that finishes a prefill also samples the first token.
             s.emits = s.decoding();
         }
-        self.params.step_time(decoding, prefill)
+        step.laid_out = self.running.len();
     }
 
     /// The tokens each emitting sequence gets from this step, counted in `/metrics`
@@ -372,7 +478,7 @@ mod tests {
     fn admission_respects_max_seqs_and_kv() {
         let mut s = scheduler(params(2, 8192, 1000), 1);
         let mut rxs: Vec<_> = (0..3).map(|_| seq(&mut s, 100, 100)).collect();
-        s.admit();
+        s.admit(|_| true);
         assert_eq!((s.running.len(), s.waiting.len(), s.kv_used), (2, 1, 400));
         assert_eq!(
             drain(&mut rxs[0]),
@@ -382,7 +488,7 @@ mod tests {
 
         let mut s = scheduler(params(8, 8192, 500), 1);
         let _rxs: Vec<_> = (0..3).map(|_| seq(&mut s, 100, 100)).collect();
-        s.admit();
+        s.admit(|_| true);
         assert_eq!(s.running.len(), 2, "a third would need 600 > 500 KV tokens");
     }
 
@@ -391,9 +497,12 @@ mod tests {
         let mut s = scheduler(params(4, 300, 100_000), 1);
         let mut a = seq(&mut s, 250, 2);
         let mut b = seq(&mut s, 250, 2);
-        s.admit();
+        s.admit(|_| true);
         // Step 1: a prefills 250, b gets the remaining 50 tokens.
-        assert_eq!(s.plan(), s.params.step_time(0, 300));
+        assert_eq!(
+            s.plan(Instant::now()).duration(&s.params),
+            s.params.step_time(0, 300)
+        );
         s.complete();
         assert_eq!(
             drain(&mut a),
@@ -401,13 +510,19 @@ mod tests {
         );
         assert_eq!(drain(&mut b), vec![Event::Admitted { cached: Some(0) }]);
         // Step 2: a decodes (1 token of budget), b prefills its last 200.
-        assert_eq!(s.plan(), s.params.step_time(1, 200));
+        assert_eq!(
+            s.plan(Instant::now()).duration(&s.params),
+            s.params.step_time(1, 200)
+        );
         s.complete();
         assert_eq!(drain(&mut a), vec![Event::Tokens(1)]);
         assert_eq!(drain(&mut b), vec![Event::Tokens(1)]);
         // a finished and freed its slot and KV.
         assert_eq!((s.running.len(), s.kv_used), (1, 252));
-        assert_eq!(s.plan(), s.params.step_time(1, 0));
+        assert_eq!(
+            s.plan(Instant::now()).duration(&s.params),
+            s.params.step_time(1, 0)
+        );
         s.complete();
         assert_eq!((s.running.len(), s.kv_used), (0, 0));
     }
@@ -416,9 +531,9 @@ mod tests {
     fn tokens_are_grouped_per_chunk() {
         let mut s = scheduler(params(4, 8192, 100_000), 3);
         let mut rx = seq(&mut s, 10, 7);
-        s.admit();
+        s.admit(|_| true);
         for _ in 0..7 {
-            s.plan();
+            s.plan(Instant::now());
             s.complete();
         }
         let events = drain(&mut rx);
@@ -443,9 +558,9 @@ mod tests {
         };
         let mut s = scheduler(p, 1);
         let mut rx = seq(&mut s, 10, 6);
-        s.admit();
+        s.admit(|_| true);
         for _ in 0..3 {
-            s.plan();
+            s.plan(Instant::now());
             s.complete();
         }
         // The prefill step samples one token; each decode step 2 accepted + 1, the last
@@ -477,7 +592,7 @@ mod tests {
             seq(&mut b, 100, 100),
         ];
         for s in [&mut a, &mut b] {
-            s.admit();
+            s.admit(|_| true);
             s.publish();
         }
         let gauge = |name: &str| {
@@ -504,11 +619,57 @@ mod tests {
         let mut s = scheduler(params(1, 8192, 100_000), 1);
         let a = seq(&mut s, 10, 1000);
         let _b = seq(&mut s, 10, 10);
-        s.admit();
+        s.admit(|_| true);
         assert_eq!((s.running.len(), s.waiting.len()), (1, 1));
         drop(a);
         s.drop_cancelled();
-        s.admit();
+        s.admit(|_| true);
         assert_eq!((s.running.len(), s.waiting.len(), s.kv_used), (1, 0, 20));
+    }
+
+    /// A request that arrived at `at` (the kernel's stamp the HTTP side passes on).
+    fn seq_at(s: &mut Scheduler, prompt: usize, at: Instant) -> mpsc::UnboundedReceiver<Event> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let seq = Seq::new(prompt, 4, tx).with_prompt(at, PromptBlocks::default());
+        s.waiting.push_back(seq);
+        rx
+    }
+
+    #[test]
+    fn a_request_that_arrived_before_its_step_began_joins_it_late() {
+        let mut s = scheduler(params(4, 8192, 100_000), 1);
+        let t0 = Instant::now();
+        let start = t0 + Duration::from_millis(1);
+        let mut a = seq_at(&mut s, 100, t0);
+        s.admit(|entered| entered <= start);
+        let mut step = s.plan(start);
+        assert_eq!(step.duration(&s.params), s.params.step_time(0, 100));
+        // Read by the HTTP side before the step began, handed over during it: it joins.
+        let mut b = seq_at(&mut s, 200, t0 + Duration::from_micros(500));
+        s.join_late(&mut step);
+        assert_eq!(step.duration(&s.params), s.params.step_time(0, 300));
+        // Arrived as the step began: the next step's.
+        let mut c = seq_at(&mut s, 50, start);
+        s.join_late(&mut step);
+        assert_eq!(step.duration(&s.params), s.params.step_time(0, 300));
+        assert_eq!((s.running.len(), s.waiting.len()), (2, 1));
+        s.complete();
+        let first = vec![Event::Admitted { cached: Some(0) }, Event::Tokens(1)];
+        assert_eq!((drain(&mut a), drain(&mut b)), (first.clone(), first));
+        assert!(drain(&mut c).is_empty());
+    }
+
+    #[test]
+    fn a_step_from_idle_starts_when_its_request_arrived() {
+        let mut s = scheduler(params(4, 8192, 100_000), 1);
+        let now = Instant::now() + MAX_LAG * 2;
+        let chained = now - Duration::from_millis(3);
+        assert_eq!(s.step_start(Some(chained), now), chained);
+        assert_eq!(s.step_start(None, now), now, "nothing waiting");
+        let arrived = now - Duration::from_micros(300);
+        let _a = seq_at(&mut s, 10, arrived);
+        assert_eq!(s.step_start(None, now), arrived);
+        // Fallen too far behind (a starved task): the clock restarts at now.
+        assert_eq!(s.step_start(Some(now - MAX_LAG * 2), now), now);
     }
 }

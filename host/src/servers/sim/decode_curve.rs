@@ -24,6 +24,8 @@ pub struct Knot {
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecodeCurve {
     knots: Vec<Knot>,
+    /// The knots' `seqs`, for [`segment`].
+    seqs: Vec<usize>,
 }
 
 impl DecodeCurve {
@@ -47,24 +49,34 @@ impl DecodeCurve {
                 k.seqs, k.ms
             ));
         }
-        Ok(DecodeCurve { knots })
+        let seqs = knots.iter().map(|k| k.seqs).collect();
+        Ok(DecodeCurve { knots, seqs })
     }
 
     pub fn knots(&self) -> &[Knot] {
         &self.knots
     }
 
-    /// The decode cost of a step with `decoding` sequences, ms: between two knots on the
-    /// line joining them, outside them on the nearest segment's line, never below 0.
+    /// The decode cost of a step with `decoding` sequences, ms: by [`segment`], never
+    /// below 0.
     pub fn ms(&self, decoding: usize) -> f64 {
-        let k = &self.knots;
-        let i = k
-            .partition_point(|knot| knot.seqs < decoding)
-            .clamp(1, k.len() - 1);
-        let (a, b) = (k[i - 1], k[i]);
-        let slope = (b.ms - a.ms) / (b.seqs - a.seqs) as f64;
-        (a.ms + slope * (decoding as f64 - a.seqs as f64)).max(0.0)
+        segment(&self.seqs, decoding)
+            .iter()
+            .map(|&(i, weight)| weight * self.knots[i].ms)
+            .sum::<f64>()
+            .max(0.0)
     }
+}
+
+/// How the cost of a step with `d` sequences decoding is made of the knots' (at `seqs`,
+/// strictly increasing, at least two): between two knots on the line joining them,
+/// outside them on the nearest segment's line. The knots' indices and weights; the fit
+/// (servers/twin/curve.rs) weighs each step on the knots by this same rule.
+pub fn segment(seqs: &[usize], d: usize) -> [(usize, f64); 2] {
+    let i = seqs.partition_point(|&s| s < d).clamp(1, seqs.len() - 1);
+    let (a, b) = (seqs[i - 1] as f64, seqs[i] as f64);
+    let t = (d as f64 - a) / (b - a);
+    [(i - 1, 1.0 - t), (i, t)]
 }
 
 #[cfg(test)]

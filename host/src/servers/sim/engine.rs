@@ -248,6 +248,7 @@ fn batching(
     // gone before then never reaches the scheduler).
     let (router, clock) = (router.clone(), clock.clone());
     let at = after(arrived, delay);
+    let seq = seq.held_until(at);
     let join = stream::once(async move {
         clock.sleep_until(at).await;
         // A stopped engine drops `seq` and its sender, which ends `events`.

@@ -549,11 +549,11 @@ impl SimArgs {
                 MAX_MS * 1000.0,
                 "microseconds",
             )?,
-            // A flag that prices the line asks for the line.
-            decode_curve: match self.decode_step_ms.or(self.decode_us_per_seq) {
-                Some(_) => None,
-                None => d.decode_curve,
-            },
+            decode_curve: unless_the_line_is_set(
+                d.decode_curve,
+                self.decode_step_ms,
+                self.decode_us_per_seq,
+            ),
             spec_decode: self.spec_decode.clone(),
         };
         Ok(p)
@@ -599,6 +599,16 @@ impl SimArgs {
     }
 }
 
+/// A twin's decode curve, unless a `--sim-*` flag or `--sim` key set a cost of the line
+/// (`decode_step_ms`, `decode_us_per_seq`): a what-if that prices the line asks for the line.
+fn unless_the_line_is_set(
+    curve: Option<DecodeCurve>,
+    step_ms: Option<f64>,
+    per_seq_us: Option<f64>,
+) -> Option<DecodeCurve> {
+    curve.filter(|_| step_ms.is_none() && per_seq_us.is_none())
+}
+
 /// `p` with `--sim`'s engine keys over it.
 fn with_overrides(p: BatchParams, o: EngineOverrides) -> BatchParams {
     BatchParams {
@@ -608,11 +618,7 @@ fn with_overrides(p: BatchParams, o: EngineOverrides) -> BatchParams {
         prefill_us_per_token: o.prefill_us_per_token.unwrap_or(p.prefill_us_per_token),
         decode_step_ms: o.decode_step_ms.unwrap_or(p.decode_step_ms),
         decode_us_per_seq: o.decode_us_per_seq.unwrap_or(p.decode_us_per_seq),
-        // A what-if that prices the line asks for the line.
-        decode_curve: match o.decode_step_ms.or(o.decode_us_per_seq) {
-            Some(_) => None,
-            None => p.decode_curve,
-        },
+        decode_curve: unless_the_line_is_set(p.decode_curve, o.decode_step_ms, o.decode_us_per_seq),
         spec_decode: p.spec_decode,
     }
 }

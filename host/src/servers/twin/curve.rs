@@ -13,7 +13,7 @@
 use nalgebra::{DMatrix, DVector};
 
 use super::steps::EngineStep;
-use crate::servers::sim::decode_curve::{DecodeCurve, Knot, MAX_KNOTS};
+use crate::servers::sim::decode_curve::{segment, DecodeCurve, Knot, MAX_KNOTS};
 
 /// A batch size seen in fewer steps than this gets no knot of its own.
 const MIN_KNOT_STEPS: usize = 5;
@@ -30,88 +30,110 @@ pub struct CurveFit {
     /// The well-measured knot where the line parts most from the curve, and by how much
     /// (a share).
     pub departure: (usize, f64),
+    /// The steps that only decoded, the ones fitted.
+    pub steps: usize,
+}
+
+impl CurveFit {
+    /// Where the curve came from, for the twin's `sources`.
+    pub fn source(&self) -> String {
+        let (at, share) = self.departure;
+        let sizes: Vec<String> = self
+            .curve
+            .knots()
+            .iter()
+            .map(|k| k.seqs.to_string())
+            .collect();
+        format!(
+            "least squares (nalgebra SVD) of the times of the {} steps that only decoded on a piecewise-linear function of the sequences decoding, knots at the batch sizes seen in at least {MIN_KNOT_STEPS} of them ({}); kept because the line of decode_step_ms and decode_us_per_seq parts from it by {:.1} % at {at} sequences, so the twin prices a step that only decodes by the curve and one that prefills by the line",
+            self.steps,
+            sizes.join(", "),
+            share * 100.0
+        )
+    }
+}
+
+/// A knot's batch size and the steps seen at it.
+#[derive(Clone, Copy)]
+struct Seen {
+    seqs: usize,
+    steps: usize,
 }
 
 /// The curve through `steps`, when it has three knots or more, every cost at least 0,
 /// and the line `line_ms` (ms for a batch size) parts from it by more than [`MIN_DEPARTURE`].
 pub fn fit(steps: &[EngineStep], line_ms: impl Fn(usize) -> f64) -> Option<CurveFit> {
     let decode_only: Vec<&EngineStep> = steps.iter().filter(|s| s.prefill_tokens == 0).collect();
-    let seqs = knot_sizes(&decode_only);
-    if seqs.len() < 3 {
+    let seen = knot_sizes(&decode_only);
+    if seen.len() < 3 {
         return None;
     }
+    let seqs: Vec<usize> = seen.iter().map(|k| k.seqs).collect();
     let values = solve(&decode_only, &seqs)?;
-    let steps_at = |d: usize| decode_only.iter().filter(|s| s.decoding == d).count();
     if values.iter().any(|v| !v.is_finite() || *v < 0.0) {
         return None;
     }
-    let knots: Vec<Knot> = seqs
+    let departure = seen
         .iter()
         .zip(&values)
-        .map(|(&seqs, &ms)| Knot { seqs, ms })
-        .collect();
-    let departure = knots
-        .iter()
-        .filter(|k| steps_at(k.seqs) >= DEPARTURE_MIN_STEPS)
-        .map(|k| {
+        .filter(|(k, _)| k.steps >= DEPARTURE_MIN_STEPS)
+        .map(|(k, &ms)| {
             (
                 k.seqs,
-                (line_ms(k.seqs) - k.ms).abs() / k.ms.max(f64::MIN_POSITIVE),
+                (line_ms(k.seqs) - ms).abs() / ms.max(f64::MIN_POSITIVE),
             )
         })
         .max_by(|a, b| a.1.total_cmp(&b.1))?;
     if departure.1 <= MIN_DEPARTURE {
         return None;
     }
+    let knots = seqs
+        .iter()
+        .zip(&values)
+        .map(|(&seqs, &ms)| Knot { seqs, ms })
+        .collect();
     Some(CurveFit {
         curve: DecodeCurve::new(knots, f64::MAX).ok()?,
         departure,
+        steps: decode_only.len(),
     })
 }
 
 /// The batch sizes seen in at least [`MIN_KNOT_STEPS`] steps, at most [`MAX_KNOTS`] of
 /// them (evenly picked when more: a wide engine's curve needs no knot at every size).
-fn knot_sizes(steps: &[&EngineStep]) -> Vec<usize> {
+fn knot_sizes(steps: &[&EngineStep]) -> Vec<Seen> {
     let mut counts = std::collections::BTreeMap::<usize, usize>::new();
     for s in steps {
         *counts.entry(s.decoding).or_default() += 1;
     }
-    let seen: Vec<usize> = counts
+    let seen: Vec<Seen> = counts
         .into_iter()
         .filter(|&(_, n)| n >= MIN_KNOT_STEPS)
-        .map(|(d, _)| d)
+        .map(|(seqs, steps)| Seen { seqs, steps })
         .collect();
     if seen.len() <= MAX_KNOTS {
         return seen;
     }
     let last = seen.len() - 1;
-    let mut picked: Vec<usize> = (0..MAX_KNOTS)
+    let mut picked: Vec<Seen> = (0..MAX_KNOTS)
         .map(|i| seen[i * last / (MAX_KNOTS - 1)])
         .collect();
-    picked.dedup();
+    picked.dedup_by_key(|k| k.seqs);
     picked
 }
 
-/// The knots' costs by least squares. None when nalgebra cannot solve it.
+/// The knots' costs by least squares, each step weighing on the knots as the simulator
+/// prices it (`segment`). None when nalgebra cannot solve it.
 fn solve(steps: &[&EngineStep], seqs: &[usize]) -> Option<Vec<f64>> {
     let mut x = DMatrix::<f64>::zeros(steps.len(), seqs.len());
     for (i, s) in steps.iter().enumerate() {
-        for (j, w) in weights(seqs, s.decoding) {
+        for (j, w) in segment(seqs, s.decoding) {
             x[(i, j)] = w;
         }
     }
     let y = DVector::from_iterator(steps.len(), steps.iter().map(|s| s.gap_ms));
     let b = x.svd(true, true).solve(&y, 1e-12).ok()?;
     Some(b.iter().copied().collect())
-}
-
-/// How a step with `d` sequences decoding weighs on the knots: the two around it (or the
-/// nearest two), as `DecodeCurve::ms` interpolates and extends.
-fn weights(seqs: &[usize], d: usize) -> [(usize, f64); 2] {
-    let i = seqs.partition_point(|&s| s < d).clamp(1, seqs.len() - 1);
-    let (a, b) = (seqs[i - 1] as f64, seqs[i] as f64);
-    let t = (d as f64 - a) / (b - a);
-    [(i - 1, 1.0 - t), (i, t)]
 }
 
 #[cfg(test)]
@@ -155,6 +177,12 @@ mod tests {
             assert!((k.ms - truth.ms(k.seqs)).abs() < 1e-6, "{k:?}");
         }
         assert_eq!(fit.departure.0, 2);
+        // 21 of each size's 28 steps only decoded.
+        assert_eq!(fit.steps, 84);
+        assert!(fit.source().contains("the 84 steps that only decoded"));
+        assert!(fit
+            .source()
+            .contains("seen in at least 5 of them (1, 2, 3, 4)"));
     }
 
     #[test]
@@ -179,6 +207,6 @@ mod tests {
             .collect();
         let sizes = knot_sizes(&steps.iter().collect::<Vec<_>>());
         assert!(sizes.len() <= MAX_KNOTS && sizes.len() > MAX_KNOTS / 2);
-        assert_eq!((sizes[0], sizes[sizes.len() - 1]), (1, 300));
+        assert_eq!((sizes[0].seqs, sizes[sizes.len() - 1].seqs), (1, 300));
     }
 }

@@ -79,9 +79,7 @@ pub fn fit_steps(steps: &[EngineStep]) -> Result<StepFit, FitError> {
         ("prefill_us_per_token".into(), format!("slope on prefilled tokens of the {how}; a stream's prompt is prefilled in the step its first chunk ends (input_tokens − cached_prompt_tokens, or server_timings.prompt_n), a step the server's server_timings.prompt_ms times where every record has it (llama.cpp)")),
     ]);
     let decode_curve = curve.map(|c| {
-        let (at, share) = c.departure;
-        let sizes: Vec<String> = c.curve.knots().iter().map(|k| k.seqs.to_string()).collect();
-        sources.insert("decode_curve".into(), format!("least squares (nalgebra SVD) of the times of the {} steps that only decoded on a piecewise-linear function of the sequences decoding, knots at the batch sizes seen in at least 5 of them ({}); kept because the line of decode_step_ms and decode_us_per_seq parts from it by {:.1} % at {at} sequences, so the twin prices a step that only decodes by the curve and one that prefills by the line", kept.iter().filter(|s| s.prefill_tokens == 0).count(), sizes.join(", "), share * 100.0));
+        sources.insert("decode_curve".into(), c.source());
         c.curve.knots().to_vec()
     });
     Ok(StepFit {
