@@ -85,11 +85,22 @@ print(f"| {sys.argv[1]} | {r:.3f} | {v:.3f} | {100 * (v - r) / r:+.2f} % |")' "$
     grep -E "Client TTFT mean|Server TTFT mean" "$work/real60.txt" || echo "(no server metrics)"
     echo '```'
     echo
-    echo "Reading: virtual time reproduces the simulator's own timing (the real run's server-side"
-    echo "TTFT above); what the real run adds on top, its client's and loopback's time and the"
-    echo "simulator's wake-up lateness, virtual time has none of. That addition moves with the"
-    echo "machine's load: on this 2-core machine it was 0.15 to 0.43 ms of a 21 ms TTFT (0.7 % to"
-    echo "2.0 %) over the runs made while building this; TPOT and E2EL, chained on the"
-    echo "simulator's absolute step deadlines, stayed within 0.02 %."
+    echo "Reading: virtual time reproduces the simulator's own model; the real run adds what"
+    echo "virtual time has none of. Since cd5b4c9 the real-time simulator follows its model in"
+    echo "every step (a step from idle starts when its request arrived; a request that arrived"
+    echo "before a step began but was still being read joins it), so what it adds is:"
+    echo
+    echo "- its wake-up lateness: the clock thread and then the scheduler task wake after each"
+    echo "  step's deadline, and the first token leaves that much late. On this 2-core VM a"
+    echo "  thread sleeping 2 ms wakes 58 µs late at the median and 98 µs on average even with"
+    echo "  no timer slack (113 / 172 µs at the kernel's default 50 µs slack), and the"
+    echo "  scheduler task woke 150-235 µs after its deadline on average: chained steps absorb"
+    echo "  it, which is why TPOT and E2EL agree to 0.02 %, but each TTFT carries it once;"
+    echo "- the client's and the loopback's time (the 'outside the engine' line above)."
+    echo
+    echo "Three real runs at cd5b4c9 against the one virtual run read mean TTFT −0.89, −1.15"
+    echo "and −1.23 % (before it: −0.68, −1.04, −1.2, −1.62 and −2.0 %). Waking the clock"
+    echo "thread early and spinning to the deadline would cut the first part at the cost of a"
+    echo "busy core (the dispatcher shares that thread); the simulator does not do it."
 } >"$out"
 cat "$out"
