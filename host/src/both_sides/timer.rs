@@ -12,27 +12,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-
-/// Waits at least this long end with [`STAY_AWAKE`] on the CPU.
-const LONG_WAIT: Duration = Duration::from_millis(3);
-/// How long before its deadline a long wait stops sleeping.
-const STAY_AWAKE: Duration = Duration::from_millis(1);
-
-/// When to wake for a deadline `at` where lateness counts (a send, a stream's first
-/// token). After an idle gap the woken thread and its virtual CPU are asleep, and waking
-/// them takes milliseconds on a VM (measured: trace replay's p99 send lateness was 3 ms
-/// with 8-28 ms gaps; the simulator's scheduler woke 150-235 µs after its step's end on
-/// average), so a long wait wakes [`STAY_AWAKE`] early and the caller yields until `at`.
-/// Short waits sleep to `at`: there the thread is busy anyway, and yielding through every
-/// gap would cost a core.
-pub fn stay_awake_from(now: Instant, at: Instant) -> Instant {
-    if at.saturating_duration_since(now) >= LONG_WAIT {
-        at - STAY_AWAKE
-    } else {
-        at
-    }
-}
+use std::time::Instant;
 
 /// Owns the clock thread; dropping it stops and joins the thread.
 pub struct Timer {
@@ -211,15 +191,7 @@ impl Future for Sleep<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_long_waits_wake_early() {
-        let now = Instant::now();
-        let ms = Duration::from_millis;
-        assert_eq!(stay_awake_from(now, now + ms(10)), now + ms(9));
-        assert_eq!(stay_awake_from(now, now + ms(3)), now + ms(2));
-        assert_eq!(stay_awake_from(now, now + ms(2)), now + ms(2));
-    }
+    use std::time::Duration;
 
     #[tokio::test]
     async fn sleeps_end_on_time() {

@@ -23,7 +23,7 @@ use super::metrics::SimMetrics;
 use super::prefix::{PrefixCache, PrefixReset, PromptBlocks, BLOCK_TOKENS};
 use super::profile::BatchParams;
 use super::spec_decode::{Drafter, Drafts, Tally};
-use crate::both_sides::timer::{stay_awake_from, TimerHandle};
+use crate::both_sides::timer::TimerHandle;
 
 /// When the scheduler falls this far behind its simulated clock (CPU starvation), it
 /// restarts the clock at now instead of running a burst of zero-length steps to catch up.
@@ -249,13 +249,12 @@ impl Scheduler {
             let deadline = after(step.start, step.duration(&self.params));
             tokio::select! {
                 biased;
-                () = clock.sleep_until(self.wake_for(deadline)) => {
-                    if self.stay_awake(step, incoming).await {
-                        return after(step.start, step.duration(&self.params));
-                    }
-                }
+                () = clock.sleep_until(deadline) => return deadline,
                 seq = incoming.recv() => match seq {
-                    Some(seq) => self.take_late(seq, step),
+                    Some(seq) => {
+                        self.waiting.push_back(seq);
+                        self.join_late(step);
+                    }
                     None => {
                         clock.sleep_until(deadline).await;
                         return deadline;
@@ -263,51 +262,6 @@ impl Scheduler {
                 },
             }
         }
-    }
-
-    /// When to wake for a step's end at `deadline`: a step that gives a stream its first
-    /// or last token wakes early after a long wait and spends the rest on the CPU
-    /// (`stay_awake_from`), since its lateness would land whole on that stream's TTFT or
-    /// E2EL; on the tokens between, each token's lateness cancels out of the gaps (ITL).
-    /// In virtual time the clock lands on the deadline exactly.
-    fn wake_for(&self, deadline: Instant) -> Instant {
-        let per_decode = self.per_decode();
-        let ends =
-            |s: &Seq| s.generated == 0 || s.max_tokens.saturating_sub(s.generated) <= per_decode;
-        if clock::is_virtual() || !self.running.iter().any(|s| s.emits && ends(s)) {
-            return deadline;
-        }
-        stay_awake_from(clock::now(), deadline.into_std()).into()
-    }
-
-    /// Yields until the step's end, still taking late joiners; false when one moved the
-    /// end beyond a short wait (sleep again).
-    async fn stay_awake(
-        &mut self,
-        step: &mut Step,
-        incoming: &mut mpsc::UnboundedReceiver<Seq>,
-    ) -> bool {
-        loop {
-            let deadline = after(step.start, step.duration(&self.params)).into_std();
-            let now = clock::now();
-            if now >= deadline {
-                return true;
-            }
-            if stay_awake_from(now, deadline) != deadline {
-                return false;
-            }
-            while let Ok(seq) = incoming.try_recv() {
-                self.take_late(seq, step);
-            }
-            tokio::task::yield_now().await;
-        }
-    }
-
-    /// Queues `seq`, which reached this task during `step`, and lets it join the step if
-    /// it arrived before the step began.
-    fn take_late(&mut self, seq: Seq, step: &mut Step) {
-        self.waiting.push_back(seq);
-        self.join_late(step);
     }
 
     /// Admits the waiting requests that arrived before `step` began (FIFO, while slots
