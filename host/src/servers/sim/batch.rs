@@ -73,6 +73,7 @@ impl Drop for InFlight {
 
 impl Seq {
     pub fn new(prompt: usize, max_tokens: usize, out: mpsc::UnboundedSender<Event>) -> Seq {
+        let now = clock::tokio_now();
         Seq {
             prompt,
             max_tokens,
@@ -81,8 +82,8 @@ impl Seq {
             unsent: 0,
             emits: false,
             out,
-            arrived: clock::tokio_now(),
-            enters: clock::tokio_now(),
+            arrived: now,
+            enters: now,
             blocks: PromptBlocks::default(),
             drafts: None,
             step_tokens: 1,

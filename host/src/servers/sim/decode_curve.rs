@@ -23,9 +23,10 @@ pub struct Knot {
 /// At least two knots, their `seqs` strictly increasing, every cost finite and at least 0.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecodeCurve {
-    knots: Vec<Knot>,
-    /// The knots' `seqs`, for [`segment`].
+    /// The knots' `seqs` and costs side by side: pricing a step (once per simulated
+    /// step) reads `seqs` as [`segment`]'s slice without building one.
     seqs: Vec<usize>,
+    ms: Vec<f64>,
 }
 
 impl DecodeCurve {
@@ -49,12 +50,16 @@ impl DecodeCurve {
                 k.seqs, k.ms
             ));
         }
-        let seqs = knots.iter().map(|k| k.seqs).collect();
-        Ok(DecodeCurve { knots, seqs })
+        Ok(DecodeCurve {
+            seqs: knots.iter().map(|k| k.seqs).collect(),
+            ms: knots.iter().map(|k| k.ms).collect(),
+        })
     }
 
-    pub fn knots(&self) -> &[Knot] {
-        &self.knots
+    /// The knots, for a twin file and the calibrate report (off the request path).
+    pub fn knots(&self) -> Vec<Knot> {
+        let knot = |(&seqs, &ms)| Knot { seqs, ms };
+        self.seqs.iter().zip(&self.ms).map(knot).collect()
     }
 
     /// The decode cost of a step with `decoding` sequences, ms: by [`segment`], never
@@ -62,7 +67,7 @@ impl DecodeCurve {
     pub fn ms(&self, decoding: usize) -> f64 {
         segment(&self.seqs, decoding)
             .iter()
-            .map(|&(i, weight)| weight * self.knots[i].ms)
+            .map(|&(i, weight)| weight * self.ms[i])
             .sum::<f64>()
             .max(0.0)
     }

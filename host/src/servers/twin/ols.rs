@@ -80,7 +80,7 @@ pub fn fit_steps(steps: &[EngineStep]) -> Result<StepFit, FitError> {
     ]);
     let decode_curve = curve.map(|c| {
         sources.insert("decode_curve".into(), c.source());
-        c.curve.knots().to_vec()
+        c.curve.knots()
     });
     Ok(StepFit {
         decode_step_ms: step_ms,
