@@ -27,8 +27,9 @@ const STAY_AWAKE: Duration = Duration::from_millis(1);
 /// When to wake for a send at `at`. After an idle gap the worker thread and its virtual
 /// CPU are asleep, and waking them takes milliseconds on a VM (measured: trace replay's
 /// p99 send lateness was 3 ms with 8-28 ms gaps), so a long wait wakes [`STAY_AWAKE`]
-/// early and yields until the send time. Short waits (high rates) sleep to the send time:
-/// there the worker is busy anyway, and yielding through every gap would cost a core.
+/// early and the request's task yields until the send time. Short waits (high rates)
+/// sleep to the send time: there the worker is busy anyway, and yielding through every
+/// gap would cost a core.
 fn stay_awake_from(now: Instant, at: Instant) -> Instant {
     if at.duration_since(now) >= LONG_WAIT {
         at - STAY_AWAKE
@@ -227,8 +228,9 @@ impl<'a> PhaseDispatch<'a> {
         Ok(())
     }
 
-    /// Open loop: waits for the send time, or for whatever stops the phase first. `None`
-    /// in closed loop (sent when a slot frees).
+    /// Open loop: waits for the send time (a long wait until [`STAY_AWAKE`] before it,
+    /// the request's task spending the rest on the CPU), or for whatever stops the phase
+    /// first; the send time. `None` in closed loop (sent when a slot frees).
     ///
     /// The send time, not the moment the client gets to it, decides whether a request
     /// belongs to its phase: one due before the deadline is sent even when the client runs
@@ -259,10 +261,8 @@ impl<'a> PhaseDispatch<'a> {
                 r = self.signals.stopped() => return Err(r),
                 _ = self.timer.sleep_until(wake) => {}
             }
-            // The last stretch of a long wait is spent on the CPU: see `stay_awake_from`.
-            while clock::now() < at {
-                tokio::task::yield_now().await;
-            }
+            // The last stretch of a long wait is spent on the CPU, by the request's own
+            // task (`spawn`): see `stay_awake_from`.
         }
         Ok(Some(at))
     }
@@ -307,6 +307,16 @@ impl<'a> PhaseDispatch<'a> {
         let backlog = self.run.backlog.clone();
         let (tap, started_wall) = (self.run.config.record_tap.clone(), self.started_wall);
         self.tasks.spawn(async move {
+            // Spawned up to STAY_AWAKE ahead of its send time: the dispatcher runs on the
+            // runtime's calling thread, so a task it spawns waits for a parked worker to
+            // wake (measured with `perf trace` on the 2-core VM: 0.2-0.4 ms from the
+            // dispatcher's wake-up write to the worker's first poll), and that wake now
+            // falls before the send time instead of after it.
+            // (In virtual time the dispatcher woke at the send time itself, and a yield
+            // would never let that clock move.)
+            while !clock::is_virtual() && clock::now() < scheduled {
+                tokio::task::yield_now().await;
+            }
             let request_id = client.request_id(format_args!("{phase}-{}", planned.index));
             let sent = clock::now();
             let exchange = client
