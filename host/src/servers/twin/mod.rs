@@ -3,7 +3,8 @@
 //! queue in front of `max_seqs` slots) fitted from what a real run's records show.
 //!
 //! - `steps`: every engine step the records reveal (a gap between two chunks of one
-//!   stream), with the sequences decoding and the prompt tokens prefilled in it.
+//!   stream, or a group of first chunks with no stream decoding), with the sequences
+//!   decoding and the prompt tokens prefilled in it.
 //! - `ols`: the step-time least squares (nalgebra's SVD).
 //! - `curve`: the decode cost as a curve of the batch size, where the line misfits.
 //! - `limits`: the concurrency limit and the KV capacity.

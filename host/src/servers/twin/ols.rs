@@ -76,7 +76,7 @@ pub fn fit_steps(steps: &[EngineStep]) -> Result<StepFit, FitError> {
     let mut sources = Sources::from([
         ("decode_step_ms".into(), format!("intercept of the {how}; a step is the gap between two chunks of one stream in requests.jsonl (chunks[].t_ns), its decoding sequences the streams with a chunk at its end")),
         ("decode_us_per_seq".into(), format!("slope on decoding sequences of the {how}")),
-        ("prefill_us_per_token".into(), format!("slope on prefilled tokens of the {how}; a stream's prompt is prefilled in the step its first chunk ends (input_tokens − cached_prompt_tokens, or server_timings.prompt_n), a step the server's server_timings.prompt_ms times where every record has it (llama.cpp)")),
+        ("prefill_us_per_token".into(), format!("slope on prefilled tokens of the {how}; a stream's prompt is prefilled in the step its first chunk ends (input_tokens − cached_prompt_tokens, or server_timings.prompt_n), a step that only prefilled timed from the chunk before it or, from idle, from its first request's sent_ns, a step the server's server_timings.prompt_ms times where every record has it (llama.cpp)")),
     ]);
     let decode_curve = curve.map(|c| {
         sources.insert("decode_curve".into(), c.source());
@@ -185,7 +185,15 @@ fn check_identifiable(steps: &[EngineStep]) -> Result<(), FitError> {
             remedy: "calibrate from streamed runs (the default) with more requests and output tokens",
         });
     }
-    let mut decoding: Vec<usize> = steps.iter().map(|s| s.decoding).collect();
+    // Over the steps that decoded: the steps that only prefilled price a prompt token.
+    let mut decoding: Vec<usize> = steps
+        .iter()
+        .map(|s| s.decoding)
+        .filter(|&d| d > 0)
+        .collect();
+    if decoding.is_empty() {
+        decoding.push(0);
+    }
     decoding.sort_unstable();
     let (p10, p90) = (
         decoding[decoding.len() / 10],
@@ -204,7 +212,7 @@ fn check_identifiable(steps: &[EngineStep]) -> Result<(), FitError> {
     if prefill_steps < MIN_PREFILL_STEPS {
         return Err(FitError::Undetermined {
             parameter: "prefill_us_per_token",
-            why: format!("only {prefill_steps} steps prefilled a prompt while other streams decoded"),
+            why: format!("only {prefill_steps} steps prefilled a prompt"),
             remedy: "calibrate from a run that keeps several requests in flight, so new prompts join running streams",
         });
     }

@@ -2,7 +2,10 @@
 //! for every decoding sequence at the end of each step, so the gap between two chunks of
 //! one stream is one step, and the chunks of other streams that arrive with the second
 //! say what that step held: the streams that were decoding, and the streams whose first
-//! token came then (their prompts were prefilled in it). Each step is kept once.
+//! token came then (their prompts were prefilled in it). Each step is kept once. A step
+//! that only prefilled (no stream had a token before it: closed loops of equal answers
+//! run in lockstep, so every prompt of theirs is prefilled in such a step) is timed from
+//! the later of the chunk before it and the first send of its requests.
 //!
 //! Where the server times each prompt itself (llama.cpp's `timings.prompt_ms`), the steps
 //! that prefilled come from its clock instead: llama.cpp computes a new prompt (up to its
@@ -65,11 +68,12 @@ pub fn of(phase: &ObservedPhase) -> Vec<EngineStep> {
     let server_timed = reqs.iter().all(|r| r.server_prompt_ms.is_some());
     let mut steps = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
-        for w in r.chunks.windows(2) {
-            let ((t0, _), (t1, tokens)) = (w[0], w[1]);
+        for k in 1..r.chunks.len() {
+            let ((t0, _), (t1, tokens)) = (r.chunks[k - 1], r.chunks[k]);
             if tokens != 1 {
                 continue;
             }
+            let window = own_window(window, t0, t1, r.chunks.get(k + 1).map(|c| c.0));
             let lo = arrivals.partition_point(|a| a.t < t1.saturating_sub(window));
             let hi = arrivals.partition_point(|a| a.t <= t1.saturating_add(window));
             if let Some(step) = step_of(i, t0, t1, &arrivals[lo..hi], reqs, &clock) {
@@ -81,46 +85,123 @@ pub fn of(phase: &ObservedPhase) -> Vec<EngineStep> {
     }
     if server_timed {
         steps.extend(prefills(reqs, &arrivals, &clock));
+    } else {
+        steps.extend(prefills_alone(reqs, &arrivals, &clock));
     }
     steps
 }
 
-/// The steps that prefilled prompts, timed by the server: the requests whose first chunks
-/// came together (within the window) were prefilled in one step, as long as the longest
-/// of their `prompt_ms`; the streams decoding in it are those with a later chunk then.
-fn prefills(reqs: &[ObservedRequest], arrivals: &[Arrival], clock: &Clock) -> Vec<EngineStep> {
-    let firsts: Vec<&Arrival> = arrivals.iter().filter(|a| a.first).collect();
-    let mut steps = Vec::new();
-    let mut k = 0;
-    while k < firsts.len() {
-        let start = firsts[k].t;
-        let mut group = Vec::new();
-        while k < firsts.len() && firsts[k].t <= start.saturating_add(clock.window) {
-            group.push(firsts[k].req);
-            k += 1;
-        }
-        let lo = arrivals.partition_point(|a| a.t < start.saturating_sub(clock.window));
-        let hi = arrivals.partition_point(|a| a.t <= start.saturating_add(clock.window));
-        let decoding = arrivals[lo..hi]
+/// The window around a step's end at `t1` (a stream's chunk after one at `t0`, before one
+/// at `next`), never reaching halfway to the stream's chunk before or after: on a loaded
+/// machine a step that ended late is followed by one as much shorter (the simulator's
+/// steps chain on deadlines; a server's late delivery is made up the same way), and a
+/// first chunk within the window of both would have its prompt priced in both.
+fn own_window(window: u64, t0: u64, t1: u64, next: Option<u64>) -> u64 {
+    let after = next.map_or(window, |t2| t2.saturating_sub(t1) / 2);
+    window.min(t1.saturating_sub(t0) / 2).min(after)
+}
+
+/// The requests whose first chunks came together (within the window of the first of
+/// them), prefilled in one step.
+struct FirstChunks {
+    /// The first of the chunks.
+    at: u64,
+    requests: Vec<usize>,
+    /// The arrivals within the window of `at`: `arrivals[lo..hi]`.
+    lo: usize,
+    hi: usize,
+}
+
+impl FirstChunks {
+    /// The streams that got a token in the same step and had one before.
+    fn decoding(&self, arrivals: &[Arrival]) -> usize {
+        arrivals[self.lo..self.hi]
             .iter()
             .filter(|a| !a.first)
             .map(|a| a.req)
             .collect::<std::collections::BTreeSet<_>>()
-            .len();
-        let gap_ms = group
+            .len()
+    }
+
+    fn prefill_tokens(&self, reqs: &[ObservedRequest]) -> u64 {
+        self.requests
             .iter()
-            .filter_map(|&j| reqs[j].server_prompt_ms)
-            .fold(0.0, f64::max);
-        let began = start.saturating_sub((gap_ms * 1e6) as u64);
-        steps.push(EngineStep {
-            gap_ms,
-            decoding,
-            prefill_tokens: group.iter().map(|&j| reqs[j].new_prompt_tokens).sum(),
-            running: decoding + group.len(),
-            in_flight: clock.in_flight(began),
+            .map(|&j| reqs[j].new_prompt_tokens)
+            .sum()
+    }
+}
+
+fn first_chunks(arrivals: &[Arrival], window: u64) -> Vec<FirstChunks> {
+    let firsts: Vec<&Arrival> = arrivals.iter().filter(|a| a.first).collect();
+    let mut groups = Vec::new();
+    let mut k = 0;
+    while k < firsts.len() {
+        let at = firsts[k].t;
+        let mut requests = Vec::new();
+        while k < firsts.len() && firsts[k].t <= at.saturating_add(window) {
+            requests.push(firsts[k].req);
+            k += 1;
+        }
+        groups.push(FirstChunks {
+            at,
+            requests,
+            lo: arrivals.partition_point(|a| a.t < at.saturating_sub(window)),
+            hi: arrivals.partition_point(|a| a.t <= at.saturating_add(window)),
         });
     }
-    steps
+    groups
+}
+
+/// The steps that prefilled prompts, timed by the server: each group of first chunks was
+/// prefilled in one step, as long as the longest of their `prompt_ms`; the streams
+/// decoding in it are those with a later chunk then.
+fn prefills(reqs: &[ObservedRequest], arrivals: &[Arrival], clock: &Clock) -> Vec<EngineStep> {
+    first_chunks(arrivals, clock.window)
+        .into_iter()
+        .map(|group| {
+            let decoding = group.decoding(arrivals);
+            let gap_ms = group
+                .requests
+                .iter()
+                .filter_map(|&j| reqs[j].server_prompt_ms)
+                .fold(0.0, f64::max);
+            let began = group.at.saturating_sub((gap_ms * 1e6) as u64);
+            EngineStep {
+                gap_ms,
+                decoding,
+                prefill_tokens: group.prefill_tokens(reqs),
+                running: decoding + group.requests.len(),
+                in_flight: clock.in_flight(began),
+            }
+        })
+        .collect()
+}
+
+/// The steps that only prefilled, timed by the client: a group of first chunks with no
+/// stream decoding beside it. The step began when the step before it ended (the chunk
+/// before the group) or, if the engine was idle then, when its first request was sent;
+/// the server's reading of that request is then counted in the step.
+fn prefills_alone(
+    reqs: &[ObservedRequest],
+    arrivals: &[Arrival],
+    clock: &Clock,
+) -> Vec<EngineStep> {
+    first_chunks(arrivals, clock.window)
+        .into_iter()
+        .filter(|group| group.decoding(arrivals) == 0)
+        .filter_map(|group| {
+            let before = group.lo.checked_sub(1).map_or(0, |k| arrivals[k].t);
+            let sent = group.requests.iter().map(|&j| reqs[j].sent_ns).min()?;
+            let began = before.max(sent);
+            Some(EngineStep {
+                gap_ms: group.at.saturating_sub(began) as f64 / 1e6,
+                decoding: 0,
+                prefill_tokens: group.prefill_tokens(reqs),
+                running: group.requests.len(),
+                in_flight: clock.in_flight(began),
+            })
+        })
+        .collect()
 }
 
 /// The step ending at `t1`, when stream `i` is the lowest-numbered one decoding in it
