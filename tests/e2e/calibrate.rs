@@ -18,6 +18,13 @@ const PROFILE: [(&str, &str, f64); 4] = [
     ("--sim-max-seqs", "max_seqs", 8.0),
 ];
 
+/// 64 requests a phase: the closed loops of equal answers run in lockstep, and the mean
+/// TTFT of the held-out c4 depends on how each batch of 4 prompts splits over steps, which
+/// a busy machine's send lag decides. Over its 8 batches of 32 requests, the twin's error
+/// on it read 0.7-11.9 % in 8 runs beside four busy loops; over 16 batches, 1.5-4.7 %
+/// (bench-results/twin_under_load.md).
+const REQUESTS: &str = "requests=64";
+
 fn load_points(dir: &Path) -> String {
     let out = dir.join("run").display().to_string();
     let mut args = vec![
@@ -25,7 +32,7 @@ fn load_points(dir: &Path) -> String {
         "-p".into(),
         "concurrency=2,16,4".into(),
         "-p".into(),
-        "requests=32".into(),
+        REQUESTS.into(),
         "-p".into(),
         "output_tokens=16".into(),
         "--output".into(),
