@@ -73,10 +73,15 @@ pub fn of(phase: &ObservedPhase) -> Vec<EngineStep> {
             if tokens != 1 {
                 continue;
             }
-            let window = own_window(window, t0, t1, r.chunks.get(k + 1).map(|c| c.0));
+            let end = StepEnd {
+                stream: i,
+                t0,
+                t1,
+                firsts_within: firsts_window(window, t0, t1, r.chunks.get(k + 1).map(|c| c.0)),
+            };
             let lo = arrivals.partition_point(|a| a.t < t1.saturating_sub(window));
             let hi = arrivals.partition_point(|a| a.t <= t1.saturating_add(window));
-            if let Some(step) = step_of(i, t0, t1, &arrivals[lo..hi], reqs, &clock) {
+            if let Some(step) = step_of(&end, &arrivals[lo..hi], reqs, &clock) {
                 if !(server_timed && step.prefill_tokens > 0) {
                     steps.push(step);
                 }
@@ -91,12 +96,14 @@ pub fn of(phase: &ObservedPhase) -> Vec<EngineStep> {
     steps
 }
 
-/// The window around a step's end at `t1` (a stream's chunk after one at `t0`, before one
-/// at `next`), never reaching halfway to the stream's chunk before or after: on a loaded
-/// machine a step that ended late is followed by one as much shorter (the simulator's
-/// steps chain on deadlines; a server's late delivery is made up the same way), and a
-/// first chunk within the window of both would have its prompt priced in both.
-fn own_window(window: u64, t0: u64, t1: u64, next: Option<u64>) -> u64 {
+/// The window for first chunks around a step's end at `t1` (a stream's chunk after one at
+/// `t0`, before one at `next`), never reaching halfway to the stream's chunk before or
+/// after: on a loaded machine a step that ended late is followed by one as much shorter
+/// (the simulator's steps chain on deadlines; a server's late delivery is made up the
+/// same way), and a first chunk within the window of both would have its prompt priced in
+/// both. Decoding streams' chunks are counted over the whole window: a server that writes
+/// a step's chunks in turn (llama.cpp's HTTP thread, late on a busy machine) spreads them.
+fn firsts_window(window: u64, t0: u64, t1: u64, next: Option<u64>) -> u64 {
     let after = next.map_or(window, |t2| t2.saturating_sub(t1) / 2);
     window.min(t1.saturating_sub(t0) / 2).min(after)
 }
@@ -204,16 +211,24 @@ fn prefills_alone(
         .collect()
 }
 
-/// The step ending at `t1`, when stream `i` is the lowest-numbered one decoding in it
-/// (so each step is kept once).
-fn step_of(
-    i: usize,
+/// A stream's chunk at `t1` after its chunk at `t0`: the end of a step.
+struct StepEnd {
+    stream: usize,
     t0: u64,
     t1: u64,
+    /// How near `t1` a first chunk counts in this step (`firsts_window`).
+    firsts_within: u64,
+}
+
+/// The step `end` ends, with the chunks within the window of it (`together`), when its
+/// stream is the lowest-numbered one decoding in it (so each step is kept once).
+fn step_of(
+    end: &StepEnd,
     together: &[Arrival],
     reqs: &[ObservedRequest],
     clock: &Clock,
 ) -> Option<EngineStep> {
+    let (i, t0, t1) = (end.stream, end.t0, end.t1);
     let mut decoders: Vec<usize> = together
         .iter()
         .filter(|a| !a.first)
@@ -224,7 +239,11 @@ fn step_of(
     if decoders.first() != Some(&i) {
         return None;
     }
-    let mut prefilled: Vec<usize> = together.iter().filter(|a| a.first).map(|a| a.req).collect();
+    let mut prefilled: Vec<usize> = together
+        .iter()
+        .filter(|a| a.first && a.t.abs_diff(t1) <= end.firsts_within)
+        .map(|a| a.req)
+        .collect();
     prefilled.sort_unstable();
     prefilled.dedup();
     let prefill_tokens = prefilled.iter().map(|&j| reqs[j].new_prompt_tokens).sum();
