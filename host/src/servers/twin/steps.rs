@@ -77,7 +77,13 @@ pub fn of(phase: &ObservedPhase) -> Vec<EngineStep> {
                 stream: i,
                 t0,
                 t1,
-                firsts_within: firsts_window(window, t0, t1, r.chunks.get(k + 1).map(|c| c.0)),
+                // Where the server times the prompts, a step near a first chunk is left
+                // out, not priced: the whole window keeps out every step that may have
+                // computed a prompt (llama.cpp's are spread on a busy machine).
+                firsts_within: match server_timed {
+                    true => window,
+                    false => firsts_window(window, t0, t1, r.chunks.get(k + 1).map(|c| c.0)),
+                },
             };
             let lo = arrivals.partition_point(|a| a.t < t1.saturating_sub(window));
             let hi = arrivals.partition_point(|a| a.t <= t1.saturating_add(window));
