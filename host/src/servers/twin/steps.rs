@@ -80,9 +80,10 @@ pub fn of(phase: &ObservedPhase) -> Vec<EngineStep> {
                 // Where the server times the prompts, a step near a first chunk is left
                 // out, not priced: the whole window keeps out every step that may have
                 // computed a prompt (llama.cpp's are spread on a busy machine).
-                firsts_within: match server_timed {
-                    true => window,
-                    false => firsts_window(window, t0, t1, r.chunks.get(k + 1).map(|c| c.0)),
+                firsts_within: if server_timed {
+                    window
+                } else {
+                    firsts_window(window, t0, t1, r.chunks.get(k + 1).map(|c| c.0))
                 },
             };
             let lo = arrivals.partition_point(|a| a.t < t1.saturating_sub(window));
