@@ -5,8 +5,8 @@
 //! ones against it, closed loops of 2, 4 and 8 (above the slots), each closed-loop at its
 //! concurrency. An open-loop rate keeps 1 to 4 streams decoding by turns, so the fit sees
 //! every batch size, and llama.cpp's decode step is not a line in it (3.9 ms for 1
-//! sequence, 6.7 for 2, 10.3 for 4 on the test model): the twin prices decode steps by
-//! the fitted curve. Answers of 48 tokens to prompts of 16 to 64. The test asserts the
+//! sequence, 6.7 for 2, 10.3 for 4 on the test model, on the machine that first measured
+//! it): where the fit keeps a curve, the twin prices decode steps by it. Answers of 48 tokens to prompts of 16 to 64. The test asserts the
 //! error bench-results/twin_llamacpp.sh measured over repeats, with the margin a busy
 //! machine needs (see BOUNDS); the figures go to stderr for the CI log.
 
@@ -88,17 +88,38 @@ fn a_twin_fitted_at_two_load_points_predicts_three_held_out_ones() {
         .as_str()
         .unwrap_or("");
     assert!(sources.contains("prompt_ms"), "{text}");
-    // The decode step's curve, with a knot at 1 sequence and one at the 4 slots.
-    let knots: Vec<i64> = file["engine"]
-        .get("decode_curve")
-        .and_then(|c| c.as_array())
+    check_decode_curve(&file, &text);
+    check_errors(&file, &text);
+}
+
+/// The decode step's curve, where the fit kept one: a knot at 1 sequence and one at the
+/// 4 slots, and the share by which the line parts from it stated, over the 5 % that
+/// keeps it. Whether it is kept depends on the CPU: on the machine that first measured
+/// it (3.9, 6.7, 10.3 ms for 1, 2, 4 sequences) the line missed by 10 % and more, on
+/// another (2.0, 3.4, 5.0, 7.2 ms) by 6 to 8 %, and in one fit of six by 5 % or less, which
+/// keeps the line (servers/twin/curve.rs; its unit tests pin both choices); the held-out
+/// error below is asserted either way.
+fn check_decode_curve(file: &toml::Value, text: &str) {
+    let Some(curve) = file["engine"].get("decode_curve") else {
+        assert!(file["sources"].get("decode_curve").is_none(), "{text}");
+        return;
+    };
+    let knots: Vec<i64> = curve
+        .as_array()
         .map(|k| k.iter().filter_map(|k| k["seqs"].as_integer()).collect())
         .unwrap_or_default();
     assert!(
         knots.len() >= 3 && knots.first() == Some(&1) && knots.last() == Some(&4),
         "{text}"
     );
-    check_errors(&file, &text);
+    let source = file["sources"]["decode_curve"].as_str().unwrap_or("");
+    let share: f64 = source
+        .split("parts from it by ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no departure stated: {text}"));
+    assert!(share >= 5.0, "{share} %: {text}");
 }
 
 /// Each held-out phase's error within [`BOUNDS`], their mean within [`MEAN_BOUNDS`].

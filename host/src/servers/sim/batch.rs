@@ -23,6 +23,7 @@ use super::metrics::SimMetrics;
 use super::prefix::{PrefixCache, PrefixReset, PromptBlocks, BLOCK_TOKENS};
 use super::profile::BatchParams;
 use super::spec_decode::{Drafter, Drafts, Tally};
+use super::wake_lead::{Emitted, WakeLead};
 use crate::both_sides::timer::TimerHandle;
 
 /// When the scheduler falls this far behind its simulated clock (CPU starvation), it
@@ -39,7 +40,7 @@ pub struct Seq {
     unsent: usize,
     /// Whether this step yields a token for it (a decode, or the end of its prefill).
     emits: bool,
-    out: mpsc::UnboundedSender<Event>,
+    out: mpsc::UnboundedSender<Emitted>,
     /// When the request reached the engine (its queue time and TTFT count from here).
     arrived: Instant,
     /// When it may enter a step: its arrival, or the end of a slow request's hold.
@@ -72,7 +73,7 @@ impl Drop for InFlight {
 }
 
 impl Seq {
-    pub fn new(prompt: usize, max_tokens: usize, out: mpsc::UnboundedSender<Event>) -> Seq {
+    pub fn new(prompt: usize, max_tokens: usize, out: mpsc::UnboundedSender<Emitted>) -> Seq {
         let now = clock::tokio_now();
         Seq {
             prompt,
@@ -152,6 +153,13 @@ pub struct Scheduler {
     /// (running, waiting, KV used) as last added to the shared gauges: with replicas,
     /// each scheduler adds its change, so `/metrics` shows the sum over the replicas.
     published: (usize, usize, usize),
+    /// How early to wake before a step's deadline, from the recent tokens' lateness.
+    wake: WakeLead,
+    /// What this step's wake-up was aimed at (or when the task went to sleep, if later).
+    aimed: Option<Instant>,
+    /// The end of the last step on the simulated clock (an early wake-up can leave the
+    /// engine idle before it).
+    last_end: Option<Instant>,
 }
 
 impl Scheduler {
@@ -170,7 +178,16 @@ impl Scheduler {
             kv_used: 0,
             metrics,
             published: (0, 0, 0),
+            wake: WakeLead::default(),
+            aimed: None,
+            last_end: None,
         }
+    }
+
+    /// Aims by `wake`, the lead its engine's streams measure (`engine.rs`).
+    pub fn with_wake_lead(mut self, wake: WakeLead) -> Scheduler {
+        self.wake = wake;
+        self
     }
 
     /// What empties the prefix cache from the HTTP side (`POST /reset_prefix_cache`).
@@ -219,24 +236,30 @@ impl Scheduler {
                 tokio::task::yield_now().await;
             }
             self.complete();
-            next_start = Some(deadline);
+            (next_start, self.last_end) = (Some(deadline), Some(deadline));
         }
     }
 
     /// When the next step starts on the simulated clock. Steps chain on absolute
-    /// deadlines, so timer lateness does not accumulate; from idle, a step starts when the
-    /// request that woke the engine arrived, not when this task got it (the HTTP side's
-    /// parsing is the simulator's own time; a twin's prefill cost already holds the real
-    /// server's). `now` when the task has fallen `MAX_LAG` behind.
+    /// deadlines, so timer lateness does not accumulate (a chained start can lie ahead
+    /// of `now`: the last wake-up was aimed early, `wake_lead.rs`); from idle, a step
+    /// starts when the request that woke the engine arrived, not when this task got it
+    /// (the HTTP side's parsing is the simulator's own time; a twin's prefill cost
+    /// already holds the real server's), and not before the last step's end. `now` when
+    /// the task has fallen `MAX_LAG` behind.
     fn step_start(&self, chained: Option<Instant>, now: Instant) -> Instant {
-        let from = chained.or_else(|| self.waiting.front().map(|s| s.enters));
+        let from = chained.or_else(|| {
+            let arrived = self.waiting.front()?.enters.min(now);
+            Some(self.last_end.map_or(arrived, |end| arrived.max(end)))
+        });
         match from {
-            Some(t) if now.saturating_duration_since(t) <= MAX_LAG => t.min(now),
+            Some(t) if now.saturating_duration_since(t) <= MAX_LAG => t,
             _ => now,
         }
     }
 
-    /// Sleeps until `step`'s deadline and returns it. A request that arrived before the
+    /// Sleeps until `step`'s deadline (aimed early by the usual lateness of a wake-up,
+    /// `wake_lead.rs`) and returns it. A request that arrived before the
     /// step began but reached this task during it (the HTTP side was still reading it)
     /// joins the step, as it would have on the engine simulated; the deadline moves by
     /// its prefill.
@@ -248,9 +271,13 @@ impl Scheduler {
     ) -> Instant {
         loop {
             let deadline = after(step.start, step.duration(&self.params));
+            let aim = self.wake.aim(deadline);
+            // An aim already past (a step shorter than the lead) returns at once; the
+            // tokens' lateness then counts from now.
+            self.aimed = Some(aim.max(clock::tokio_now()));
             tokio::select! {
                 biased;
-                () = clock.sleep_until(deadline) => return deadline,
+                () = clock.sleep_until(aim) => return deadline,
                 seq = incoming.recv() => match seq {
                     Some(seq) => {
                         self.waiting.push_back(seq);
@@ -325,6 +352,10 @@ impl Scheduler {
             let cached = self.use_prefix_cache(&mut seq);
             let admitted = Event::Admitted {
                 cached: Some(cached),
+            };
+            let admitted = Emitted {
+                event: admitted,
+                aimed: None,
             };
             if seq.out.send(admitted).is_ok() {
                 self.kv_used += seq.kv();
@@ -414,7 +445,7 @@ impl Scheduler {
     /// Deliver the step's tokens and retire finished sequences.
     fn complete(&mut self) {
         self.count_step();
-        let per_chunk = self.per_chunk;
+        let (per_chunk, aimed) = (self.per_chunk, self.aimed);
         let metrics = &self.metrics;
         let mut freed = 0;
         self.running.retain_mut(|s| {
@@ -430,7 +461,11 @@ impl Scheduler {
             }
             let done = s.generated >= s.max_tokens;
             if s.unsent >= per_chunk || done {
-                let sent = s.out.send(Event::Tokens(s.unsent)).is_ok();
+                let tokens = Emitted {
+                    event: Event::Tokens(s.unsent),
+                    aimed,
+                };
+                let sent = s.out.send(tokens).is_ok();
                 s.unsent = 0;
                 if !sent {
                     freed += s.kv();
@@ -465,14 +500,14 @@ mod tests {
         Scheduler::new(p, per_chunk, metrics)
     }
 
-    fn seq(s: &mut Scheduler, prompt: usize, max: usize) -> mpsc::UnboundedReceiver<Event> {
+    fn seq(s: &mut Scheduler, prompt: usize, max: usize) -> mpsc::UnboundedReceiver<Emitted> {
         let (tx, rx) = mpsc::unbounded_channel();
         s.waiting.push_back(Seq::new(prompt, max, tx));
         rx
     }
 
-    fn drain(rx: &mut mpsc::UnboundedReceiver<Event>) -> Vec<Event> {
-        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    fn drain(rx: &mut mpsc::UnboundedReceiver<Emitted>) -> Vec<Event> {
+        std::iter::from_fn(|| rx.try_recv().ok().map(|e| e.event)).collect()
     }
 
     #[test]
@@ -629,7 +664,7 @@ mod tests {
     }
 
     /// A request that arrived at `at` (the kernel's stamp the HTTP side passes on).
-    fn seq_at(s: &mut Scheduler, prompt: usize, at: Instant) -> mpsc::UnboundedReceiver<Event> {
+    fn seq_at(s: &mut Scheduler, prompt: usize, at: Instant) -> mpsc::UnboundedReceiver<Emitted> {
         let (tx, rx) = mpsc::unbounded_channel();
         let seq = Seq::new(prompt, 4, tx).with_prompt(at, PromptBlocks::default());
         s.waiting.push_back(seq);
@@ -672,5 +707,13 @@ mod tests {
         assert_eq!(s.step_start(None, now), arrived);
         // Fallen too far behind (a starved task): the clock restarts at now.
         assert_eq!(s.step_start(Some(now - MAX_LAG * 2), now), now);
+        // The last step's wake-up came early: the next one starts at its deadline, ahead
+        // of now, and so does a step from idle whose request came before that deadline.
+        let ahead = now + Duration::from_micros(200);
+        assert_eq!(s.step_start(Some(ahead), now), ahead);
+        s.last_end = Some(ahead);
+        assert_eq!(s.step_start(None, now), ahead);
+        s.last_end = Some(arrived - Duration::from_millis(1));
+        assert_eq!(s.step_start(None, now), arrived);
     }
 }

@@ -17,6 +17,7 @@ use super::metrics::SimMetrics;
 use super::prefix::{PrefixReset, PromptBlocks};
 use super::profile::{BatchParams, SimConfig, Timing};
 use super::router::Router;
+use super::wake_lead::{Emitted, WakeLead};
 use super::whatif::Replicas;
 use crate::both_sides::timer::{Timer, TimerHandle};
 
@@ -46,6 +47,8 @@ enum Model {
         prefix_resets: Vec<PrefixReset>,
         /// Times held-back (slow) requests.
         clock: TimerHandle,
+        /// How late tokens reach their connections, for the schedulers' aim.
+        wake: WakeLead,
     },
 }
 
@@ -151,10 +154,15 @@ impl Engine {
         max_tokens: usize,
         blocks: PromptBlocks,
     ) -> Option<Events> {
-        if let Model::Batching { router, clock, .. } = &self.model {
+        if let Model::Batching {
+            router,
+            clock,
+            wake,
+            ..
+        } = &self.model
+        {
             return batching(
-                router,
-                clock,
+                (router, clock, wake),
                 (arrived, delay),
                 (prompt_tokens, max_tokens, blocks),
             );
@@ -203,11 +211,12 @@ fn start_replicas(
     per_chunk: usize,
     metrics: &Arc<SimMetrics>,
 ) -> (Model, Background) {
-    let clock = Timer::start();
+    let (clock, wake) = (Timer::start(), WakeLead::default());
     let (mut queues, mut prefix_resets, mut schedulers) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..replicas.count.max(1) {
         let (queue, incoming) = mpsc::unbounded_channel();
-        let scheduler = Scheduler::new(params.clone(), per_chunk, metrics.clone());
+        let scheduler =
+            Scheduler::new(params.clone(), per_chunk, metrics.clone()).with_wake_lead(wake.clone());
         prefix_resets.push(scheduler.prefix_reset());
         schedulers.push(tokio::spawn(scheduler.run(incoming, clock.handle())));
         queues.push(queue);
@@ -217,6 +226,7 @@ fn start_replicas(
         kv_tokens: params.kv_tokens,
         prefix_resets,
         clock: clock.handle(),
+        wake,
     };
     let background = Background {
         schedulers,
@@ -226,16 +236,20 @@ fn start_replicas(
 }
 
 /// A request of the `default` model: queued in the scheduler now, or once held `delay`.
+/// Each of its tokens, as its connection takes it, tells `wake` how late it came.
 fn batching(
-    router: &Router,
-    clock: &TimerHandle,
+    (router, clock, wake): (&Router, &TimerHandle, &WakeLead),
     (arrived, delay): (Instant, Duration),
     (prompt_tokens, max_tokens, blocks): (usize, usize, PromptBlocks),
 ) -> Option<Events> {
-    let (out, events) = mpsc::unbounded_channel();
+    let (out, events) = mpsc::unbounded_channel::<Emitted>();
     let seq = Seq::new(prompt_tokens, max_tokens, out).with_prompt(arrived, blocks);
-    let events = stream::unfold(events, |mut events| async move {
-        events.recv().await.map(|event| (event, events))
+    let events = stream::unfold((events, wake.clone()), |(mut events, wake)| async move {
+        let Emitted { event, aimed } = events.recv().await?;
+        if let Some(aimed) = aimed {
+            wake.observe(aimed, clock::tokio_now());
+        }
+        Some((event, (events, wake)))
     });
     if delay.is_zero() {
         router.route(seq)?;

@@ -12,7 +12,8 @@
 //!   `answer`: what their writers share; `wire`: which of them a request speaks;
 //!   `embeddings`: `/v1/embeddings`.
 //! - `engine`: a request's timed event stream; `batch`: the continuous-batching scheduler
-//!   (both sleep on [`crate::both_sides::timer`], the timer the dispatcher uses too).
+//!   (both sleep on [`crate::both_sides::timer`], the timer the dispatcher uses too);
+//!   `wake_lead`: how early the scheduler aims its wake-ups, so tokens leave on time.
 //! - `metrics`: `/metrics` in vLLM's names; `prefix`: the `default` profile's prefix cache;
 //!   `power`: `--sim-power`, a GPU power model at `/dcgm/metrics` in DCGM's names.
 //! - `send_log`: `--sim-send-log`, the actual send time of every chunk; `arrival`: when
@@ -46,6 +47,7 @@ pub mod server;
 mod spec_decode;
 mod tool;
 pub mod twin_file;
+mod wake_lead;
 pub mod whatif;
 mod wire;
 mod words;
