@@ -258,7 +258,7 @@ impl Scheduler {
         }
     }
 
-    /// Sleeps until `step`'s deadline (aimed early by the usual lateness of a wake-up,
+    /// Sleeps until `step`'s deadline (aimed early by the recent tokens' lateness,
     /// `wake_lead.rs`) and returns it. A request that arrived before the
     /// step began but reached this task during it (the HTTP side was still reading it)
     /// joins the step, as it would have on the engine simulated; the deadline moves by

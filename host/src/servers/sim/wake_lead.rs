@@ -6,7 +6,7 @@
 //! average on a 2-core VM, bench-results/virtual_time.md), and each connection's task
 //! after that, in turn, one write after another. Steps chain on their nominal deadlines,
 //! so the lateness never accumulates along a stream, but every token carries it, and a
-//! first token counts it in full: the real run's mean TTFT sat 1 to 2 % above virtual
+//! first token counts it in full: the real run's mean TTFT sat 1 to 4 % above virtual
 //! time's, which has none. Aiming each wake-up early by the mean of how late the recent
 //! tokens reached their connections (measured where a connection takes its token, in
 //! `engine.rs`) moves every step by the same amount, so the gaps between tokens (what
