@@ -19,13 +19,26 @@ fn is_hex_id(word: &str) -> bool {
     word.len() >= 16 && word.chars().all(|c| c.is_ascii_hexdigit())
 }
 
+/// What a loaded machine changes in one run of two beside its numbers: which clock the
+/// chunks and sends were read on (a chunk without the kernel's receive time, or one
+/// stepped back behind its predecessor, has no `client_delay_ns`, and the `Latency clock`
+/// line says "user-space read times for the rest"; `clock.rs`, `transport/response.rs`),
+/// and the client-bound verdict (p99 send lateness over 10 ms, `summary.rs`). Timings,
+/// like the numbers masked below, not values a secret could corrupt.
+const TIMING_LINES: [&str; 2] = [
+    "Latency clock:",
+    "WARNING: the client could not keep its schedule",
+];
+const TIMING_KEYS: [&str; 3] = ["client_delay_ns", "send_write_ns", "client_bound"];
+
 /// `text` with what differs between two runs of the same workload masked: every run of
 /// digits (times, rates, ports, ids), hex ids, and runs of white space
 /// (columns widen with their numbers); lines left with nothing but a number (a chart's
-/// axis ticks, which follow the values) are dropped.
+/// axis ticks, which follow the values) and the lines of [`TIMING_LINES`] are dropped.
 fn masked_text(text: &str) -> Vec<String> {
     let mut lines = Vec::new();
-    for line in text.lines() {
+    let timing = |l: &str| TIMING_LINES.iter().any(|t| l.trim_start().starts_with(t));
+    for line in text.lines().filter(|l| !timing(l)) {
         let mut out = String::new();
         let mut chars = line.chars().peekable();
         while let Some(c) = chars.next() {
@@ -64,7 +77,8 @@ fn masked_text(text: &str) -> Vec<String> {
     lines
 }
 
-/// A JSON value with every number set to 0 and every string masked as text.
+/// A JSON value with every number set to 0, every string masked as text, and the keys
+/// of [`TIMING_KEYS`] left out.
 fn masked_json(v: &Value) -> Value {
     match v {
         Value::Number(_) => Value::from(0),
@@ -72,6 +86,7 @@ fn masked_json(v: &Value) -> Value {
         Value::Array(items) => Value::Array(items.iter().map(masked_json).collect()),
         Value::Object(map) => Value::Object(
             map.iter()
+                .filter(|(k, _)| !TIMING_KEYS.contains(&k.as_str()))
                 .map(|(k, v)| (masked_text(k).join("\n"), masked_json(v)))
                 .collect(),
         ),
