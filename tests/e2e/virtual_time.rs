@@ -16,8 +16,9 @@ fn twin() -> String {
         .to_string()
 }
 
-/// A short Poisson phase against the twin: about 36 requests in 6 s.
-fn short_run(extra: &[&str]) -> (String, serde_json::Value) {
+/// A short Poisson phase against the twin: about 36 requests in 6 s. Its report, result
+/// and request records (in send order).
+fn short_run(extra: &[&str]) -> (String, serde_json::Value, Vec<serde_json::Value>) {
     let twin = twin();
     let mut args = vec![
         scenario("poisson_duration.rhai"),
@@ -32,41 +33,93 @@ fn short_run(extra: &[&str]) -> (String, serde_json::Value) {
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    run_ok(&refs)
+    run_records(&refs)
 }
 
 fn relative_gap(virtual_ms: f64, real_ms: f64) -> f64 {
     (virtual_ms - real_ms).abs() / real_ms
 }
 
+/// A record's TPOT (first to last chunk over the gaps between them) and E2EL, ms.
+fn tpot_and_e2el(record: &serde_json::Value) -> (f64, f64) {
+    let chunks = record["chunks"].as_array().expect("chunks");
+    let at = |i: usize| num(&chunks[i], "t_ns");
+    let gaps = chunks.len().saturating_sub(1).max(1) as f64;
+    let tpot = (at(chunks.len() - 1) - at(0)) / gaps / 1e6;
+    let e2el = (num(record, "end_ns") - num(record, "sent_ns")) / 1e6;
+    (tpot, e2el)
+}
+
+/// The median over requests (paired by index: the digests agree) of the relative gap
+/// between the two runs' `figure`.
+fn median_gap(
+    real: &[serde_json::Value],
+    simulated: &[serde_json::Value],
+    figure: impl Fn(&serde_json::Value) -> f64,
+) -> f64 {
+    let mut gaps: Vec<f64> = real
+        .iter()
+        .zip(simulated)
+        .map(|(r, v)| relative_gap(figure(v), figure(r)))
+        .collect();
+    gaps.sort_by(f64::total_cmp);
+    gaps[gaps.len() / 2]
+}
+
+/// Mean TTFT counted from each request's scheduled time, ms: what the schedule saw,
+/// send lateness included.
+fn mean_ttft_from_schedule(records: &[serde_json::Value]) -> f64 {
+    let first = |r: &serde_json::Value| num(&r["chunks"][0], "t_ns") - num(r, "scheduled_ns");
+    records.iter().map(first).sum::<f64>() / records.len().max(1) as f64 / 1e6
+}
+
 /// Margins: the simulator's timing is exact in virtual time; in real time each token step
-/// is chained on absolute deadlines (`sim/batch.rs`), so TPOT and E2EL differ only by
-/// what a loaded machine adds to a 64-token stream (measured 0.01 % on a quiet one; 2 %
-/// allowed). TTFT in real time also carries the client's and the loopback's own overhead
+/// is chained on absolute deadlines (`sim/batch.rs`), so a request's TPOT and E2EL differ
+/// only by what a loaded machine adds to a 64-token stream (0.1 % at most on a quiet
+/// one). A loaded machine can stall the real simulator for tens of ms now and then,
+/// which moved the mean TPOT of one run 8 % (seen once, with the e2e binary running beside
+/// a loop of other runs of the runner): TPOT and E2EL are compared request
+/// by request, and the median gap may not exceed 2 %. The phase lasts its 6 s either way.
+/// TTFT in real time also carries the client's and the loopback's own overhead
 /// (0.11 ms), which virtual time has none of, and real send lateness moves a request
-/// across a step boundary now and then, either way; the simulator's own tokens leave on
-/// time on average (`sim/wake_lead.rs`). This run's virtual mean TTFT measured 0.3 % above
-/// the real one to 2.5 % below it (8 runs, bench-results/virtual_time.md): it may not
-/// exceed the real one by over 1 %, nor fall short of it by more than that overhead can
-/// explain.
+/// across a step boundary now and then; the simulator's own tokens leave on time on
+/// average (`sim/wake_lead.rs`). Counted from the send, a late request that still joins
+/// its step waits less for it, so beside busy loops the real mean TTFT came out up to
+/// 1.1 % below the virtual one; counted from the schedule, it was 0.3 to 0.4 % above it
+/// on a quiet machine and 1 to 8 % above it beside four busy loops and another run.
+/// Virtual time's mean TTFT may not exceed the real one from the schedule by over 1 %,
+/// nor fall short of the real one from the send by more than the overhead and lateness
+/// can explain. The means within 1 % on a quiet machine are
+/// bench-results/virtual_time.sh's to show.
 #[test]
 fn a_short_run_in_virtual_time_matches_the_same_run_in_real_time() {
-    let (real_text, real) = {
+    let (real_text, real, real_records) = {
         let _quiet = exclusive();
         short_run(&["-q"])
     };
-    let (virtual_text, simulated) = short_run(&["--virtual-time", "-q"]);
+    let (virtual_text, simulated, virtual_records) = short_run(&["--virtual-time", "-q"]);
     let digest = |r: &serde_json::Value| r["runner"]["request_digest"].clone();
     assert!(digest(&real).is_string(), "{real}");
     assert_eq!(digest(&real), digest(&simulated), "same request stream");
     assert_eq!(real["completed"], simulated["completed"]);
     assert!(num(&real, "completed") >= 20.0, "{real}");
-    for key in ["mean_tpot_ms", "mean_e2el_ms", "duration"] {
-        let (v, r) = (num(&simulated, key), num(&real, key));
-        assert!(relative_gap(v, r) <= 0.02, "{key}: virtual {v}, real {r}");
-    }
+    assert_eq!(num(&real, "failed"), 0.0, "{real}");
+    assert_eq!(real_records.len(), virtual_records.len());
+    let (r, v) = (num(&real, "duration"), num(&simulated, "duration"));
+    assert!(
+        relative_gap(v, r) <= 0.02,
+        "duration: virtual {v}, real {r}"
+    );
+    let tpot = median_gap(&real_records, &virtual_records, |x| tpot_and_e2el(x).0);
+    let e2el = median_gap(&real_records, &virtual_records, |x| tpot_and_e2el(x).1);
+    assert!(tpot <= 0.02, "median TPOT gap {tpot}");
+    assert!(e2el <= 0.02, "median E2EL gap {e2el}");
     let (v, r) = (num(&simulated, "mean_ttft_ms"), num(&real, "mean_ttft_ms"));
-    assert!(v <= r * 1.01, "mean TTFT: virtual {v} above real {r}");
+    let from_schedule = mean_ttft_from_schedule(&real_records);
+    assert!(
+        v <= from_schedule * 1.01,
+        "mean TTFT: virtual {v} above real {from_schedule} (from the schedule)"
+    );
     assert!(r - v <= 3.0 + 0.1 * r, "mean TTFT: virtual {v}, real {r}");
     // Said in the report and in result.json, and only for the simulated run.
     assert!(
