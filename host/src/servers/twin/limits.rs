@@ -18,10 +18,31 @@ pub struct Kv {
     pub source: String,
 }
 
-/// The most sequences seen in one step, when the runs show requests queued behind them;
-/// else the running gauge's peak when the waiting gauge shows a queue.
+/// A count of sequences seen in fewer steps than this is a misread step, not the limit:
+/// on a loaded machine a finished stream's last chunk and its successor's first one can
+/// fall into one step (5 sequences against llama.cpp's 4 slots, once). A limit the engine
+/// reached holds for many steps, since its streams decode side by side for their whole
+/// answers (4 slots: 40 of 1545 steps on a quiet run whose queue was short), as the
+/// decode curve's knots need as many (`MIN_KNOT_STEPS`, `curve.rs`).
+const MIN_STEPS_AT_LIMIT: usize = 5;
+
+/// The largest count of sequences that at least [`MIN_STEPS_AT_LIMIT`] steps reached.
+fn limit_reached(steps: &[EngineStep]) -> usize {
+    let mut running: Vec<usize> = steps.iter().map(|s| s.running).collect();
+    running.sort_unstable_by(|a, b| b.cmp(a));
+    running
+        .get(MIN_STEPS_AT_LIMIT - 1)
+        .or(running.last())
+        .copied()
+        .unwrap_or(0)
+}
+
+/// The most sequences run in one step (in [`MIN_STEPS_AT_LIMIT`] steps at least), when
+/// the runs show requests queued behind them; else the running gauge's peak when the
+/// waiting gauge shows a queue.
 pub fn concurrency(steps: &[EngineStep], gauges: &[&Gauges]) -> Result<Fitted, FitError> {
     let queued = steps.iter().filter(|s| s.in_flight > s.running).count();
+    let limit = limit_reached(steps);
     let most = steps.iter().map(|s| s.running).max().unwrap_or(0);
     let gauge = gauges.iter().filter_map(|g| g.max_running.as_ref()).fold(
         None::<(String, f64)>,
@@ -34,10 +55,10 @@ pub fn concurrency(steps: &[EngineStep], gauges: &[&Gauges]) -> Result<Fitted, F
         Some((name, v)) => format!("; server_metrics.jsonl's {name} peaked at {v}"),
         None => String::new(),
     };
-    if queued >= MIN_QUEUED_STEPS && most > 0 {
+    if queued >= MIN_QUEUED_STEPS && limit > 0 {
         return Ok(Fitted {
-            max_seqs: most,
-            source: format!("the most sequences in one step (decoding + prefilled, from requests.jsonl's chunk times) while requests waited: {queued} of {} steps had more streams sent than running{gauge_words}", steps.len()),
+            max_seqs: limit,
+            source: format!("the most sequences run in {MIN_STEPS_AT_LIMIT} steps at least (decoding + prefilled, from requests.jsonl's chunk times), while requests waited: {queued} of {} steps had more streams sent than running (at most {most} in one step){gauge_words}", steps.len()),
         });
     }
     let waited = gauges.iter().filter_map(|g| g.max_waiting).any(|w| w > 0.0);
@@ -92,5 +113,50 @@ pub fn kv_capacity(
             tokens: max_seqs.saturating_mul(largest).max(1),
             source: format!("not observed (no KV-use gauge in server_metrics.jsonl): max_seqs × the largest prompt + output seen ({largest}), so it never limits admission; fit it from a run with --server-metrics whose KV use nears full"),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A step of `running` sequences with `waiting` more requests sent.
+    fn step(running: usize, waiting: usize) -> EngineStep {
+        EngineStep {
+            gap_ms: 10.0,
+            decoding: running,
+            prefill_tokens: 0,
+            running,
+            in_flight: running + waiting,
+        }
+    }
+
+    #[test]
+    fn the_limit_is_what_many_steps_ran_and_a_few_misread_steps_are_not() {
+        let mut steps: Vec<EngineStep> = (0..40).map(|_| step(4, 0)).collect();
+        steps.extend((0..200).map(|_| step(3, 1)));
+        steps.extend((0..1000).map(|_| step(1, 0)));
+        steps.extend((0..4).map(|_| step(5, 1)));
+        let fitted = concurrency(&steps, &[]).expect("fitted");
+        assert_eq!(fitted.max_seqs, 4);
+        assert!(
+            fitted.source.contains("204 of 1244 steps"),
+            "{}",
+            fitted.source
+        );
+        assert!(
+            fitted.source.contains("at most 5 in one step"),
+            "{}",
+            fitted.source
+        );
+        steps.push(step(5, 0));
+        assert_eq!(concurrency(&steps, &[]).expect("fitted").max_seqs, 5);
+    }
+
+    #[test]
+    fn no_queue_is_refused_naming_the_parameter() {
+        let steps: Vec<EngineStep> = (0..100).map(|_| step(3, 0)).collect();
+        let err = concurrency(&steps, &[]).err().expect("refused");
+        assert!(err.to_string().contains("max_seqs"), "{err}");
     }
 }
