@@ -1,9 +1,7 @@
 //! The twin's error on held-out phases: each phase's requests (send offsets, new prompt
 //! and output tokens) are written as a Mooncake-format trace and replayed against the twin,
-//! run by this same binary with `--sim-profile twin.toml --virtual-time` (the built-in
-//! simulator on a simulated clock: the prediction is the model's alone, not a busy
-//! machine's, and it is the same on every run); its result.json figures are then set
-//! against the real run's.
+//! run by this same binary with `--sim-profile twin.toml` (the built-in simulator, in real
+//! time); its result.json figures are then set against the real run's.
 //!
 //! A closed-loop phase (a `max_concurrency` cap and no request rate: each request left
 //! when an earlier one finished) is replayed closed-loop at its concurrency, its requests
@@ -106,12 +104,7 @@ fn replay(
         None => command.arg(dir.join("replay.rhai")),
     };
     let run = command
-        .args([
-            "-p",
-            "trace=data/trace.jsonl",
-            "--virtual-time",
-            "--sim-profile",
-        ])
+        .args(["-p", "trace=data/trace.jsonl", "--sim-profile"])
         .arg(std::path::absolute(twin)?)
         .arg("--output")
         .arg(&out)
