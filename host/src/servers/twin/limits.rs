@@ -22,7 +22,7 @@ pub struct Kv {
 /// on a loaded machine a finished stream's last chunk and its successor's first one can
 /// fall into one step (5 sequences against llama.cpp's 4 slots, once). A limit the engine
 /// reached holds for many steps, since its streams decode side by side for their whole
-/// answers (4 slots: 40 of 1545 steps on a quiet run whose queue was short), as the
+/// answers (4 slots: 40 of 1543 steps on a quiet run whose queue was short), as the
 /// decode curve's knots need as many (`MIN_KNOT_STEPS`, `curve.rs`).
 const MIN_STEPS_AT_LIMIT: usize = 5;
 
