@@ -345,3 +345,114 @@ fn bailian_sessions_replays_turns_and_child_chats() {
         .collect();
     assert_eq!(child_sessions.len(), children, "{child_sessions:?}");
 }
+
+/// A Bailian line of chat `id` under `parent` at turn `turn`.
+fn bailian_line(id: i64, parent: i64, turn: u64, at_s: f64) -> String {
+    format!(
+        "{{\"chat_id\": {id}, \"parent_chat_id\": {parent}, \"timestamp\": {at_s}, \"input_length\": 20, \"output_length\": 2, \"type\": \"text\", \"turn\": {turn}, \"hash_ids\": [{id}, {}]}}\n",
+        id + 1_000_000
+    )
+}
+
+/// `trace analyze` and the bailian_sessions replay refuse the same trace, at the same line
+/// and with the same words: `analyzer` after `PATH:LINE: field `F`: `, `replay` after
+/// `trace line LINE: field "F": `.
+fn both_refuse(dir: &Path, name: &str, text: &str, line: usize, field: &str, what: &str) {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    let shown = path.display().to_string();
+    let out = runner(&["trace", "analyze", &shown]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("{shown}:{line}: field `{field}`: {what}")),
+        "{err}"
+    );
+    let data = dir.display().to_string();
+    let started = std::time::Instant::now();
+    let out = runner(&[
+        &scenario("bailian_sessions.rhai"),
+        "--data-dir",
+        &data,
+        "-p",
+        &format!("trace={shown}"),
+        "-p",
+        "time_scale=0.001",
+        "-p",
+        "output_tokens=1",
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "the replay ran {name}: {err}");
+    assert!(
+        err.contains(&format!("trace line {line}: field \"{field}\": {what}")),
+        "{err}"
+    );
+    // Refused while reading the trace, before any request: not after a minute of replay.
+    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+}
+
+#[test]
+fn the_analyzer_and_the_replay_refuse_the_same_chats_at_the_same_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let own_parent = [bailian_line(1, -1, 1, 0.0), bailian_line(5, 5, 1, 0.5)].concat();
+    both_refuse(
+        dir.path(),
+        "own_parent.jsonl",
+        &own_parent,
+        2,
+        "parent_chat_id",
+        "chat 5 is its own parent: give a root -1",
+    );
+    let twice = [
+        bailian_line(1, -1, 1, 0.0),
+        bailian_line(2, 1, 2, 0.5),
+        bailian_line(1, -1, 1, 1.0),
+    ]
+    .concat();
+    both_refuse(
+        dir.path(),
+        "twice.jsonl",
+        &twice,
+        3,
+        "chat_id",
+        "chat 1 is given twice (first on line 1): each chat id must be unique",
+    );
+    // 1,999 children of one chat (the hostile case): the 65th, on line 66, is one too many.
+    let mut wide = bailian_line(1, -1, 1, 0.0);
+    for i in 0..1999 {
+        wide += &bailian_line(10 + i, 1, 1, 0.001 * i as f64);
+    }
+    both_refuse(
+        dir.path(),
+        "wide.jsonl",
+        &wide,
+        66,
+        "parent_chat_id",
+        "chat 1 (line 1) would open more than 64 child chats: a replay opens at most 64 at once",
+    );
+    // 64 children and a continuation are one fan-out and one next turn: both take them.
+    let mut full = [bailian_line(1, -1, 1, 0.0), bailian_line(2, 1, 2, 0.5)].concat();
+    for i in 0..64 {
+        full += &bailian_line(10 + i, 1, 1, 0.001 * i as f64);
+    }
+    let path = dir.path().join("full.jsonl");
+    std::fs::write(&path, full).unwrap();
+    let (json, _) = analyze(&path, &[]);
+    assert_eq!(json["sessions"]["child_chats"], 64, "{json}");
+    let data = dir.path().display().to_string();
+    let (_, _, records) = run_records(&[
+        &scenario("bailian_sessions.rhai"),
+        "--api",
+        "chat",
+        "--data-dir",
+        &data,
+        "-p",
+        &format!("trace={}", path.display()),
+        "-p",
+        "time_scale=0.001",
+        "-p",
+        "output_tokens=1",
+    ]);
+    assert_eq!(records.len(), 66);
+}

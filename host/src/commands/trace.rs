@@ -123,6 +123,53 @@ mod tests {
         assert!(shown.contains("0.500"), "{shown}");
     }
 
+    /// u64::MAX tokens (which wrapped the total to 9), a 1e308 timestamp (a span of 309
+    /// digits) and a 3 MB cell (quoted whole) are each one short line naming the field.
+    #[test]
+    fn hostile_numbers_and_cells_are_refused_in_a_short_line() {
+        let path = std::path::Path::new("t.jsonl");
+        let refused = |text: &str| trace::parse(path, text).unwrap_err().to_string();
+        assert_eq!(
+            refused("{\"timestamp\": 0, \"input_length\": 18446744073709551615, \"output_length\": 1}\n"),
+            "t.jsonl:1: field `input_length`: 18446744073709551615 tokens is more than any request's: at most 4294967296"
+        );
+        assert_eq!(
+            refused("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n{\"timestamp\": 1e308, \"input_length\": 1, \"output_length\": 1}\n"),
+            "t.jsonl:2: field `timestamp`: 1.000e305 s is past 1e10 s (the year 2286): give the trace's own times"
+        );
+        let cell = "9".repeat(3 << 20);
+        let e = refused(&format!(
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,{cell}x,1\n"
+        ));
+        assert!(e.len() < 400, "{} bytes", e.len());
+        assert!(
+            e.starts_with("t.jsonl:2: field `ContextTokens`: expected a token count, got `999")
+                && e.ends_with("… (3145729 bytes)`"),
+            "{e}"
+        );
+    }
+
+    /// Totals saturate where a trace built in code holds counts past the reader's bound.
+    #[test]
+    fn token_totals_saturate() {
+        let request = |tokens| trace::TraceRequest {
+            at_s: 0.0,
+            input_tokens: tokens,
+            output_tokens: 1,
+            hash_ids: None,
+            chat: None,
+        };
+        let t = trace::Trace {
+            format: TraceFormat::Azure,
+            requests: vec![request(u64::MAX), request(10)],
+        };
+        let shown = render("x", &analysis::analyze(&t, None, &[0]));
+        assert!(
+            shown.contains("total 18446744073709551615, mean"),
+            "{shown}"
+        );
+    }
+
     #[test]
     fn a_bad_field_is_named_with_its_line() {
         let text = "{\"timestamp\": 0, \"input_length\": 3, \"output_length\": 1}\n\n{\"timestamp\": 5, \"input_length\": \"x\", \"output_length\": 1}\n";

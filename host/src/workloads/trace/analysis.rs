@@ -84,7 +84,9 @@ pub fn analyze(trace: &Trace, block_tokens: Option<u64>, cache_blocks: &[u64]) -
     let first = order.first().map_or(0.0, |r| r.at_s);
     let span_s = order.last().map_or(0.0, |r| r.at_s) - first;
     let totals = |f: fn(&TraceRequest) -> u64| {
-        let total: u64 = order.iter().map(|r| f(r)).sum();
+        // Saturating: each count is at most `MAX_TOKENS`, but a trace built in code may
+        // hold any.
+        let total = order.iter().fold(0u64, |t, r| t.saturating_add(f(r)));
         TokenTotals {
             total,
             mean: if n == 0 { 0.0 } else { total as f64 / n as f64 },
@@ -101,7 +103,9 @@ pub fn analyze(trace: &Trace, block_tokens: Option<u64>, cache_blocks: &[u64]) -
         rate_per_s: (span_s > 0.0).then(|| n as f64 / span_s),
         input_tokens: totals(|r| r.input_tokens),
         output_tokens: totals(|r| r.output_tokens),
-        sessions: (trace.format == TraceFormat::Bailian).then(|| sessions(&order)),
+        // In the file's order, as the replay reads it (`chats.rs`).
+        sessions: (trace.format == TraceFormat::Bailian)
+            .then(|| sessions(&trace.requests.iter().collect::<Vec<_>>())),
         prefix: hashed.map(|ids| {
             let block_tokens = block_tokens.or(trace.format.block_tokens()).unwrap_or(16);
             prefix_reuse(&ids, block_tokens, cache_blocks)
@@ -109,7 +113,7 @@ pub fn analyze(trace: &Trace, block_tokens: Option<u64>, cache_blocks: &[u64]) -
     }
 }
 
-/// Sessions of `order` (timestamp order), as [`TraceSessions`] says.
+/// Sessions of `order` (the file's order), as [`TraceSessions`] says.
 fn sessions(order: &[&TraceRequest]) -> TraceSessions {
     // chat id -> (its session, whether a later chat already continues it)
     let mut chats: HashMap<i64, (usize, bool)> = HashMap::new();

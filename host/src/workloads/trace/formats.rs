@@ -4,9 +4,11 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::{TraceChat, TraceError, TraceFormat, TraceRequest};
+use super::{TraceChat, TraceError, TraceFormat, TraceRequest, MAX_TIMESTAMP_S, MAX_TOKENS};
+use crate::safeguards::display::excerpt;
 
 /// What is wrong with one line, before the file and line number are known.
+#[derive(Debug)]
 pub(super) enum LineError {
     Line(String),
     Field(&'static str, String),
@@ -81,15 +83,16 @@ fn json(format: TraceFormat, o: &Map<String, Value>) -> Result<TraceRequest, Lin
             })?,
         Some(_) => return Err(LineError::Field("hash_ids", "expected an array".into())),
     };
+    // Mooncake counts milliseconds, Bailian seconds.
+    let at_s = if format == TraceFormat::Mooncake {
+        timestamp / 1000.0
+    } else {
+        timestamp
+    };
     Ok(TraceRequest {
-        // Mooncake counts milliseconds, Bailian seconds.
-        at_s: if format == TraceFormat::Mooncake {
-            timestamp / 1000.0
-        } else {
-            timestamp
-        },
-        input_tokens: count(o, "input_length")?,
-        output_tokens: count(o, "output_length")?,
+        at_s: bounded_time("timestamp", at_s)?,
+        input_tokens: tokens("input_length", field(o, "input_length")?.as_u64())?,
+        output_tokens: tokens("output_length", field(o, "output_length")?.as_u64())?,
         hash_ids: Some(hash_ids),
         chat,
     })
@@ -104,6 +107,32 @@ fn number(o: &Map<String, Value>, name: &'static str) -> Result<f64, LineError> 
     match field(o, name)?.as_f64() {
         Some(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(LineError::Field(name, "expected a number >= 0".into())),
+    }
+}
+
+/// `at_s` where it is a time a trace could hold ([`MAX_TIMESTAMP_S`]).
+fn bounded_time(name: &'static str, at_s: f64) -> Result<f64, LineError> {
+    if at_s > MAX_TIMESTAMP_S {
+        return Err(LineError::Field(
+            name,
+            format!("{at_s:.3e} s is past {MAX_TIMESTAMP_S:.0e} s (the year 2286): give the trace's own times"),
+        ));
+    }
+    Ok(at_s)
+}
+
+/// A token count, at most [`MAX_TOKENS`].
+fn tokens(name: &'static str, n: Option<u64>) -> Result<u64, LineError> {
+    match n {
+        Some(n) if n <= MAX_TOKENS => Ok(n),
+        Some(n) => Err(LineError::Field(
+            name,
+            format!("{n} tokens is more than any request's: at most {MAX_TOKENS}"),
+        )),
+        None => Err(LineError::Field(
+            name,
+            "expected a non-negative integer".into(),
+        )),
     }
 }
 
@@ -127,23 +156,26 @@ fn azure(line: &str) -> Result<TraceRequest, LineError> {
             cells.len()
         )));
     }
-    let tokens = |i: usize, name: &'static str| {
-        cells[i].parse::<u64>().map_err(|_| {
-            LineError::Field(name, format!("expected a token count, got `{}`", cells[i]))
-        })
+    let count = |i: usize, name: &'static str| match cells[i].parse::<u64>() {
+        Ok(n) => tokens(name, Some(n)),
+        Err(_) => Err(LineError::Field(
+            name,
+            format!("expected a token count, got `{}`", excerpt(cells[i])),
+        )),
     };
+    let at_s = azure_seconds(cells[0]).ok_or_else(|| {
+        LineError::Field(
+            "TIMESTAMP",
+            format!(
+                "expected a time like 2023-11-16 18:15:46.6805900, got `{}`",
+                excerpt(cells[0])
+            ),
+        )
+    })?;
     Ok(TraceRequest {
-        at_s: azure_seconds(cells[0]).ok_or_else(|| {
-            LineError::Field(
-                "TIMESTAMP",
-                format!(
-                    "expected a time like 2023-11-16 18:15:46.6805900, got `{}`",
-                    cells[0]
-                ),
-            )
-        })?,
-        input_tokens: tokens(1, "ContextTokens")?,
-        output_tokens: tokens(2, "GeneratedTokens")?,
+        at_s: bounded_time("TIMESTAMP", at_s)?,
+        input_tokens: count(1, "ContextTokens")?,
+        output_tokens: count(2, "GeneratedTokens")?,
         hash_ids: None,
         chat: None,
     })

@@ -1,6 +1,7 @@
 //! Request traces as published (Mooncake and Bailian JSONL, Azure's CSV), read for `runner trace analyze`: the scenarios replay them themselves.
 
 pub mod analysis;
+mod chats;
 mod formats;
 
 use std::fmt;
@@ -14,6 +15,12 @@ pub const MAX_TRACE_BYTES: u64 = 1 << 30;
 /// The longest line read: a Bailian request of a 1M-token context has 62,500 hash ids,
 /// about 500 KB of JSON.
 pub const MAX_LINE_BYTES: usize = 4 << 20;
+/// The most tokens one request may count: 2³², four thousand times the longest context
+/// windows, so a line's count is a real one and a whole trace's sum cannot wrap.
+pub const MAX_TOKENS: u64 = 1 << 32;
+/// The latest timestamp, seconds: 10¹⁰ s is the year 2286 on the Unix clock and three
+/// centuries on a trace's own clock; beyond it a timestamp is no time a trace was taken.
+pub const MAX_TIMESTAMP_S: f64 = 1e10;
 
 /// The published formats this reads, told apart by their first line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -136,9 +143,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Trace, TraceError> {
         Box::new(std::iter::once((first_no, first)).chain(lines))
     };
     let mut requests = Vec::new();
+    let mut rule = chats::ChatRule::default();
     for (no, line) in rest {
         check_length(path, no, line)?;
-        requests.push(formats::request(format, line).map_err(|e| e.at(path, no))?);
+        let request = formats::request(format, line).map_err(|e| e.at(path, no))?;
+        if let Some(chat) = &request.chat {
+            rule.add(no, chat).map_err(|e| e.at(path, no))?;
+        }
+        requests.push(request);
     }
     if requests.is_empty() {
         return Err(TraceError::Empty {
