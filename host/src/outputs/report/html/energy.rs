@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::escape::escape;
 use crate::outputs::report::run_report::RunReport;
-use crate::outputs::report::text::energy::TITLE;
+use crate::outputs::report::text::energy::{figure, TITLE};
 
 /// The section; nothing when no measured phase has energy figures.
 pub(super) fn energy_section(out: &mut String, report: &RunReport) {
@@ -25,7 +25,7 @@ pub(super) fn energy_section(out: &mut String, report: &RunReport) {
          <th>output tokens</th><th>J per output token</th><th>output tokens per J</th>\
          <th>from</th></tr>\n",
     );
-    let num = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
+    let num = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| figure(v, digits));
     for (name, e) in &phases {
         let cells = [
             name.to_string(),

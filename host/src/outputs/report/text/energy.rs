@@ -12,18 +12,33 @@ pub const TITLE: &str = "Energy";
 /// One line of the section: a label and its value.
 type Line = (String, String);
 
+/// What a figure shows where the exporter's numbers made it no number (a `NaN` or an
+/// infinite reading): result.json writes such a figure as null.
+pub const NOT_A_NUMBER: &str = "n/a (the exporter's readings give no number)";
+
+/// `v` with `digits` decimals, or [`NOT_A_NUMBER`] where it is not finite.
+pub fn figure(v: f64, digits: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.digits$}")
+    } else {
+        NOT_A_NUMBER.into()
+    }
+}
+
 /// The section's lines.
 pub fn lines(e: &EnergyPhase) -> Vec<Line> {
     let mut out: Vec<Line> = Vec::new();
     match (e.source, e.joules, e.seconds) {
         (Some(source), Some(joules), Some(seconds)) => {
             out.push(("Energy from:".into(), source.words().into()));
-            out.push((
-                "Energy used (J):".into(),
-                format!("{joules:.1} over {seconds:.2} s"),
-            ));
+            let used = if joules.is_finite() && seconds.is_finite() {
+                format!("{joules:.1} over {seconds:.2} s")
+            } else {
+                NOT_A_NUMBER.into()
+            };
+            out.push(("Energy used (J):".into(), used));
             if let Some(w) = e.mean_watts {
-                out.push(("Mean power (W):".into(), format!("{w:.1}")));
+                out.push(("Mean power (W):".into(), figure(w, 1)));
             }
         }
         _ => out.push(("Energy used:".into(), "not measured".into())),
@@ -35,10 +50,10 @@ pub fn lines(e: &EnergyPhase) -> Vec<Line> {
         ));
     }
     if let Some(j) = e.joules_per_token {
-        out.push(("Joules per output token:".into(), format!("{j:.4}")));
+        out.push(("Joules per output token:".into(), figure(j, 4)));
     }
     if let Some(t) = e.tokens_per_joule {
-        out.push(("Output tokens per joule:".into(), format!("{t:.3}")));
+        out.push(("Output tokens per joule:".into(), figure(t, 3)));
     }
     for line in &e.missing {
         out.push(("Missing:".into(), line.clone()));
@@ -106,6 +121,33 @@ mod tests {
         assert!(md.contains("| Joules per output token | 0.2000 |"), "{md}");
         assert_eq!(render_section(&ServerPhase::default()), "");
         assert_eq!(render_markdown("p", &ServerPhase::default()), "");
+    }
+
+    /// A hostile exporter's `NaN` (or infinite) counter: result.json writes null, and the
+    /// report says n/a instead of printing `NaN`.
+    #[test]
+    fn a_counter_that_is_no_number_reads_n_a() {
+        let mut e = EnergyPhase {
+            joules: Some(f64::NAN),
+            mean_watts: Some(f64::INFINITY),
+            ..measured()
+        };
+        e.count_tokens(6000);
+        let server = ServerPhase {
+            energy: Some(e),
+            ..ServerPhase::default()
+        };
+        let text = format!(
+            "{}{}",
+            render_section(&server),
+            render_markdown("p", &server)
+        );
+        assert!(!text.contains("NaN") && !text.contains("inf"), "{text}");
+        assert!(
+            text.contains("Energy used (J):                         n/a (the exporter's readings give no number)\n"),
+            "{text}"
+        );
+        assert!(text.contains("| Mean power (W) | n/a"), "{text}");
     }
 
     #[test]
