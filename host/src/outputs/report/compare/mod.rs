@@ -96,6 +96,7 @@ pub fn load(path: &Path) -> Result<LoadedResult, CompareError> {
     };
     if top.contains_key(crate::outputs::report::json::result_file::SERIES_KEY) {
         let (phases, runs) = significance::load_series(&top)
+            .map_err(&format)?
             .filter(|(phases, _)| !phases.is_empty())
             .ok_or_else(|| format("a `series` without its phases and figures".into()))?;
         return Ok(LoadedResult {
@@ -124,6 +125,7 @@ pub fn load(path: &Path) -> Result<LoadedResult, CompareError> {
             None if vllm => VLLM_PHASE.to_string(),
             None => format!("phase {}", i + 1),
         };
+        check_figures(&name, &o).map_err(&format)?;
         phases.push((name, o));
     }
     if phases.is_empty() {
@@ -142,6 +144,35 @@ pub fn load(path: &Path) -> Result<LoadedResult, CompareError> {
         vllm,
         runs: None,
     })
+}
+
+/// Every figure compared is a number or null: one of another type would otherwise drop
+/// out of the table without a word.
+fn check_figures(phase: &str, o: &Map<String, Value>) -> Result<(), String> {
+    for (key, _, _) in metrics(o) {
+        match o.get(&key) {
+            None | Some(Value::Null) | Some(Value::Number(_)) => {}
+            Some(other) => {
+                return Err(format!(
+                    "phase `{phase}`: `{key}` is {}, not a number",
+                    json_type(other)
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A JSON value's type in words.
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// The runner and WIT versions a result's `runner` section names.

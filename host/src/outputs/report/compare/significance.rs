@@ -16,35 +16,71 @@ use crate::measuring::metrics::spread::Welch;
 pub type RunValues = BTreeMap<String, Vec<f64>>;
 
 /// The phases of a series result.json: (name, each figure's mean as the tables read it),
-/// and each phase's values by run. `None` when `top` is not a series.
+/// and each phase's values by run. `Ok(None)` when `top` is not a series; `Err` (what is
+/// wrong, naming the phase and key) when a figure's values are not numbers.
+///
+/// The mean shown is the mean of the values Welch's test reads, not the file's `mean`:
+/// a file whose `mean` was edited would otherwise show equal means beside a test that
+/// finds them different.
 #[allow(clippy::type_complexity)]
 pub fn load_series(
     top: &Map<String, Value>,
-) -> Option<(Vec<(String, Map<String, Value>)>, Vec<RunValues>)> {
-    let list = top.get(crate::outputs::report::json::result_file::SERIES_KEY)?;
-    list.as_object()?;
+) -> Result<Option<(Vec<(String, Map<String, Value>)>, Vec<RunValues>)>, String> {
+    let Some(Value::Object(_)) = top.get(crate::outputs::report::json::result_file::SERIES_KEY)
+    else {
+        return Ok(None);
+    };
+    let Some(list) = top.get("phases").and_then(Value::as_array) else {
+        return Ok(None);
+    };
     let mut phases = Vec::new();
     let mut runs = Vec::new();
-    for p in top.get("phases")?.as_array()? {
-        let name = p.get("phase")?.as_str()?.to_string();
+    for p in list {
+        let Some(name) = p.get("phase").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        let Some(figures) = p.get("figures").and_then(Value::as_array) else {
+            return Ok(None);
+        };
         let (mut means, mut values) = (Map::new(), RunValues::new());
-        for f in p.get("figures")?.as_array()? {
-            let key = f.get("key")?.as_str()?.to_string();
-            if let Some(mean) = f.get("mean").and_then(Value::as_f64) {
-                means.insert(key.clone(), Value::from(mean));
+        for f in figures {
+            let Some(key) = f.get("key").and_then(Value::as_str) else {
+                return Ok(None);
+            };
+            let v = run_values(f.get("values"))
+                .map_err(|what| format!("phase `{name}`, figure `{key}`: {what}"))?;
+            // As the series wrote it: a mean over two runs or more.
+            if v.len() >= 2 {
+                let mean = v.iter().sum::<f64>() / v.len() as f64;
+                means.insert(key.to_string(), Value::from(mean));
             }
-            let v: Vec<f64> = f
-                .get("values")?
-                .as_array()?
-                .iter()
-                .filter_map(Value::as_f64)
-                .collect();
-            values.insert(key, v);
+            values.insert(key.to_string(), v);
         }
-        phases.push((name, means));
+        phases.push((name.to_string(), means));
         runs.push(values);
     }
-    Some((phases, runs))
+    Ok(Some((phases, runs)))
+}
+
+/// A figure's `values`: numbers, or null for a run without one; anything else is refused.
+fn run_values(values: Option<&Value>) -> Result<Vec<f64>, String> {
+    let Some(Value::Array(list)) = values else {
+        return Err("`values` is not an array of numbers".into());
+    };
+    let mut out = Vec::new();
+    for (i, v) in list.iter().enumerate() {
+        match v {
+            Value::Null => {}
+            Value::Number(n) => out.push(n.as_f64().unwrap_or(f64::NAN)),
+            other => {
+                return Err(format!(
+                    "`values[{i}]` is {}, not a number or null",
+                    super::json_type(other)
+                ))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The `significant?` column and the line under the table.
@@ -133,5 +169,67 @@ mod tests {
             cell(&a, &close)
         );
         assert_eq!(cell(&a, &[1.0]), "-");
+    }
+
+    fn written(dir: &std::path::Path, name: &str, v: Value) -> std::path::PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, v.to_string()).unwrap();
+        path
+    }
+
+    fn series(values: Value, mean: f64) -> Value {
+        serde_json::json!({
+            "series": {"runs": []},
+            "phases": [{"phase": "main", "runs": 3, "figures": [
+                {"key": "mean_ttft_ms", "label": "Mean TTFT (ms)", "better": "lower",
+                 "values": values, "n": 3, "mean": mean}
+            ]}]
+        })
+    }
+
+    /// A series whose `mean` was edited to equal the other's: the table's mean is the
+    /// values' mean, the one Welch's test reads.
+    #[test]
+    fn the_mean_shown_is_the_mean_of_the_values_tested() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = written(
+            dir.path(),
+            "b.json",
+            series(serde_json::json!([200.0, 201.0, null, 199.0]), 100.0),
+        );
+        let b = super::super::load(&path).unwrap();
+        assert_eq!(b.phases[0].1["mean_ttft_ms"], Value::from(200.0));
+        assert_eq!(
+            b.runs.unwrap()[0]["mean_ttft_ms"],
+            vec![200.0, 201.0, 199.0]
+        );
+    }
+
+    /// A value of another type is refused in one line naming the file, phase and key,
+    /// where it was left out of the test without a word.
+    #[test]
+    fn values_of_the_wrong_type_are_refused_with_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = written(
+            dir.path(),
+            "s.json",
+            series(serde_json::json!([200.0, "201", 199.0]), 200.0),
+        );
+        let e = super::super::load(&path).err().unwrap().to_string();
+        assert!(
+            e.starts_with(&format!("{} is not a result file", path.display()))
+                && e.ends_with("phase `main`, figure `mean_ttft_ms`: `values[1]` is a string, not a number or null"),
+            "{e}"
+        );
+        let plain = written(
+            dir.path(),
+            "p.json",
+            serde_json::json!({"output_throughput": 5.0, "mean_ttft_ms": "12"}),
+        );
+        let e = super::super::load(&plain).err().unwrap().to_string();
+        assert!(
+            e.ends_with("phase `vllm bench serve`: `mean_ttft_ms` is a string, not a number"),
+            "{e}"
+        );
     }
 }
