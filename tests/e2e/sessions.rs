@@ -457,3 +457,102 @@ fn a_phase_without_sessions_after_one_with_them_runs_without_on_response() {
     assert_eq!((per_phase(0), per_phase(1)), (6, 5));
     assert!(records.iter().all(|r| r.get("error").is_none()));
 }
+
+/// `runner merge` checks each shard's session figures against its own requests.jsonl and
+/// refuses a session two shards claim: a shard.json giving a session u64::MAX requests
+/// (once shown as "Max requests per session: 18446744073709551615"), and a shard claiming
+/// another's session with its records (once merged, doubling that session's requests),
+/// are each one line naming the shard, the phase and the session.
+#[test]
+fn merge_refuses_session_counts_its_records_do_not_hold_and_claimed_sessions() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let sim = SimProcess::start(&["--sim-profile", "zero"]);
+    let mut base: Vec<String> = vec![
+        scenario("agentic_coding.rhai"),
+        "--target".into(),
+        sim.url.clone(),
+        "--api".into(),
+        "chat".into(),
+    ];
+    base.extend(CODING.iter().map(|s| s.to_string()));
+    let dirs = shard_dirs(tmp.path(), 2);
+    for (i, dir) in dirs.iter().enumerate() {
+        let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
+        let shard = format!("{i}/2");
+        args.extend(["--shard", &shard]);
+        run_in(dir, &args);
+    }
+    let mut args = vec!["merge".to_string()];
+    args.extend(dirs.iter().map(|d| d.display().to_string()));
+    let merge = || runner(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(merge().status.success(), "{}", stderr(&merge()));
+    let shard_json = |i: usize| dirs[i].join("shard.json");
+    let original = std::fs::read(shard_json(1)).expect("shard.json");
+    let (one, zero) = (json(&shard_json(1)), json(&shard_json(0)));
+    let p = (0..one["phases"].as_array().unwrap().len())
+        .find(|&p| one["phases"][p]["state"]["sessions"]["requests"].as_u64() > Some(0))
+        .expect("a phase of sessions");
+    let phase = one["phases"][p]["info"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let write = |v: &serde_json::Value| {
+        std::fs::write(shard_json(1), serde_json::to_string(v).unwrap()).unwrap()
+    };
+
+    let mut forged = one.clone();
+    forged["phases"][p]["state"]["sessions"]["sessions"][0]["requests"] = u64::MAX.into();
+    let id = forged["phases"][p]["state"]["sessions"]["sessions"][0]["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    write(&forged);
+    let out = merge();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "error: {} (shard 1/2), phase {phase}: shard.json gives session `{id}` 18446744073709551615 requests",
+            dirs[1].display()
+        )),
+        "{err}"
+    );
+
+    // Shard 1 claims shard 0's first session: its totals in shard.json and its records in
+    // requests.jsonl, consistent with each other.
+    std::fs::write(shard_json(1), &original).unwrap();
+    let theirs = zero["phases"][p]["state"]["sessions"]["sessions"][0].clone();
+    let stolen = theirs["session"].as_str().unwrap().to_string();
+    let mut claimed = one.clone();
+    let sessions = &mut claimed["phases"][p]["state"]["sessions"];
+    sessions["sessions"]
+        .as_array_mut()
+        .unwrap()
+        .push(theirs.clone());
+    let requests = sessions["requests"].as_u64().unwrap() + theirs["requests"].as_u64().unwrap();
+    sessions["requests"] = requests.into();
+    write(&claimed);
+    let records: String = std::fs::read_to_string(dirs[0].join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["session"] == stolen)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dirs[1].join("requests.jsonl"))
+        .unwrap();
+    std::io::Write::write_all(&mut file, records.as_bytes()).unwrap();
+    let out = merge();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "error: {} (shard 1/2), phase {phase}: session `{stolen}` is also in shard 0/2 ({}): a session runs whole on one shard\n",
+            dirs[1].display(),
+            dirs[0].display()
+        )
+    );
+}

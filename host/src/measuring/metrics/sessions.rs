@@ -284,7 +284,7 @@ impl SessionStats {
             root_sessions: all.len() as u64 - children,
             child_sessions: children,
             requests: self.requests,
-            failed: all.iter().map(|s| s.failed).sum(),
+            failed: all.iter().fold(0u64, |t, s| t.saturating_add(s.failed)),
             duration: duration.distribution(&SESSION_PERCENTILES),
             requests_per_session: per(|s| s.requests),
             tool_calls_per_session: per(|s| s.tool_calls),

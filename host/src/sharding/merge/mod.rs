@@ -3,6 +3,7 @@
 //! from their stream logs; the outputs are rendered from the report as a single run's are.
 
 pub mod notes;
+mod sessions;
 pub mod shard_file;
 mod steady;
 
@@ -47,6 +48,13 @@ pub enum MergeError {
     },
     #[error("{dir}: {message}")]
     Stream { dir: String, message: String },
+    #[error("{dir} (shard {shard}), phase {phase}: {what}")]
+    Sessions {
+        dir: String,
+        shard: String,
+        phase: String,
+        what: String,
+    },
     #[error("{dir} (shard {shard}), phase {phase}: {source}")]
     Stats {
         dir: String,
@@ -402,6 +410,7 @@ pub struct Merged {
 /// the merged phases (the shards' own checks saw one stripe each).
 pub fn merge(dirs: &[PathBuf], checks: &[Threshold]) -> Result<Merged, MergeError> {
     let shards = load(dirs)?;
+    sessions::check(&shards)?;
     let warnings = version_warning(&shards).into_iter().collect();
     // A threshold on a percentile the shards did not report gets it computed: the merged
     // histograms hold every percentile.
