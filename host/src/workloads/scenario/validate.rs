@@ -164,8 +164,8 @@ pub fn next(next: Next, hears_responses: bool) -> Result<Next, String> {
 pub const MAX_FAN_OUT: usize = 64;
 
 /// A session's step (Rhai's `session_step`, Wasm's `session-step`): its request follows
-/// the rules of any request but is timed by `after` alone (finite, >= 0; `at` and `delay`
-/// belong to the pull model), and a fan-out names 1 to [`MAX_FAN_OUT`] children, each
+/// the rules of any request but is timed by `after` alone (0 to [`MAX_PHASE_SECS`]; `at`
+/// and `delay` belong to the pull model), and a fan-out names 1 to [`MAX_FAN_OUT`] children, each
 /// non-empty, unique and without `/` (the separator of a child's id).
 pub fn step(step: Step) -> Result<Step, String> {
     match &step {
@@ -173,6 +173,13 @@ pub fn step(step: Step) -> Result<Step, String> {
             if !after.is_finite() || *after < 0.0 {
                 return Err(format!(
                     "`after` must be a finite number of seconds >= 0, got {after}"
+                ));
+            }
+            // The bound of a phase's `max_duration`: a longer wait outlasts any phase, and
+            // in virtual time would move the clock past what it counts (u64 ns).
+            if *after > MAX_PHASE_SECS {
+                return Err(format!(
+                    "`after` of {after:e} s is too long: at most {MAX_PHASE_SECS:.0} s (about 31 years), the longest phase"
                 ));
             }
             if r.at.is_some() || r.delay.is_some() {
@@ -555,5 +562,17 @@ mod tests {
             .contains("finite"));
         let fine = vec![param("x", ParamValue::Float(0.5))];
         assert_eq!(description(&described("s", fine)), Ok(()));
+    }
+
+    #[test]
+    fn a_sessions_wait_is_at_most_the_longest_phase() {
+        let send = |after: f64| Step::Send {
+            request: Box::new(request_of(Prompt::Text("x".into()), 4)),
+            after,
+        };
+        assert!(step(send(MAX_PHASE_SECS)).is_ok());
+        let err = step(send(1e18)).unwrap_err();
+        assert!(err.contains("`after` of 1e18 s is too long"), "{err}");
+        assert!(err.contains("at most 1000000000 s"), "{err}");
     }
 }

@@ -15,7 +15,7 @@
 use crate::both_sides::clock;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
@@ -38,6 +38,9 @@ const RELEASE_AHEAD_S: f64 = 0.05;
 const MAX_OPEN_SESSIONS: usize = 100_000;
 /// The longest session id (a child's holds its ancestors' names).
 const MAX_SESSION_ID_BYTES: usize = 1024;
+/// The shortest look-ahead in virtual time: a step due in less than a nanosecond's
+/// rounding must still move the clock, or the thread would wake at the same instant.
+const MIN_LOOK_AGAIN: Duration = Duration::from_micros(1);
 
 /// A session that has started and not ended.
 #[derive(Default)]
@@ -205,11 +208,20 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
             }
         }
         self.check_stop()?;
-        if !self.stopped {
-            self.start_roots()?;
-        }
-        if let Flow::Quit = self.release() {
-            return Ok(Flow::Quit);
+        // Until neither starts nor releases anything: a release makes room for roots, and
+        // a root due now must not wait for the next round (in virtual time the clock may
+        // jump ahead while the thread waits).
+        loop {
+            let before = (self.next_root, self.due.len());
+            if !self.stopped {
+                self.start_roots()?;
+            }
+            if let Flow::Quit = self.release() {
+                return Ok(Flow::Quit);
+            }
+            if (self.next_root, self.due.len()) == before {
+                break;
+            }
         }
         if self.priming {
             self.priming = false;
@@ -228,14 +240,15 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
         self.next_root >= self.roots && self.sessions.is_empty() && self.due.is_empty()
     }
 
-    /// Waits a little for a command; at once on an outcome or the end of the phase.
+    /// Waits a little for a command; at once on an outcome or the end of the phase. In
+    /// virtual time the clock stops when the next step comes due (see [`Self::next_look`]),
+    /// so a session's wait of 1,000 s is one jump, not 500,000 looks 2 ms apart.
     fn wait_for_command(&mut self) -> Flow {
-        // Steps and roots come due with time: looked at as often on the simulated clock.
-        let look_again = Some(QUEUE_FULL_WAIT);
+        let (look_again, wants_room) = self.next_look();
         match self
             .thread
             .commands
-            .recv_timeout(QUEUE_FULL_WAIT, false, look_again)
+            .recv_timeout(QUEUE_FULL_WAIT, wants_room, look_again)
         {
             Ok(ToScenario::Outcome(o)) => match self.on_outcome(o) {
                 Ok(()) => Flow::Continue,
@@ -245,6 +258,33 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Flow::Continue,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Flow::Quit,
         }
+    }
+
+    /// When time next matters here: the first queued step comes within [`RELEASE_AHEAD_S`]
+    /// of its send time, or the scenario's `stop` is due a look (a full queue: shortly).
+    /// And whether a step is due already, held back by a full queue: then free slots wake
+    /// the thread.
+    fn next_look(&self) -> (Option<Duration>, bool) {
+        let stop_look =
+            (self.thread.scenario.has_stop() && !self.stopped).then_some(STOP_CHECK_INTERVAL);
+        let Some(Reverse(head)) = self.due.peek() else {
+            return (stop_look, false);
+        };
+        let until = head
+            .offset
+            .map_or(0.0, |o| o - RELEASE_AHEAD_S - self.now());
+        if until <= 0.0 {
+            // As before virtual time jumped: looked at again soon, as the queue drains.
+            return (Some(QUEUE_FULL_WAIT), true);
+        }
+        let head_look = Duration::try_from_secs_f64(until)
+            .ok()
+            .map(|d| d.max(MIN_LOOK_AGAIN));
+        let look = match (head_look, stop_look) {
+            (Some(h), Some(s)) => Some(h.min(s)),
+            (h, s) => h.or(s),
+        };
+        (look, false)
     }
 
     /// Seconds since the phase started (while it primes, since it was announced).
