@@ -46,6 +46,7 @@ mod requests;
 mod schema;
 mod server_control;
 mod server_metrics;
+mod session_state;
 mod sessions;
 mod sessions_languages;
 mod shards;

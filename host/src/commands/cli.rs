@@ -245,6 +245,12 @@ pub struct RunArgs {
     /// `X-Session-ID` when given without a name
     #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "X-Session-ID")]
     pub session_header: Option<String>,
+    /// The most steps (`session_step` calls) one session may take: a session past it ends
+    /// the run in one line, as a scenario that never ends its sessions would otherwise
+    /// send until stopped (a warning comes at a tenth of it)
+    #[arg(long, value_name = "N", default_value_t = crate::measuring::engine::MAX_STEPS_PER_SESSION,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_steps_per_session: u32,
     /// Model name; by default the first one the server lists at /v1/models
     #[arg(long = "model", id = "target_model", value_name = "NAME")]
     pub model: Option<String>,

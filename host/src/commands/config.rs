@@ -59,6 +59,8 @@ pub struct RunConfig {
     pub headers: Vec<(String, String)>,
     /// `--session-header`: the header naming each request's session.
     pub session_header: Option<String>,
+    /// `--max-steps-per-session`.
+    pub max_steps_per_session: u32,
     /// `--receive-clock`: what the latencies' chunk times are.
     pub receive_clock: ReceiveClock,
     pub drain_timeout: Duration,
@@ -135,6 +137,7 @@ impl RunConfig {
                 ),
                 None => None,
             },
+            max_steps_per_session: a.max_steps_per_session,
             receive_clock: a.receive_clock,
             drain_timeout: a.drain_timeout,
             max_error_rate: a.max_error_rate,

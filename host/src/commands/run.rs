@@ -316,6 +316,7 @@ fn engine_config(config: &RunConfig, model: String) -> EngineConfig {
         },
         target_models: vec![],
         session_header: config.session_header.clone(),
+        max_steps_per_session: config.max_steps_per_session,
         control: Default::default(),
         record_tap: None,
         stream_log: config

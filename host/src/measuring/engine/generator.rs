@@ -93,6 +93,7 @@ pub(super) fn spawn(
                 queue: req_tx,
                 primed: thread_primed,
                 stream_log: None,
+                warned_long_session: false,
             }
             .run();
             scenario.notes()
@@ -128,6 +129,8 @@ pub(super) struct ScenarioThread<'a> {
     pub(super) primed: Arc<Notify>,
     /// The stream log of a sharded run (`EngineConfig::stream_log`).
     stream_log: Option<BufWriter<File>>,
+    /// A long session was warned of (once a run: `sessions::SessionGenerator`).
+    pub(super) warned_long_session: bool,
 }
 
 impl ScenarioThread<'_> {

@@ -104,11 +104,20 @@ pub struct EngineConfig {
     /// The header every request of a session carries with the session's own value, for
     /// routers and KV-aware schedulers (`--session-header`, vLLM's `X-Session-ID`).
     pub session_header: Option<String>,
+    /// The most `session_step` calls one session may take (`--max-steps-per-session`).
+    pub max_steps_per_session: u32,
     /// The calls to the servers around each phase: prefix-cache resets, the profiler.
     pub control: Arc<crate::servers::control::ServerControl>,
     /// Hears of every finished request (`--otlp`).
     pub record_tap: Option<Arc<dyn RecordTap>>,
 }
+
+/// The default bound on one session's steps. The bundled agentic scenarios take at most
+/// 41 (agentic_coding's 40 turns and its end) and a trace replay one per turn; 1,000
+/// leaves long agents room while a scenario that never ends its sessions (its test for a
+/// join true on every step) stops after 1,000 requests a session instead of running until
+/// Ctrl-C. A fan-out that never ends is bounded likewise (100,000 sessions open at once).
+pub const MAX_STEPS_PER_SESSION: u32 = 1000;
 
 /// Finished requests a phase needs before `max_error_rate` is checked, so one early
 /// failure cannot end a run.

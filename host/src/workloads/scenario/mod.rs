@@ -64,6 +64,10 @@ pub enum ScenarioError {
     },
     #[error("{0}")]
     Param(String),
+    /// A session past its bound (`--max-steps-per-session`): a scenario that never ends
+    /// its sessions, stopped before it floods the server.
+    #[error("{file}: {message}")]
+    Runaway { file: String, message: String },
     #[error("{file}: {message}")]
     Unsupported { file: String, message: String },
 }

@@ -273,6 +273,21 @@ pub struct SessionState {
 }
 
 impl SessionState {
+    /// What kind of step is asked: `"start"` (step 0, nothing before it), `"answer"` (its
+    /// last request ended: `last` holds the outcome) or `"join"` (the children of its
+    /// fan-out ended: `joined` holds their ids). Scenarios read it as `s.kind`, so a
+    /// test like `s.joined != ()` (true on every step: `joined` is `[]` off joins) is
+    /// never needed.
+    pub fn kind(&self) -> &'static str {
+        if self.step == 0 {
+            "start"
+        } else if self.last.is_some() {
+            "answer"
+        } else {
+            "join"
+        }
+    }
+
     /// The seed of this step's random stream under the run's seed: the first 8 bytes of
     /// sha256 over the run's seed, the phase, the session's id and the step.
     pub fn stream_seed(&self, run_seed: u64) -> u64 {

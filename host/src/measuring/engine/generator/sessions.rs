@@ -38,6 +38,9 @@ const RELEASE_AHEAD_S: f64 = 0.05;
 const MAX_OPEN_SESSIONS: usize = 100_000;
 /// The longest session id (a child's holds its ancestors' names).
 const MAX_SESSION_ID_BYTES: usize = 1024;
+/// A session open this long (seconds on the run's clock) is warned of, once a run: far
+/// beyond the bundled agents' (40 turns of at most 30 s tools, about 20 minutes).
+const LONG_SESSION_S: f64 = 3600.0;
 /// The shortest look-ahead in virtual time: a step due in less than a nanosecond's
 /// rounding must still move the clock, or the thread would wake at the same instant.
 const MIN_LOOK_AGAIN: Duration = Duration::from_micros(1);
@@ -62,6 +65,8 @@ struct Open {
     tool_wait: bool,
     /// The first step of a root in an open loop: its scheduled start.
     start: Option<f64>,
+    /// When it opened, seconds into the phase (for the warning of a long session).
+    opened: f64,
 }
 
 /// A planned request waiting for its send time.
@@ -338,6 +343,7 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
             self.open_roots += 1;
             let open = Open {
                 start,
+                opened: self.now(),
                 ..Open::default()
             };
             self.sessions.insert(id.clone(), open);
@@ -388,6 +394,10 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
         last: Option<Outcome>,
         base: Base,
     ) -> Result<(), ScenarioError> {
+        let Some((step, opened)) = self.sessions.get(id).map(|o| (o.step, o.opened)) else {
+            return Ok(());
+        };
+        self.watch_length(id, step, opened)?;
         let Some(open) = self.sessions.get_mut(id) else {
             return Ok(());
         };
@@ -404,6 +414,31 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
             Step::FanOut(names) => self.fan_out(id, &names, base),
             Step::End => self.end(id, base),
         }
+    }
+
+    /// Bounds a session's steps (`--max-steps-per-session`: a scenario that never ends its
+    /// sessions would send until stopped) and warns, once a run, of a session past a tenth
+    /// of the bound or open [`LONG_SESSION_S`].
+    fn watch_length(&mut self, id: &str, step: u32, opened: f64) -> Result<(), ScenarioError> {
+        let bound = self.thread.context.config.max_steps_per_session.max(1);
+        let phase = &self.spec.name;
+        if step >= bound {
+            return Err(ScenarioError::Runaway {
+                file: self.thread.name.clone(),
+                message: format!(
+                    "session {id} of phase `{phase}` reached {bound} steps, the most one may take: its session_step never ended it (return () to end a session; s.kind tells \"answer\" from \"join\"); --max-steps-per-session N raises the bound"
+                ),
+            });
+        }
+        let open_s = self.now() - opened;
+        let long = step == (bound / 10).max(1) || open_s >= LONG_SESSION_S;
+        if long && !self.thread.warned_long_session {
+            self.thread.warned_long_session = true;
+            crate::errln!(
+                "warning: session {id} of phase `{phase}` has taken {step} steps in {open_s:.0} s; the run ends once a session reaches {bound} (--max-steps-per-session): does its session_step return () to end it?"
+            );
+        }
+        Ok(())
     }
 
     /// Plans a session's request and queues it for its send time.
@@ -481,9 +516,11 @@ impl<'t, 'a> SessionGenerator<'t, 'a> {
             open.children_left = children.len();
             open.children = children.clone();
         }
+        let opened = self.now();
         for child in &children {
             let open = Open {
                 parent: Some(id.to_string()),
+                opened,
                 ..Open::default()
             };
             self.sessions.insert(child.clone(), open);

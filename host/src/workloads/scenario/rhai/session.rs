@@ -1,7 +1,10 @@
 //! A script's sessions: `session_step(s)` is called when a session starts and after each
-//! of its steps ends, with `s` a map of `phase`, `id`, `step`, `last` (the outcome of its
-//! last request, or `()`) and `joined` (the children that ended, after a fan-out). Its
-//! random draws come from the session's own stream (`HostContext::enter_session`).
+//! of its steps ends, with `s` a map of `kind` (`"start"`, `"answer"` or `"join"`),
+//! `phase`, `id`, `step`, `last` (the outcome of its last request, or `()`) and `joined`
+//! (the children that ended, after a fan-out; `[]` on other steps). README.md's "Agentic
+//! sessions" holds the table of these per kind, which tests/e2e/session_state.rs checks
+//! against this map. Its random draws come from the session's own stream
+//! (`HostContext::enter_session`).
 
 use rhai::{Array, Dynamic, Map, INT};
 
@@ -26,6 +29,7 @@ pub(super) fn step(
 
 fn state_map(state: &SessionState) -> Dynamic {
     let mut m = Map::new();
+    m.insert("kind".into(), Dynamic::from(state.kind().to_string()));
     m.insert("phase".into(), Dynamic::from_int(state.phase as INT));
     m.insert("id".into(), Dynamic::from(state.id.clone()));
     m.insert("step".into(), Dynamic::from_int(state.step as INT));
