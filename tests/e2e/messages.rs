@@ -87,12 +87,15 @@ impl Drop for SmallDisk {
 
 /// A disk that fills up mid-run: the run says in one line how many records requests.jsonl
 /// kept and lost, the file holds exactly those whole records, and no empty or torn
-/// result.json (nor a temporary file) is left. Needs a tmpfs mount (root, as in CI);
-/// skipped with the reason otherwise.
+/// result.json (nor a temporary file) is left. Needs a tmpfs mount (root, as in CI, which
+/// sets `RUNNER_REQUIRE_TMPFS=1`); skipped with the reason otherwise.
 #[test]
 fn a_full_disk_says_where_requests_jsonl_was_cut_and_leaves_no_torn_result() {
     let Some(disk) = SmallDisk::mount(256) else {
-        eprintln!("skipped: cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN)");
+        skip_unless_required(
+            "RUNNER_REQUIRE_TMPFS",
+            "cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN)",
+        );
         return;
     };
     let out_dir = disk.path().join("out");
@@ -141,7 +144,9 @@ fn a_full_disk_says_where_requests_jsonl_was_cut_and_leaves_no_torn_result() {
         .filter(|n| n.ends_with(".tmp"))
         .collect();
     assert!(temporary.is_empty(), "{temporary:?}");
-    eprintln!("records kept before the disk filled: {written} of 2000");
+    tell(&format!(
+        "full disk: {written} of 2000 records kept before the 256 KiB tmpfs filled"
+    ));
 }
 
 /// `data:` events with nothing in them, among a normal stream's: every request succeeds

@@ -64,7 +64,10 @@ fn progress_shows_on_a_terminal_only() {
     assert!(!stdout(&piped).contains("phase 1/1"));
 
     let Some(screen) = on_a_terminal(&args) else {
-        println!("SKIPPED the terminal check: no `script` (util-linux) on PATH");
+        skip_unless_required(
+            "RUNNER_REQUIRE_TERMINAL",
+            "the terminal check: no `script` (util-linux) on PATH",
+        );
         return;
     };
     // Phase, counts, time left, live throughput and TTFT.
@@ -79,4 +82,5 @@ fn progress_shows_on_a_terminal_only() {
     let screen = on_a_terminal(&quiet).expect("script ran before");
     assert!(!screen.contains("phase 1/1"), "{screen}");
     assert!(screen.contains("Serving Benchmark Result"));
+    tell("terminal check: the progress display drawn on a pseudo-terminal, not with --quiet");
 }

@@ -115,6 +115,25 @@ pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Writes `line` to the test binary's own stderr, past libtest's capture (which takes
+/// only `print!` and `eprint!`), so that a CI log shows it for a test that passed: the
+/// line that says a privileged check ran.
+pub fn tell(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// A check that cannot run on this machine (`why`): a failure when `require` is `1`
+/// (`.ci/run` sets every such variable), else `SKIPPED: …` told and the test passes
+/// without it.
+pub fn skip_unless_required(require: &str, why: &str) {
+    assert!(
+        std::env::var(require).as_deref() != Ok("1"),
+        "{require}=1 but {why}"
+    );
+    tell(&format!("SKIPPED: {why}; set {require}=1 to fail instead"));
+}
+
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
