@@ -485,3 +485,102 @@ fn emitted_scenarios_round_trip_for_every_dataset() {
         ],
     );
 }
+
+/// The client's figure minus the server's, request by request, in ms.
+fn errors_ms(client_s: &[f64], server_ms: &[f64]) -> Vec<f64> {
+    assert_eq!(client_s.len(), server_ms.len(), "one per request");
+    client_s
+        .iter()
+        .zip(server_ms)
+        .map(|(c, s)| c * 1e3 - s)
+        .collect()
+}
+
+/// The client's figures are the server's, in seconds: none below the server's by more
+/// than `floor_ms`, the median within 5 ms (the timing tests' bound is 0.5 ms:
+/// tests/timing/client_error.rs; a loaded machine once put a fresh connection's first
+/// chunk 8.5 ms late) and none over a second. A file in ms, or one divided twice, is a
+/// thousand times off.
+fn assert_the_servers(what: &str, errors: &[f64], floor_ms: f64) {
+    let mut e = errors.to_vec();
+    e.sort_by(f64::total_cmp);
+    let (low, median, high) = (e[0], e[e.len() / 2], e[e.len() - 1]);
+    tell(&format!(
+        "{what}: client - server, ms: min {low:.3}, median {median:.3}, max {high:.3}"
+    ));
+    assert!(low >= floor_ms, "{what}: {low:.3} ms below the server's");
+    assert!(median.abs() <= 5.0, "{what}: median {median:.3} ms off");
+    assert!(high <= 1000.0, "{what}: {high:.3} ms over the server's");
+}
+
+/// The send log's chunk times (ms from each request's arrival), in vLLM's request order:
+/// a request id ends with its index (`…-0-7`).
+fn sent_in_request_order(sim: &SimProcess) -> Vec<Vec<f64>> {
+    let mut sent: Vec<(u64, Vec<f64>)> = sim
+        .lines()
+        .iter()
+        .map(|l| {
+            let id = l["request_id"].as_str().expect("request_id");
+            let index = id.rsplit('-').next().and_then(|i| i.parse().ok());
+            let chunks = l["chunk_ms"].as_array().expect("chunk_ms");
+            let ms = chunks.iter().map(|c| c.as_f64().expect("ms")).collect();
+            (index.unwrap_or_else(|| panic!("{id}")), ms)
+        })
+        .collect();
+    sent.sort_by_key(|(i, _)| *i);
+    assert!(sent.iter().enumerate().all(|(n, (i, _))| *i == n as u64));
+    sent.into_iter().map(|(_, ms)| ms).collect()
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    let list = v.as_array().expect("a list");
+    list.iter().map(|x| x.as_f64().expect("a number")).collect()
+}
+
+/// `--save-result --save-detailed` against the fixed profile (TTFT 30 ms, 10 ms between
+/// tokens) with its send log: each request's `ttfts`, `latencies` and `itls` (seconds,
+/// as vLLM writes them) are what the server did, request by request by its own log (not
+/// the nominal delays, which a loaded machine's timers miss), so the check holds beside
+/// other work.
+#[test]
+fn save_result_arrays_are_the_servers_times_in_seconds() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let profile = [
+        "--sim-profile",
+        "fixed",
+        "--sim-ttft-ms",
+        "30",
+        "--sim-itl-ms",
+        "10",
+    ];
+    let sim = SimProcess::logging(dir.path(), "sent", &profile);
+    let (_, ours) = bench_saved(&sim, &["--save-detailed", "--max-concurrency", "4"]);
+    let sent = sent_in_request_order(&sim);
+    assert_eq!(sent.len(), 20, "every request is logged");
+    assert!(sent.iter().all(|c| c.len() == 8), "8 chunks each");
+    // The server never sends ahead of its timetable (host/src/servers/sim/tests.rs): a
+    // late first chunk shortens the span, as the deadlines are absolute.
+    assert!(
+        sent.iter().all(|c| c[0] >= 30.0 && c[7] >= 100.0),
+        "{sent:?}"
+    );
+    let first: Vec<f64> = sent.iter().map(|c| c[0]).collect();
+    let last: Vec<f64> = sent.iter().map(|c| c[7]).collect();
+    let ttft = errors_ms(&floats(&ours["ttfts"]), &first);
+    assert_the_servers("ttfts", &ttft, -0.02);
+    let e2el = errors_ms(&floats(&ours["latencies"]), &last);
+    assert_the_servers("latencies", &e2el, -0.02);
+    // A request's gaps add up to its span from first to last chunk: the difference of two
+    // reads' errors, so either side of the server's.
+    let itls: Vec<Vec<f64>> = ours["itls"]
+        .as_array()
+        .expect("itls")
+        .iter()
+        .map(floats)
+        .collect();
+    assert!(itls.iter().all(|g| g.len() == 7), "7 gaps each: {itls:?}");
+    let spans: Vec<f64> = itls.iter().map(|g| g.iter().sum()).collect();
+    let server_spans: Vec<f64> = sent.iter().map(|c| c[7] - c[0]).collect();
+    let gaps = errors_ms(&spans, &server_spans);
+    assert_the_servers("itls, summed per request", &gaps, -1000.0);
+}
