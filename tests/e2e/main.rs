@@ -51,6 +51,7 @@ mod sessions;
 mod sessions_languages;
 mod shards;
 mod signals;
+mod sim_timetable;
 mod skew;
 mod slurm;
 mod spec_decode;
