@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The twin of llama.cpp's server, its held-out error over repeats (issue 38's first
-# acceptance line; tests/e2e/llamacpp/twin.rs asserts these figures with margin).
+# acceptance line; tests/e2e/llamacpp/twin.rs gates these figures, with the bounds it states).
 #
 #   bench-results/twin_llamacpp.sh [REPEATS]      (from the repository root; default 5)
 #
@@ -70,7 +70,7 @@ for (phase, metric), v in sorted(rows.items()):
     a = [abs(x) for x in v]
     print(f"| {phase} | {metric} | {statistics.mean(a):.1f} | {statistics.median(a):.1f} | "
           f"{max(a):.1f} | {', '.join(f'{x:+.1f}' for x in v)} |")
-print("\nThe mean over the held-out phases, per repeat (the test asserts these too):\n")
+print("\nThe mean over the held-out phases, per repeat (tests/e2e/llamacpp/twin.rs gates these; its bounds are stated there):\n")
 print("| metric | " + " | ".join(f"repeat {s}" for s in range(1, repeats + 1)) + " | max |\n|---|" + "---|" * (repeats + 1))
 for metric in metrics:
     per = [statistics.mean(abs(rows[(p, metric)][s]) for p in held) for s in range(repeats)]
