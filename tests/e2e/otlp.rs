@@ -4,17 +4,21 @@
 //! receiver: one built on the OpenTelemetry project's generated protobuf classes (PyPI's
 //! opentelemetry-proto, tests/otlp/receiver.py), as no OpenTelemetry Collector is packaged
 //! for this machine. A receiver that is not there costs the run nothing but a warning.
-//! result.json counts the spans exported and dropped, and why.
+//! result.json counts the spans exported and dropped, and why. A hostile receiver (an
+//! endless answer, a redirect elsewhere) is one warning too, in bounded memory.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::support::{free_port, records_in, repo, runner, scenario, stderr, stdout};
+use crate::support::{
+    exclusive, free_port, records_in, repo, runner, scenario, stderr, stdout, Pipes,
+};
 
 /// The receiver's pinned packages (tests/otlp/requirements.txt), in a venv made once under
 /// cargo's test temp dir; `None`, with the reason printed, when Python cannot make one,
@@ -357,4 +361,183 @@ fn a_traceparent_header_of_ones_own_is_refused() {
     let err = stderr(&out);
     assert!(err.contains("set by the runner itself"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// A receiver on loopback that reads each post whole and answers it with `answer`
+/// (at most 16 connections); its URL.
+fn hostile_receiver(answer: fn(&mut TcpStream)) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(16) {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                if read_post(&mut stream) {
+                    answer(&mut stream);
+                }
+            });
+        }
+    });
+    format!("http://{addr}/v1/traces")
+}
+
+/// Reads one request, head and `content-length` body; whether it came whole.
+fn read_post(stream: &mut TcpStream) -> bool {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 64 << 10];
+    let body_at = loop {
+        if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&data[..body_at]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    while data.len() < body_at + length {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+        }
+    }
+    true
+}
+
+/// 200, then a body without end (until the reader goes away, or 20 s).
+fn endless_200(stream: &mut TcpStream) {
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\n\r\n";
+    if stream.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    let filler = vec![0u8; 64 << 10];
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) && stream.write_all(&filler).is_ok() {}
+}
+
+/// `small_run` with `extra`, its heap budget 512 MiB: its output, how long it took, and
+/// its peak resident memory in MiB (the kernel's VmHWM, read until it exits).
+fn measured_run(dir: &Path, extra: &[&str]) -> (Option<i32>, String, String, Duration, u64) {
+    let out = dir.join("out").display().to_string();
+    let mut args = vec![
+        scenario("throughput.rhai"),
+        "-p".into(),
+        "requests=32".into(),
+        "--sim-profile".into(),
+        "fixed".into(),
+        "--output".into(),
+        out,
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args(&args)
+        .env("RUNNER_MEMORY_LIMIT_MIB", "512")
+        .env("RUNNER_CACHE_DIR", crate::support::test_cache_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the runner starts");
+    let pipes = Pipes::take(&mut child);
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0u64;
+    let code = loop {
+        let hwm = std::fs::read_to_string(&status).ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        });
+        peak_kib = peak_kib.max(hwm.unwrap_or(0));
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status.code();
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the run did not end in 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = start.elapsed();
+    let (text, err) = pipes.join();
+    (code, text, err, took, peak_kib >> 10)
+}
+
+/// What a run with a misbehaving receiver must still do: succeed with one `--otlp`
+/// warning, its report and result.json, every span counted lost and why.
+fn one_warning_and_everything_written(
+    dir: &Path,
+    code: Option<i32>,
+    text: &str,
+    err: &str,
+) -> Value {
+    assert_eq!(code, Some(0), "{err}");
+    let warned = err
+        .lines()
+        .filter(|l| l.starts_with("warning: --otlp"))
+        .count();
+    assert_eq!(warned, 1, "{err}");
+    assert!(
+        err.contains("warning: otlp: 0 of 32 spans exported"),
+        "{err}"
+    );
+    assert!(text.contains("Serving Benchmark Result"), "{text}");
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("out/result.json")).expect("result.json"),
+    )
+    .expect("JSON");
+    assert_eq!(result["otlp"]["exported"], 0, "{}", result["otlp"]);
+    assert_eq!(records_in(&dir.join("out")).len(), 32);
+    result["otlp"].clone()
+}
+
+/// A receiver answering 200 with a body that never ends once filled the run's memory in
+/// 4 s (no result.json, no report): its answer is read up to a cap and dropped.
+#[test]
+fn a_receivers_endless_answer_is_cut_and_the_run_keeps_everything() {
+    let _quiet = exclusive();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = hostile_receiver(endless_200);
+    let (code, text, err, took, peak_mib) = measured_run(dir.path(), &["--otlp", &url]);
+    eprintln!("ended in {took:?}, peak RSS {peak_mib} MiB:\n{err}");
+    let otlp = one_warning_and_everything_written(dir.path(), code, &text, &err);
+    let why = otlp["receiver_error"].as_str().unwrap_or_default();
+    assert!(why.contains("64 KiB"), "{otlp}");
+    assert!(peak_mib < 256, "peak RSS {peak_mib} MiB");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+}
+
+/// A 307 to another port is a failure, not followed: the spans go to the URL given or
+/// nowhere (one was followed, and the spans went to a port the user never named).
+#[test]
+fn a_receivers_redirect_is_a_failure_and_never_followed() {
+    let elsewhere = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let other = elsewhere.local_addr().expect("addr");
+    elsewhere.set_nonblocking(true).expect("nonblocking");
+    static OTHER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    OTHER.get_or_init(|| format!("http://{other}/v1/traces"));
+    let url = hostile_receiver(|s| {
+        let to = OTHER.get().expect("set");
+        let _ = write!(
+            s,
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: {to}\r\ncontent-length: 0\r\n\r\n"
+        );
+    });
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (code, text, err, took, peak_mib) = measured_run(dir.path(), &["--otlp", &url]);
+    eprintln!("ended in {took:?}, peak RSS {peak_mib} MiB:\n{err}");
+    let otlp = one_warning_and_everything_written(dir.path(), code, &text, &err);
+    let why = otlp["receiver_error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("307") && why.contains("not followed"),
+        "{otlp}"
+    );
+    assert!(
+        elsewhere.accept().is_err(),
+        "the redirect was followed to {other}"
+    );
 }

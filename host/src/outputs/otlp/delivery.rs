@@ -4,6 +4,11 @@
 //! runtime of its own, so neither encoding nor a slow or dead receiver ever runs on the
 //! threads that send and time requests. A failed post is counted and said once on stderr;
 //! it is not retried (a benchmark's spans are worth less than its own timing).
+//!
+//! The receiver's answer is untrusted: a redirect is a failure, never followed (spans go
+//! to the URL the user gave, nowhere else), and at most [`MAX_ANSWER`] of its body is
+//! read, then the connection is dropped (an endless 200 body once filled the run's
+//! memory in 4 s).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -24,6 +29,9 @@ const BATCH_SPANS: usize = 512;
 const BATCH_DELAY: Duration = Duration::from_secs(1);
 /// One post, connection included.
 pub(super) const POST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most of an answer's body read: an `ExportTraceServiceResponse` is a count of rejected
+/// spans and an error message, a few bytes.
+const MAX_ANSWER: usize = 64 << 10;
 
 /// What became of the spans, counted as it happens.
 #[derive(Default)]
@@ -56,7 +64,10 @@ impl Delivery {
         mut queue: mpsc::Receiver<Span>,
         mut flush: oneshot::Receiver<()>,
     ) {
-        let http = match reqwest::Client::builder().timeout(POST_TIMEOUT).build() {
+        let client = reqwest::Client::builder()
+            .timeout(POST_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none());
+        let http = match client.build() {
             Ok(http) => http,
             Err(e) => return self.warn(&format!("cannot build its HTTP client: {e}")),
         };
@@ -101,9 +112,25 @@ impl Delivery {
             .send()
             .await;
         let refused = match sent {
-            Ok(resp) if resp.status().is_success() => {
-                let body = resp.bytes().await.unwrap_or_default();
-                rejected(&body).min(n)
+            Ok(resp) if resp.status().is_success() => match answer(resp).await {
+                Ok(body) => rejected(&body).min(n),
+                Err(why) => {
+                    self.warn(&why);
+                    n
+                }
+            },
+            Ok(resp) if resp.status().is_redirection() => {
+                let to = resp
+                    .headers()
+                    .get(http::header::LOCATION)
+                    .and_then(|l| l.to_str().ok())
+                    .map(|l| crate::safeguards::redact::excerpt(l, 200))
+                    .unwrap_or_default();
+                self.warn(&format!(
+                    "it answered HTTP {} (Location: {to:?}), a redirect, which is not followed: give the receiver's own URL",
+                    resp.status()
+                ));
+                n
             }
             Ok(resp) => {
                 self.warn(&format!("it answered HTTP {}", resp.status()));
@@ -129,6 +156,28 @@ impl Delivery {
                 "warning: --otlp: spans not exported to {}: {reason} (the run goes on; its last lines count what was lost)",
                 crate::safeguards::redact::string(self.url.clone())
             );
+        }
+    }
+}
+
+/// The body of a successful answer, read up to [`MAX_ANSWER`]: past it the answer is no
+/// receiver's, and the response (its connection with it) is dropped unread.
+async fn answer(mut resp: reqwest::Response) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) if body.len() + chunk.len() > MAX_ANSWER => {
+                return Err(format!(
+                    "its answer's body passed {} KiB (an OTLP receiver answers a few bytes); it was not read further",
+                    MAX_ANSWER >> 10
+                ))
+            }
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) => return Ok(body),
+            Err(e) => {
+                let reason = crate::measuring::client::openai::chain(&e);
+                return Err(crate::safeguards::redact::string(reason));
+            }
         }
     }
 }
