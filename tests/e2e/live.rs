@@ -305,3 +305,71 @@ fn live_metrics_refuse_other_than_loopback_and_a_port_in_use() {
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     assert!(err.contains(&addr) && err.contains("in use"), "{err}");
 }
+
+/// `GET /metrics` on `port`, connecting and reading within `limit`: whether a 200 came.
+fn scrape_within(port: u16, limit: Duration) -> bool {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, limit) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(limit));
+    if s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200")
+}
+
+/// 1,000 connections from a local process that never send a byte, held open, once took
+/// every slot and the kernel's queue behind them for the whole run (0 of 8 scrapes
+/// answered): the oldest idle one is shed for each that comes, and scrapes get through.
+#[test]
+fn idle_connections_by_the_thousand_do_not_starve_a_scrape() {
+    let port = free_port();
+    let path = scenario("throughput.rhai");
+    let addr = format!("127.0.0.1:{port}");
+    let args = [
+        path.as_str(),
+        "-p",
+        "requests=4000",
+        "-p",
+        "rate=50",
+        "-p",
+        "output_tokens=16",
+        "--live-metrics",
+        &addr,
+        "-q",
+    ];
+    let mut child = spawn_runner(&args);
+    let pipes = Pipes::take(&mut child);
+    wait_until("the first scrape", Duration::from_secs(60), || {
+        scrape_within(port, Duration::from_secs(1))
+    });
+    let target = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut idle = Vec::new();
+    let opening = Instant::now();
+    while idle.len() < 1000 && opening.elapsed() < Duration::from_secs(10) {
+        if let Ok(s) = std::net::TcpStream::connect_timeout(&target, Duration::from_millis(100)) {
+            idle.push(s);
+        }
+    }
+    let answered = (0..8)
+        .filter(|_| scrape_within(port, Duration::from_secs(5)))
+        .count();
+    println!(
+        "{} idle connections open; {answered} of 8 scrapes answered",
+        idle.len()
+    );
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
+    // SAFETY: kill(2) with the pid of a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let code = wait_exit(&mut child, Duration::from_secs(60));
+    drop(idle);
+    let (out, err) = pipes.join();
+    assert_eq!(code, Some(130), "{err}");
+    assert!(out.contains("Serving Benchmark Result"), "{out}");
+    assert_eq!(answered, 8, "{err}");
+}

@@ -16,7 +16,13 @@
 //! engine's), at most [`MAX_CONNECTIONS`] connections at once, each answered once and
 //! closed, or dropped after [`CONNECTION_LIMIT`]; the engine's figures are read at most
 //! once per [`super::progress::TICK`] however often it is scraped.
+//!
+//! Nor can idle or slow clients starve a scrape: connections are taken from the kernel's
+//! queue as they come, and one that finds every slot taken sheds the oldest connection
+//! still sending its request's headers (1,000 idle connections from a local process
+//! once held all the slots, and the queue behind them, for a whole run).
 
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -37,8 +43,10 @@ use super::progress::TICK;
 use crate::measuring::engine::{LiveView, WindowQuantiles, WindowStats};
 use crate::workloads::scenario::Snapshot;
 
-/// Connections served at once; more wait in the kernel's backlog.
-const MAX_CONNECTIONS: usize = 4;
+/// Connections open at once; a new one past them sheds the oldest still sending its
+/// headers (enough that a scrape, whose request comes at once, is read before newer
+/// connections shed it).
+const MAX_CONNECTIONS: usize = 16;
 /// The longest a connection may take, request and answer together.
 const CONNECTION_LIMIT: Duration = Duration::from_secs(5);
 /// The longest a client may take to send its request's headers.
@@ -149,12 +157,18 @@ fn serve(listener: std::net::TcpListener, live: LiveView, stopped: oneshot::Rece
     });
 }
 
+/// The connections that have not yet sent their request's headers, oldest first, each
+/// with the sender that sheds it.
+type Waiting = Arc<Mutex<VecDeque<(u64, oneshot::Sender<()>)>>>;
+
+fn waiting(w: &Waiting) -> std::sync::MutexGuard<'_, VecDeque<(u64, oneshot::Sender<()>)>> {
+    w.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 async fn accept(listener: tokio::net::TcpListener, cached: Arc<Mutex<Cached>>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
+    let shed_list = Waiting::default();
+    for id in 0u64.. {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             // Out of descriptors, say: wait instead of spinning on the error.
@@ -163,21 +177,62 @@ async fn accept(listener: tokio::net::TcpListener, cached: Arc<Mutex<Cached>>) {
                 continue;
             }
         };
-        let cached = cached.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let answer = respond(&req, &cached);
-                async move { Ok::<_, std::convert::Infallible>(answer) }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_LIMIT)
-                .keep_alive(false)
-                .serve_connection(TokioIo::new(stream), service);
-            let _ = tokio::time::timeout(CONNECTION_LIMIT, connection).await;
-            drop(slot);
-        });
+        if slots.available_permits() == 0 {
+            if let Some((_, shed)) = waiting(&shed_list).pop_front() {
+                let _ = shed.send(());
+            }
+        }
+        // Waits only while every connection is being answered (each within its limit).
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let (shed, rx) = oneshot::channel();
+        waiting(&shed_list).push_back((id, shed));
+        let shed = Shed {
+            id,
+            list: shed_list.clone(),
+            rx,
+        };
+        tokio::spawn(connection(stream, cached.clone(), shed, slot));
+        // Lets the connections read what has come before the next is taken.
+        tokio::task::yield_now().await;
     }
+}
+
+/// A connection's place on the list of those that can be shed.
+struct Shed {
+    id: u64,
+    list: Waiting,
+    /// Hears when it is shed.
+    rx: oneshot::Receiver<()>,
+}
+
+/// Serves one connection until it is answered, past its limits, or shed; a request's
+/// headers take it off the list of connections that can be shed.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    cached: Arc<Mutex<Cached>>,
+    shed: Shed,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) {
+    let (id, list) = (shed.id, shed.list.clone());
+    let service = hyper::service::service_fn(move |req| {
+        waiting(&list).retain(|(i, _)| *i != id);
+        let answer = respond(&req, &cached);
+        async move { Ok::<_, std::convert::Infallible>(answer) }
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_LIMIT)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        _ = tokio::time::timeout(CONNECTION_LIMIT, connection) => {}
+        // Shed (a dropped sender is no shedding: the request's headers came).
+        Ok(()) = shed.rx => {}
+    }
+    waiting(&shed.list).retain(|(i, _)| *i != id);
+    drop(slot);
 }
 
 fn respond<B>(req: &Request<B>, cached: &Mutex<Cached>) -> Response<Full<Bytes>> {
