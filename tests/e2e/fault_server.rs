@@ -93,6 +93,17 @@ pub enum Fault {
 
 type Plan = Arc<dyn Fn(u64) -> Fault + Send + Sync>;
 
+/// How a path other than the completions is answered, when not as usual.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// 200 with `{}`, as a control route that did its work.
+    Done,
+    /// The request is read and never answered (the connection held for at most 60 s).
+    Hang,
+}
+
+type Routes = Arc<dyn Fn(&str) -> Option<Route> + Send + Sync>;
+
 /// What the server saw.
 #[derive(Default)]
 pub struct Seen {
@@ -125,7 +136,16 @@ pub struct FaultServer {
 
 impl FaultServer {
     pub fn start(plan: impl Fn(u64) -> Fault + Send + Sync + 'static) -> FaultServer {
+        FaultServer::routed(plan, |_| None)
+    }
+
+    /// A server that answers the paths `routes` names as it says (every other as usual).
+    pub fn routed(
+        plan: impl Fn(u64) -> Fault + Send + Sync + 'static,
+        routes: impl Fn(&str) -> Option<Route> + Send + Sync + 'static,
+    ) -> FaultServer {
         let plan: Plan = Arc::new(plan);
+        let routes: Routes = Arc::new(routes);
         let seen = Arc::new(Mutex::new(Seen::default()));
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -151,7 +171,8 @@ impl FaultServer {
                             continue;
                         };
                         let _ = stream.set_nodelay(true);
-                        tokio::spawn(connection(stream, plan.clone(), seen2.clone(), dead_addr));
+                        let routing = (plan.clone(), routes.clone());
+                        tokio::spawn(connection(stream, routing, seen2.clone(), dead_addr));
                     }
                 };
                 tokio::select! {
@@ -266,9 +287,25 @@ fn index_of_request_id(headers: &HashMap<String, String>) -> Option<u64> {
         .ok()
 }
 
-async fn connection(mut stream: TcpStream, plan: Plan, seen: Arc<Mutex<Seen>>, dead: SocketAddr) {
+async fn connection(
+    mut stream: TcpStream,
+    (plan, routes): (Plan, Routes),
+    seen: Arc<Mutex<Seen>>,
+    dead: SocketAddr,
+) {
     let mut buf = Vec::new();
     while let Some(req) = read_request(&mut stream, &mut buf).await {
+        match routes(&req.path) {
+            Some(Route::Done) => {
+                let done = simple("200 OK", "", "{}");
+                if stream.write_all(done.as_bytes()).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            Some(Route::Hang) => return stall(&mut stream).await,
+            None => {}
+        }
         if req.too_big {
             seen.lock().unwrap().big_bodies_reset += 1;
             let _ = stream.set_zero_linger();

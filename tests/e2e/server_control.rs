@@ -2,15 +2,21 @@
 //! (the simulator's own counters show it, and llama.cpp's `timings.cache_n`),
 //! `--profile-phase NAME` starts and stops the server's profiler around that phase only
 //! (the simulator's send log shows where), a phase can ask for both itself, and a server
-//! without the routes is one warning line and a finished run.
+//! without the routes is one warning line and a finished run. A server whose control
+//! routes never answer holds the run only within each call's bound, said on stderr while
+//! it is waited for, and a first Ctrl-C cuts the wait and still writes the report.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::fault_server::{Fault, FaultServer};
+use crate::fault_server::{Fault, FaultServer, Route};
 use crate::llamacpp::fixture::{engine, Options, Server};
-use crate::support::{exclusive, run_ok, run_records, runner, scenario, stderr, SimProcess};
+use crate::support::{
+    exclusive, run_ok, run_records, runner, scenario, spawn_runner, stderr, wait_exit, wait_until,
+    Pipes, SimProcess,
+};
 
 /// Every phase sends the same `prompts` prompts twice each, one at a time: the second
 /// sending of each finds its blocks cached, the first only if an earlier phase or run
@@ -417,4 +423,139 @@ fn a_reset_of_llama_cpp_with_its_host_memory_cache_warns_that_it_stays() {
         warned[0].starts_with(&format!("warning: {root} is llama.cpp: its slots were erased, but not its host-memory prompt cache")),
         "{err}"
     );
+}
+
+/// The repeat scenario's one phase of four requests against `server`, its profiler asked
+/// for, with `extra`; recorded in `out`.
+fn control_args<'a>(
+    repeat: &'a str,
+    server: &'a str,
+    out: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        repeat,
+        "-p",
+        "phases=1",
+        "-p",
+        "prompts=2",
+        "--target",
+        server,
+        "--server-metrics",
+        "off",
+        "--profile-phase",
+        "phase 0",
+        "--output",
+        out,
+    ];
+    args.extend(extra);
+    args
+}
+
+/// The lines of `err` that start with `prefix` and hold `part`.
+fn lines_with<'a>(err: &'a str, prefix: &str, part: &str) -> Vec<&'a str> {
+    err.lines()
+        .filter(|l| l.starts_with(prefix) && l.contains(part))
+        .collect()
+}
+
+/// A server whose engine questions, reset and profiler stop never answer: each is waited
+/// for within its bound (2 s, 2 s, 5 s, 30 s; they were 30, 30, 30 and 120 s, silent), said
+/// on stderr while it is waited for, and the run ends with its report and result.json.
+#[test]
+fn control_routes_that_never_answer_are_bounded_and_said() {
+    let server = FaultServer::routed(
+        |_| Fault::None,
+        |path| match path {
+            "/start_profile" => Some(Route::Done),
+            "/props" | "/get_model_info" | "/reset_prefix_cache" | "/stop_profile" => {
+                Some(Route::Hang)
+            }
+            _ => None,
+        },
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let repeat = repeat_scenario(dir.path());
+    let out = dir.path().join("out").display().to_string();
+    let args = control_args(&repeat, &server.url, &out, &["--reset-prefix-cache", "run"]);
+    let start = Instant::now();
+    let mut child = spawn_runner(&args);
+    let pipes = Pipes::take(&mut child);
+    let code = wait_exit(&mut child, Duration::from_secs(90));
+    let took = start.elapsed();
+    let (text, err) = pipes.join();
+    eprintln!("ended in {took:?}:\n{err}");
+    assert_eq!(code, Some(0), "{err}");
+    for route in [
+        "GET /props",
+        "GET /get_model_info",
+        "POST /reset_prefix_cache",
+        "POST /stop_profile",
+    ] {
+        let said = lines_with(&err, "note: waiting for ", &format!(" to answer {route} "));
+        assert_eq!(said.len(), 1, "{route}: {err}");
+    }
+    let root = &server.url;
+    assert_eq!(
+        lines_with(&err, "warning: ", "no answer in"),
+        [
+            format!("warning: the prefix cache of {root} was not reset: POST /reset_prefix_cache: no answer in 5 s"),
+            format!("warning: the profiler of {root} did not stop after phase `phase 0`: POST /stop_profile: no answer in 30 s"),
+        ],
+        "{err}"
+    );
+    assert!(text.contains("Serving Benchmark Result"), "{text}");
+    assert!(Path::new(&out).join("result.json").is_file());
+    assert!(took < Duration::from_secs(75), "{took:?}");
+}
+
+/// A `/stop_profile` that never answers, and a Ctrl-C while it is waited for: the run
+/// gives the profiler 3 s more, then ends with its report and result.json (the first
+/// Ctrl-C once did nothing for the 120 s of the call).
+#[test]
+fn a_first_ctrl_c_cuts_the_wait_for_a_profiler_that_never_stops() {
+    let server = FaultServer::routed(
+        |_| Fault::None,
+        |path| match path {
+            "/start_profile" => Some(Route::Done),
+            "/stop_profile" => Some(Route::Hang),
+            _ => None,
+        },
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let repeat = repeat_scenario(dir.path());
+    let out = dir.path().join("out").display().to_string();
+    let mut child = spawn_runner(&control_args(&repeat, &server.url, &out, &[]));
+    let pipes = Pipes::take(&mut child);
+    let waiting = format!(
+        "note: waiting for {} to answer POST /stop_profile",
+        server.url
+    );
+    wait_until(
+        "the wait for /stop_profile said",
+        Duration::from_secs(60),
+        || {
+            let lines = pipes.err_lines.lock().unwrap();
+            lines.iter().any(|l| l.starts_with(&waiting))
+        },
+    );
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
+    // SAFETY: kill(2) with the pid of a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let start = Instant::now();
+    let code = wait_exit(&mut child, Duration::from_secs(20));
+    let took = start.elapsed();
+    let (text, err) = pipes.join();
+    eprintln!("ended {took:?} after Ctrl-C, exit {code:?}:\n{err}");
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        err.contains(&format!(
+            "warning: interrupted: the profiler of {} was not seen to stop after phase `phase 0`",
+            server.url
+        )),
+        "{err}"
+    );
+    assert!(text.contains("Serving Benchmark Result"), "{text}");
+    assert!(Path::new(&out).join("result.json").is_file());
+    assert!(took < Duration::from_secs(12), "{took:?}");
 }

@@ -18,10 +18,15 @@ use reqwest::Method;
 
 use super::http::{Answer, Http};
 
-/// Longest wait for a reset or a profiler's start.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest wait for a profiler to stop: the engine writes its trace first.
-const STOP_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest wait for each question that tells the engine (`/props`, `/get_model_info`): a
+/// server answers them from memory, at once.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest wait for a reset or a profiler's start (each call of them).
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest wait for a profiler to stop: vLLM writes its trace before it answers (its own
+/// benchmark waits hours), which takes longer the longer the phase; the wait is said on
+/// stderr after a second, and Ctrl-C cuts it.
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// SGLang refuses to flush while requests run or wait: tries, and the pause between them.
 const FLUSH_TRIES: u32 = 10;
 const FLUSH_PAUSE: Duration = Duration::from_millis(500);
@@ -57,14 +62,12 @@ impl Engine {
                 .and_then(|a| a.json())
                 .is_some_and(|j| keys.iter().any(|k| j.get(k).is_some()))
         };
-        let props = http
-            .call(Method::GET, &format!("{root}/props"), CALL_TIMEOUT)
-            .await;
+        let props = http.call(Method::GET, root, "/props", PROBE_TIMEOUT).await;
         if has(props, &["total_slots", "default_generation_settings"]) {
             return Engine::LlamaCpp;
         }
         let info = http
-            .call(Method::GET, &format!("{root}/get_model_info"), CALL_TIMEOUT)
+            .call(Method::GET, root, "/get_model_info", PROBE_TIMEOUT)
             .await;
         if has(info, &["model_path"]) {
             return Engine::SgLang;
@@ -116,7 +119,7 @@ impl Engine {
 }
 
 async fn post(http: &Http, root: &str, path: &str, timeout: Duration) -> Result<Answer, Refusal> {
-    http.call(Method::POST, &format!("{root}{path}"), timeout)
+    http.call(Method::POST, root, path, timeout)
         .await
         .map_err(|e| Refusal::Failed(format!("POST {path}: {e}")))
 }
@@ -159,7 +162,7 @@ async fn flush_sglang(http: &Http, root: &str) -> Result<(), Refusal> {
 /// llama.cpp keeps a prompt per slot: every slot is erased.
 async fn erase_slots(http: &Http, root: &str) -> Result<(), Refusal> {
     let listing = http
-        .call(Method::GET, &format!("{root}/slots"), CALL_TIMEOUT)
+        .call(Method::GET, root, "/slots", CALL_TIMEOUT)
         .await
         .map_err(|e| Refusal::Failed(format!("GET /slots: {e}")))?;
     if matches!(listing.status, 404 | 501) {

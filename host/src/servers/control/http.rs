@@ -1,6 +1,7 @@
 //! The control calls' HTTP: their own client (never the benchmark's connection pool), the
-//! run's API key as a bearer token, a bounded time per call and a bounded body, and every
-//! error with its URL's secrets hidden.
+//! run's API key as a bearer token, a bounded time per call and a bounded body, a line on
+//! stderr when an answer is slow to come (what is waited for, and for how long at most),
+//! and every error with its URL's secrets hidden.
 
 use std::time::Duration;
 
@@ -11,6 +12,8 @@ use reqwest::Method;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most of an answer's body kept: llama.cpp's `/props` carries its chat template.
 const MAX_BODY: usize = 1 << 20;
+/// A call not answered by then is said on stderr: a run that waits says why.
+const NOTICE_AFTER: Duration = Duration::from_secs(1);
 
 /// An answer: its status and (the start of) its body.
 #[derive(Debug)]
@@ -65,15 +68,36 @@ impl Http {
         })
     }
 
-    /// `method url` with no body, answered within `timeout`; an error is the reason on one
-    /// line, with the URL's secrets hidden.
+    /// `method root+path` with no body, answered within `timeout` (body included); an
+    /// error is the reason on one line, with the URL's secrets hidden. Past
+    /// [`NOTICE_AFTER`] without an answer, stderr says what the run waits for.
     pub(super) async fn call(
         &self,
         method: Method,
-        url: &str,
+        root: &str,
+        path: &str,
         timeout: Duration,
     ) -> Result<Answer, String> {
-        let mut request = self.client.request(method, url).timeout(timeout);
+        let what = format!("{method} {path}");
+        let url = format!("{root}{path}");
+        let answer = tokio::time::timeout(timeout, self.answer(method, &url));
+        tokio::pin!(answer);
+        let answer = tokio::select! {
+            done = &mut answer => done,
+            _ = tokio::time::sleep(NOTICE_AFTER.min(timeout)) => {
+                crate::errln!(
+                    "note: waiting for {} to answer {what} (server control; at most {} s, Ctrl-C stops waiting)",
+                    crate::safeguards::redact::string(root.to_string()),
+                    timeout.as_secs()
+                );
+                answer.await
+            }
+        };
+        answer.unwrap_or_else(|_| Err(format!("no answer in {} s", timeout.as_secs())))
+    }
+
+    async fn answer(&self, method: Method, url: &str) -> Result<Answer, String> {
+        let mut request = self.client.request(method, url);
         if let Some(key) = &self.api_key {
             request = request.header(AUTHORIZATION, format!("Bearer {key}"));
         }

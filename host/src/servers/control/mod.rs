@@ -10,6 +10,11 @@
 //! what it lacks, and the run goes on: a benchmark is still worth its numbers, and the
 //! line says they were taken with a cache that was not emptied (or without a trace).
 //!
+//! No call holds the run long or silently: each is bounded (`engines`: 2 s for each
+//! question that tells the engine, 5 s for each reset or start call, 30 s for a profiler
+//! to stop, 15 s for one target's whole reset), one unanswered for a second is said on
+//! stderr with its bound, and Ctrl-C ends the wait (a profiler's stop gets 3 s more).
+//!
 //! - `engines`: which engine a target runs, and each engine's routes.
 //! - `http`: the bounded HTTP calls.
 
@@ -59,6 +64,9 @@ pub struct ServerControl {
 
 /// How long an interrupted run still waits for the profilers it started to stop.
 const STOP_AFTER_INTERRUPT: Duration = Duration::from_secs(3);
+/// The longest one target's reset takes, every call of it together (llama.cpp's is one
+/// call per slot, and the slots are the server's word).
+const RESET_LIMIT: Duration = Duration::from_secs(15);
 
 struct Target {
     /// The server's root: the target's URL without a trailing `/` or `/v1`.
@@ -122,10 +130,6 @@ impl ServerControl {
         }
     }
 
-    fn interrupted(&self) -> bool {
-        self.interrupt.as_ref().is_some_and(|i| *i.borrow())
-    }
-
     /// Before phase `index` opens its connections: empties every target's prefix cache
     /// when the run or the phase asks for it.
     pub async fn before_phase(&self, index: usize, spec: &PhaseSpec) {
@@ -148,7 +152,15 @@ impl ServerControl {
             return;
         };
         let target = &self.targets[t];
-        match engine.reset_prefix_cache(http, &target.root).await {
+        let reset =
+            tokio::time::timeout(RESET_LIMIT, engine.reset_prefix_cache(http, &target.root));
+        let done = reset.await.unwrap_or_else(|_| {
+            Err(Refusal::Failed(format!(
+                "not done in {} s",
+                RESET_LIMIT.as_secs()
+            )))
+        });
+        match done {
             // Measured with llama.cpp's server (xllamacpp 2026.10): after an erase of all
             // its slots a prompt it had moved to host memory came back with all but one
             // of its tokens cached; with --cache-ram 0 with none.
@@ -227,10 +239,27 @@ impl ServerControl {
             }
         });
         let stopping = futures_util::future::join_all(stops);
-        if self.interrupted() {
-            let _ = tokio::time::timeout(STOP_AFTER_INTERRUPT, stopping).await;
-        } else {
+        let Some(mut interrupt) = self.interrupt.clone() else {
             stopping.await;
+            return;
+        };
+        // An interrupt before or during the wait leaves them STOP_AFTER_INTERRUPT more.
+        let cut = async {
+            if interrupt.wait_for(|i| *i).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(STOP_AFTER_INTERRUPT).await;
+        };
+        tokio::select! {
+            _ = stopping => {}
+            _ = cut => {
+                for &t in &profiling.started {
+                    self.say_once(format!(
+                        "warning: interrupted: the profiler of {} was not seen to stop after phase `{phase}`",
+                        self.targets[t].label
+                    ));
+                }
+            }
         }
     }
 
