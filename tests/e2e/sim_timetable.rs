@@ -100,7 +100,7 @@ fn every_kth_request_is_held_by_its_delay_and_no_more() {
     ];
     let sent = sent_in_virtual_time(11, 3, &flags);
     assert_eq!(sent.len(), 12, "every stream is logged");
-    let first = |id: u64| if id % 4 == 0 { 100.0 } else { 20.0 };
+    let first = |id: u64| if id.is_multiple_of(4) { 100.0 } else { 20.0 };
     assert_timetable("every 4th held 80 ms", &sent, first, 10.0, 3);
 }
 
