@@ -6,7 +6,24 @@
 use std::path::Path;
 
 use crate::schema::{assert_valid, validator};
-use crate::support::{exclusive, fixture, runner, stderr, stdout};
+use crate::support::{
+    calibrate_recorded, exclusive, fixture, holdout_signed_pct, repo, runner, stderr, stdout,
+};
+
+/// The recorded run of the known profile (tests/fixtures/recorded/sim: the load points of
+/// `load_points`, its README says how it was made), fitted from c2 and c16 with c4 held
+/// out and replayed in virtual time: the fit's parameters (% from the profile) and the
+/// held-out error (signed, +: the twin is slower), the same on any machine. The gate is
+/// each figure ± [`RECORDED_MARGIN`] points.
+const RECORDED: [(&str, f64); 6] = [
+    ("prefill_us_per_token", -0.15),
+    ("decode_step_ms", 0.10),
+    ("decode_us_per_seq", -0.43),
+    ("c4 mean_ttft_ms", 4.21),
+    ("c4 median_tpot_ms", -4.97),
+    ("c4 median_e2el_ms", 0.11),
+];
+const RECORDED_MARGIN: f64 = 3.0;
 
 /// The known engine: (flag, twin.toml key, value). A sequence costs 1 ms of a step, so the
 /// steps of 2 and of 8 sequences differ by 6 ms: at 200 µs (1.2 ms) a loaded machine's
@@ -61,6 +78,30 @@ fn a_twin_recovers_a_known_profile_states_its_error_and_is_named_by_runs_against
     recovers_the_profile(&run, &twin);
     names_the_twin(&run, &twin, dir.path());
     replays_the_run_against_the_twin(&run, &twin);
+}
+
+/// The twin of the recorded run recovers the profile and predicts the held-out c4 within
+/// [`RECORDED_MARGIN`] points of what the benchmark measured on that run, either way (the
+/// 14 % replay bug, c4 replayed at its recorded sends, reads far outside).
+#[test]
+fn a_twin_fitted_on_a_recorded_run_recovers_the_profile_and_its_held_out_error() {
+    let run = repo().join("tests/fixtures/recorded/sim");
+    let (file, text) = calibrate_recorded(&run, &["c4"]);
+    assert_eq!(file["engine"]["max_seqs"].as_integer(), Some(8), "{text}");
+    for (figure, want) in RECORDED {
+        let got = match figure.split_once(' ') {
+            Some((phase, metric)) => holdout_signed_pct(&file, phase, metric),
+            None => {
+                let (_, _, truth) = PROFILE.iter().find(|p| p.1 == figure).expect(figure);
+                let fitted = file["engine"][figure].as_float().expect(figure);
+                (fitted - truth) / truth * 100.0
+            }
+        };
+        assert!(
+            (got - want).abs() <= RECORDED_MARGIN,
+            "{figure}: {got:+.2} %, benchmarked {want:+.2} % ± {RECORDED_MARGIN}\n{text}"
+        );
+    }
 }
 
 /// `--twin FILE` fits nothing and sets each of the run's phases against the twin, saying

@@ -307,3 +307,33 @@ impl Drop for SimProcess {
         let _ = self.child.wait();
     }
 }
+
+/// A twin.toml's held-out error on `phase`'s `metric`, in % of the real figure, SIGNED
+/// (+: the twin is slower): `error_pct` alone is |twin − real| / real, which a twin that
+/// predicts too low passes as well as one too high.
+pub fn holdout_signed_pct(twin: &toml::Value, phase: &str, metric: &str) -> f64 {
+    let rows = twin["holdout"].as_array().expect("holdout rows");
+    let row = rows
+        .iter()
+        .find(|r| r["phase"].as_str() == Some(phase) && r["metric"].as_str() == Some(metric))
+        .unwrap_or_else(|| panic!("no held-out {phase} {metric}"));
+    let field = |k: &str| row[k].as_float().unwrap_or_else(|| panic!("{k}: {row}"));
+    field("error") / field("observed") * 100.0
+}
+
+/// `runner calibrate RUN --holdout PHASE... --virtual-time` into a temp file: the twin
+/// fitted from the recorded run's other phases and the held-out replay on the simulated
+/// clock, both deterministic (the same figures on any machine however busy).
+pub fn calibrate_recorded(run: &Path, holdout: &[&str]) -> (toml::Value, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("twin.toml").display().to_string();
+    let run = run.display().to_string();
+    let mut args = vec!["calibrate", run.as_str(), "--virtual-time", "--out", &out];
+    for phase in holdout {
+        args.extend(["--holdout", phase]);
+    }
+    let o = runner(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&out).expect("twin.toml");
+    (toml::from_str(&text).expect("toml"), text)
+}

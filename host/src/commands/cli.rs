@@ -77,6 +77,10 @@ pub struct CalibrateArgs {
     /// per phase, the real run's figures against the twin's and where they part most
     #[arg(long, value_name = "TWIN", conflicts_with = "holdout")]
     pub twin: Option<PathBuf>,
+    /// Replay against the twin in virtual time (`run --virtual-time`): the prediction is
+    /// the twin's model alone, the same figure on any machine however busy
+    #[arg(long)]
+    pub virtual_time: bool,
 }
 
 #[derive(Subcommand)]

@@ -13,7 +13,33 @@
 use std::io::Write;
 
 use super::fixture::{engine, Options, Server};
-use crate::support::{exclusive, fixture, runner, stderr};
+use crate::support::{
+    calibrate_recorded, exclusive, fixture, holdout_signed_pct, repo, runner, stderr,
+};
+
+/// The twin's held-out error on the recorded llama.cpp run (tests/fixtures/recorded/llamacpp,
+/// the load points of the live test below, its README says how it was made), SIGNED in %
+/// (+: the twin is slower), as `calibrate --virtual-time` measured it: the fit reads the
+/// recorded chunks and the replay runs on the simulated clock, so the figure is the same on
+/// any machine, and the gate is that figure ± [`RECORDED_MARGIN`]. Within the quiet
+/// benchmark's spread (bench-results/twin_llamacpp.md: −18 to +30 % on one phase).
+const RECORDED: [(&str, &str, f64); 12] = [
+    ("c2", "mean_ttft_ms", 0.92),
+    ("c2", "mean_tpot_ms", -1.97),
+    ("c2", "median_tpot_ms", -6.85),
+    ("c2", "median_e2el_ms", -1.95),
+    ("c4", "mean_ttft_ms", 3.30),
+    ("c4", "mean_tpot_ms", 1.17),
+    ("c4", "median_tpot_ms", -4.42),
+    ("c4", "median_e2el_ms", 2.09),
+    ("c8", "mean_ttft_ms", -2.45),
+    ("c8", "mean_tpot_ms", -0.23),
+    ("c8", "median_tpot_ms", 0.05),
+    ("c8", "median_e2el_ms", -2.29),
+];
+/// Points of % either side of a recorded figure: deterministic, so this is room for a
+/// change of the fit or the simulator that moves a prediction a little, not for noise.
+const RECORDED_MARGIN: f64 = 3.0;
 
 /// Each held-out phase's error, %, at most. bench-results/twin_llamacpp.md (8 repeats on
 /// this 2-core machine, quiet) saw at most 21.6 (median E2E), 30.5 (median TPOT), 28.2
@@ -90,6 +116,27 @@ fn a_twin_fitted_at_two_load_points_predicts_three_held_out_ones() {
     assert!(sources.contains("prompt_ms"), "{text}");
     check_decode_curve(&file, &text);
     check_errors(&file, &text);
+}
+
+/// The recorded run's twin (fitted from r4 and r10, c2, c4 and c8 replayed in virtual time)
+/// predicts each held-out figure within [`RECORDED_MARGIN`] of what it measured, either
+/// way; it keeps a decode curve (on the recording's CPU the line parts from it by 9.9 %).
+#[test]
+fn a_twin_fitted_on_a_recorded_llamacpp_run_predicts_its_held_out_phases_as_benchmarked() {
+    let run = repo().join("tests/fixtures/recorded/llamacpp");
+    let (file, text) = calibrate_recorded(&run, &HELD_OUT);
+    assert_eq!(file["engine"]["max_seqs"].as_integer(), Some(4), "{text}");
+    assert!(file["engine"].get("decode_curve").is_some(), "{text}");
+    let mut log = String::from("recorded llama.cpp run, held-out error % (signed):");
+    for (phase, metric, want) in RECORDED {
+        let got = holdout_signed_pct(&file, phase, metric);
+        log += &format!(" {phase} {metric} {got:+.2};");
+        assert!(
+            (got - want).abs() <= RECORDED_MARGIN,
+            "{phase} {metric}: {got:+.2} %, benchmarked {want:+.2} % ± {RECORDED_MARGIN}\n{text}"
+        );
+    }
+    let _ = writeln!(std::io::stderr(), "{log}");
 }
 
 /// The decode step's curve, where the fit kept one: a knot at 1 sequence and one at the

@@ -40,13 +40,22 @@ const METRICS: [&str; 14] = [
     "request_throughput",
 ];
 
-pub fn measure(twin: &Path, held: &[(ObservedPhase, Value)]) -> Result<Vec<HoldoutError>> {
+/// `virtual_time`: the replays run on the simulated clock (`run --virtual-time`).
+pub fn measure(
+    twin: &Path,
+    held: &[(ObservedPhase, Value)],
+    virtual_time: bool,
+) -> Result<Vec<HoldoutError>> {
     let dir = tempfile::tempdir().context("cannot make a directory for the replay")?;
     std::fs::write(dir.path().join("replay.rhai"), REPLAY)?;
     std::fs::write(dir.path().join("closed_replay.rhai"), CLOSED_REPLAY)?;
     let mut rows = Vec::new();
     for (phase, observed) in held {
-        let predicted = replay(twin, phase, closed_loop(observed), dir.path())?;
+        let how = Replay {
+            concurrency: closed_loop(observed),
+            virtual_time,
+        };
+        let predicted = replay(twin, phase, how, dir.path())?;
         for metric in METRICS {
             let (Some(o), Some(p)) = (observed[metric].as_f64(), predicted[metric].as_f64()) else {
                 continue;
@@ -71,14 +80,17 @@ fn closed_loop(figures: &Value) -> Option<u64> {
     figures["request_rate"].as_f64().is_none().then_some(cap)
 }
 
-/// Runs the phase's requests against the twin, closed-loop at `concurrency` if given;
-/// the replay's result.json.
-fn replay(
-    twin: &Path,
-    phase: &ObservedPhase,
+/// How a phase is replayed.
+#[derive(Clone, Copy)]
+struct Replay {
+    /// Closed-loop at this concurrency, if given; else at the recorded send times.
     concurrency: Option<u64>,
-    dir: &Path,
-) -> Result<Value> {
+    /// On the simulated clock.
+    virtual_time: bool,
+}
+
+/// Runs the phase's requests against the twin as `how` says; the replay's result.json.
+fn replay(twin: &Path, phase: &ObservedPhase, how: Replay, dir: &Path) -> Result<Value> {
     let mut reqs: Vec<_> = phase.requests.iter().collect();
     reqs.sort_by_key(|r| r.sent_ns);
     let mut trace = String::new();
@@ -97,12 +109,15 @@ fn replay(
     let exe = std::env::current_exe().context("cannot find the runner's own binary")?;
     let mut command = Command::new(exe);
     command.arg("run");
-    match concurrency {
+    match how.concurrency {
         Some(c) => command
             .arg(dir.join("closed_replay.rhai"))
             .args(["-p", &format!("concurrency={c}")]),
         None => command.arg(dir.join("replay.rhai")),
     };
+    if how.virtual_time {
+        command.arg("--virtual-time");
+    }
     let run = command
         .args(["-p", "trace=data/trace.jsonl", "--sim-profile"])
         .arg(std::path::absolute(twin)?)

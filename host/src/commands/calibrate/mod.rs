@@ -22,7 +22,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<()> {
         .map(|d| run_dir::read(d))
         .collect::<Result<Vec<_>>>()?;
     if let Some(twin) = &a.twin {
-        return replay_all(twin, dirs);
+        return replay_all(twin, dirs, a.virtual_time);
     }
     let mut held: Vec<(ObservedPhase, Value)> = Vec::new();
     let mut fit_runs: Vec<ObservedRun> = Vec::new();
@@ -45,7 +45,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<()> {
     let mut twin = twin::fit(&fit_runs)?;
     write(&twin, &a)?;
     if !held.is_empty() {
-        twin.holdout = holdout::measure(&a.out, &held)?;
+        twin.holdout = holdout::measure(&a.out, &held, a.virtual_time)?;
         write(&twin, &a)?;
     }
     print(&twin, &a);
@@ -54,7 +54,11 @@ pub fn calibrate(a: CalibrateArgs) -> Result<()> {
 
 /// `--twin FILE`: every measured phase of the runs replayed against the twin, the real
 /// run's figures set against the twin's, and per phase the figure where they part most.
-fn replay_all(twin: &std::path::Path, dirs: Vec<run_dir::RunDir>) -> Result<()> {
+fn replay_all(
+    twin: &std::path::Path,
+    dirs: Vec<run_dir::RunDir>,
+    virtual_time: bool,
+) -> Result<()> {
     // Read first, so a bad twin file is its one line before any replay starts.
     TwinFile::load(twin)?;
     let phases: Vec<(ObservedPhase, Value)> = dirs
@@ -67,7 +71,7 @@ fn replay_all(twin: &std::path::Path, dirs: Vec<run_dir::RunDir>) -> Result<()> 
             })
         })
         .collect();
-    let rows = holdout::measure(twin, &phases)?;
+    let rows = holdout::measure(twin, &phases, virtual_time)?;
     println!(
         "{}",
         holdout::table(&rows, "the run's phases replayed against the twin")
