@@ -130,7 +130,15 @@ fn replays_the_run_against_the_twin(run: &str, twin: &str) {
 }
 
 fn recovers_the_profile(run: &str, twin: &str) {
-    let o = runner(&["calibrate", run, "--holdout", "c4", "--out", twin]);
+    let o = runner(&[
+        "calibrate",
+        run,
+        "--holdout",
+        "c4",
+        "--virtual-time",
+        "--out",
+        twin,
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = std::fs::read_to_string(twin).expect("twin.toml");
     let file: toml::Value = toml::from_str(&text).expect("toml");
@@ -157,13 +165,13 @@ fn recovers_the_profile(run: &str, twin: &str) {
     };
     assert!(pct("median_tpot_ms") < 10.0, "{text}");
     assert!(pct("median_e2el_ms") < 10.0, "{text}");
-    // Replayed closed-loop at its concurrency, as it ran (the recorded send times held the
-    // engine's own waits: 14 % TTFT error, now about 1 % on a quiet machine). The replay
-    // runs in real time, and beside two busy loops and the rest of the suite one replay
-    // predicted 41.0 ms against 49.2 observed (16.6 %) with every parameter within 1.4 %:
-    // how each batch of 4 prompts splits over steps is the busy machine's to decide
-    // (bench-results/twin_under_load.md). The bound is the goal for TTFT, 20 %.
-    assert!(pct("mean_ttft_ms") < 20.0, "{text}");
+    // Replayed closed-loop at its concurrency, as it ran, on the simulated clock: the
+    // prediction is the twin's model alone, and only the live run's own c4 moves (47.0 to
+    // 49.6 ms beside four busy loops, 49.3 quiet; bench-results/twin_under_load.md). The
+    // recorded sends replayed instead hold the engine's own waits: 14 % (the bug this
+    // bound exists to fail), which 10 % either way does not let through.
+    let ttft = holdout_signed_pct(&file, "c4", "mean_ttft_ms");
+    assert!(ttft.abs() < 10.0, "c4 mean TTFT {ttft:+.1} %\n{text}");
     assert!(stdout(&o).contains("held-out error"), "{}", stdout(&o));
 }
 

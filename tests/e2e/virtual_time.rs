@@ -66,6 +66,19 @@ fn median_gap(
     gaps[gaps.len() / 2]
 }
 
+/// The median over requests (paired by index) of the real TTFT less the virtual one, ms,
+/// each counted from its send.
+fn median_ttft_shortfall(real: &[serde_json::Value], simulated: &[serde_json::Value]) -> f64 {
+    let ttft = |r: &serde_json::Value| (num(&r["chunks"][0], "t_ns") - num(r, "sent_ns")) / 1e6;
+    let mut gaps: Vec<f64> = real
+        .iter()
+        .zip(simulated)
+        .map(|(r, v)| ttft(r) - ttft(v))
+        .collect();
+    gaps.sort_by(f64::total_cmp);
+    gaps[gaps.len() / 2]
+}
+
 /// Mean TTFT counted from each request's scheduled time, ms: what the schedule saw,
 /// send lateness included.
 fn mean_ttft_from_schedule(records: &[serde_json::Value]) -> f64 {
@@ -89,8 +102,11 @@ fn mean_ttft_from_schedule(records: &[serde_json::Value]) -> f64 {
 /// on a quiet machine and 1 to 8 % above it beside four busy loops and another run.
 /// Virtual time's mean TTFT may not exceed the real one from the schedule by over 1 %,
 /// nor fall short of the real one from the send by more than the overhead and lateness
-/// can explain. The means within 1 % on a quiet machine are
-/// bench-results/virtual_time.sh's to show.
+/// can explain: 0.5 ms + 5 % on the mean, and 1 ms on the median request (paired by index;
+/// a stall of the real run moves few requests). A virtual clock that dropped the queue
+/// wait (a request arriving during a step joining it instead of the next) reads the
+/// mean 4.6 ms short, the median request more. The means within 1 % on a quiet machine
+/// are bench-results/virtual_time.sh's to show.
 #[test]
 fn a_short_run_in_virtual_time_matches_the_same_run_in_real_time() {
     let (real_text, real, real_records) = {
@@ -120,7 +136,16 @@ fn a_short_run_in_virtual_time_matches_the_same_run_in_real_time() {
         v <= from_schedule * 1.01,
         "mean TTFT: virtual {v} above real {from_schedule} (from the schedule)"
     );
-    assert!(r - v <= 3.0 + 0.1 * r, "mean TTFT: virtual {v}, real {r}");
+    let shortfall = median_ttft_shortfall(&real_records, &virtual_records);
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("mean TTFT: virtual {v:.3}, real {r:.3} (from the schedule {from_schedule:.3}); median request's shortfall {shortfall:.3} ms\n").as_bytes(),
+    );
+    assert!(r - v <= 0.5 + 0.05 * r, "mean TTFT: virtual {v}, real {r}");
+    assert!(
+        shortfall <= 1.0,
+        "median request's TTFT: virtual {shortfall} ms short"
+    );
     // Said in the report and in result.json, and only for the simulated run.
     assert!(
         virtual_text.contains("Clock: virtual (--virtual-time)"),
