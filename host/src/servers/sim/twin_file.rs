@@ -127,29 +127,38 @@ impl TwinFile {
         )
     }
 
-    /// The held-out error in a few words, or that none was measured.
+    /// The held-out error in a few words, or that none was measured: the worst of every
+    /// metric and phase calibrate compared (`holdout.rs`'s METRICS), then the three
+    /// headline metrics' worst, so the line's "worst" is the worst.
     pub fn error_summary(&self) -> String {
-        let picks = ["mean_ttft_ms", "median_tpot_ms", "median_e2el_ms"];
-        let worst = |metric: &str| {
-            self.holdout
-                .iter()
-                .filter(|h| h.metric == metric)
-                .filter_map(|h| h.error_pct)
-                .fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))))
-        };
-        let parts: Vec<String> = picks
-            .iter()
-            .filter_map(|m| worst(m).map(|e| format!("{m} {e:.1} %")))
-            .collect();
-        if parts.is_empty() {
-            format!(
+        let Some((pct, worst)) = worst_of(self.holdout.iter()) else {
+            return format!(
                 "held-out error not measured (fit residual {:.3} ms per step)",
                 self.fit.residual_rms_ms
-            )
-        } else {
-            format!("worst held-out error {}", parts.join(", "))
+            );
+        };
+        let headline: Vec<String> = ["mean_ttft_ms", "median_tpot_ms", "median_e2el_ms"]
+            .iter()
+            .filter_map(|m| {
+                let (e, _) = worst_of(self.holdout.iter().filter(|h| h.metric == *m))?;
+                Some(format!("{m} {e:.1} %"))
+            })
+            .collect();
+        let mut line = format!(
+            "worst held-out error {} {pct:.1} % (phase {})",
+            worst.metric, worst.phase
+        );
+        if !headline.is_empty() {
+            line.push_str(&format!("; headline metrics {}", headline.join(", ")));
         }
+        line
     }
+}
+
+/// The row with the largest error in %, and that error.
+fn worst_of<'a>(rows: impl Iterator<Item = &'a HoldoutError>) -> Option<(f64, &'a HoldoutError)> {
+    rows.filter_map(|h| h.error_pct.map(|e| (e, h)))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
 }
 
 fn short(digest: &str) -> &str {
@@ -211,6 +220,44 @@ mod tests {
         let line = twin().describe("t.toml");
         assert!(line.contains("a (0123456789ab)"), "{line}");
         assert!(line.contains("mean_ttft_ms 10.0 %"), "{line}");
+    }
+
+    fn held(phase: &str, metric: &str, pct: f64) -> HoldoutError {
+        HoldoutError {
+            phase: phase.into(),
+            metric: metric.into(),
+            observed: 100.0,
+            predicted: 100.0 + pct,
+            error: pct,
+            error_pct: Some(pct),
+        }
+    }
+
+    /// Issue 58: the line named the worst of three headline metrics (0.2 %) while p99 ITL
+    /// was 12.1 % off; it names the worst of all the metrics calibrate compared.
+    #[test]
+    fn the_worst_held_out_error_is_the_worst_of_every_metric() {
+        let mut t = twin();
+        t.holdout = vec![
+            held("c4", "mean_ttft_ms", 0.2),
+            held("c4", "p99_itl_ms", 12.1),
+            held("c8", "median_tpot_ms", 0.2),
+            held("c8", "median_e2el_ms", 0.04),
+            held("c8", "p99_itl_ms", 3.0),
+        ];
+        let line = t.error_summary();
+        assert!(
+            line.starts_with("worst held-out error p99_itl_ms 12.1 % (phase c4); "),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(
+                "headline metrics mean_ttft_ms 0.2 %, median_tpot_ms 0.2 %, median_e2el_ms 0.0 %"
+            ),
+            "{line}"
+        );
+        t.holdout.clear();
+        assert!(t.error_summary().starts_with("held-out error not measured"));
     }
 
     #[test]
