@@ -209,6 +209,22 @@ fn unknown_and_unsupported_flags_exit_2_with_one_line() {
     }
 }
 
+/// vLLM's Python file with the keys vLLM's Rust client (vllm-project/vllm-bench) writes
+/// besides, for the same flags: `max_model_len` (null without its `--max-model-len`, a
+/// flag vLLM 0.33's parser lacks), `input_throughput`, and `p90_` of each metric (its
+/// `src/config.rs` adds 90 to the percentiles; keys from its `src/output/json.rs`).
+fn with_vllm_bench_keys(mut theirs: Value) -> Value {
+    let map = theirs.as_object_mut().expect("a JSON object");
+    map.insert("max_model_len".into(), Value::Null);
+    map.insert("input_throughput".into(), serde_json::json!(1.5));
+    for metric in ["ttft", "tpot", "itl", "e2el"] {
+        if map.contains_key(&format!("mean_{metric}_ms")) {
+            map.insert(format!("p90_{metric}_ms"), serde_json::json!(1.5));
+        }
+    }
+    theirs
+}
+
 /// `ours` has the keys of `theirs` and each key's type, where an empty list of theirs
 /// (`list[]`) stands for a list of any element type: against the zero-delay server
 /// vLLM's client reads every chunk of an answer at once and records no inter-token
@@ -302,15 +318,26 @@ fn save_result_has_vllms_keys_types_and_block() {
         ),
     ] {
         let (text, ours) = bench_saved(&sim, flags);
-        let theirs = read_json(&bench_fixture(fixture));
+        let theirs = with_vllm_bench_keys(read_json(&bench_fixture(fixture)));
         assert_eq!(types(&ours), types(&theirs), "{fixture}: key set and types");
+        // Issue 58: the tokenizer that counted (no --tokenizer: o200k_base), not the model.
+        assert_eq!(ours["tokenizer_id"], "o200k_base", "{fixture}");
         if fixture == "vllm_result_detailed.json" {
+            // Issue 58: every answer's text, where each was "".
+            let texts = ours["generated_texts"].as_array().expect("texts");
+            assert_eq!(texts.len(), 20);
+            assert!(
+                texts
+                    .iter()
+                    .all(|t| !t.as_str().unwrap_or_default().is_empty()),
+                "{texts:?}"
+            );
             // The same against a zero-delay server (every chunk at once, ITLs of 0),
             // beside the file vLLM's client wrote against that server.
             let zero = SimProcess::start(&["--sim-profile", "zero"]);
             let (_, ours) = bench_saved(&zero, flags);
             let theirs = read_json(&bench_fixture("vllm_result_detailed_zero.json"));
-            assert_same_shape(&types(&ours), &types(&theirs));
+            assert_same_shape(&types(&ours), &types(&with_vllm_bench_keys(theirs)));
         }
         if fixture == "vllm_result_block.json" {
             assert_eq!(
@@ -321,6 +348,38 @@ fn save_result_has_vllms_keys_types_and_block() {
             );
         }
     }
+}
+
+/// `--metric-percentiles 50,99`: vLLM's Python client writes p50 and p99, vllm-bench
+/// p90 besides; ours writes all three, p90 between the other two.
+#[test]
+fn save_result_writes_vllm_benchs_p90_beside_the_percentiles_asked() {
+    let sim = fast_sim();
+    let (_, ours) = bench_saved(&sim, &["--metric-percentiles", "50,99"]);
+    // vLLM's default --percentile-metrics: ttft,tpot,itl.
+    assert!(ours.get("p90_e2el_ms").is_none(), "{ours}");
+    for metric in ["ttft", "tpot", "itl"] {
+        let at = |p: &str| {
+            ours[format!("p{p}_{metric}_ms")]
+                .as_f64()
+                .unwrap_or_else(|| panic!("p{p}_{metric}_ms: {ours}"))
+        };
+        // p50 and p99 come from the run's streaming estimate (within half a bucket of
+        // numpy's), p90 from the requests exactly: 2 % of slack.
+        let (p50, p90, p99) = (at("50"), at("90"), at("99"));
+        assert!(
+            p50 <= p90 * 1.02 && p90 <= p99 * 1.02 && p90 > 0.0,
+            "{metric}: {p50} {p90} {p99}"
+        );
+    }
+    let input = ours["input_throughput"].as_f64().expect("input_throughput");
+    let expected = ours["total_input_tokens"].as_f64().expect("tokens")
+        / ours["duration"].as_f64().expect("duration");
+    assert!(
+        (input - expected).abs() <= 1e-9 * expected,
+        "{input} {expected}"
+    );
+    assert!(ours["max_model_len"].is_null(), "{ours}");
 }
 
 /// The labels of the `Serving Benchmark Result` block, in order, without the values.

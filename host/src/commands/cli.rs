@@ -255,6 +255,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = crate::measuring::engine::MAX_STEPS_PER_SESSION,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_steps_per_session: u32,
+    /// Keep each answer's text (without reasoning) in requests.jsonl as `answer_text`,
+    /// at most 64 KiB per answer and 64 MiB per run (then ""); bench serve's
+    /// --save-detailed sets it for vLLM's `generated_texts`
+    #[arg(long)]
+    pub keep_answer_text: bool,
     /// Model name; by default the first one the server lists at /v1/models
     #[arg(long = "model", id = "target_model", value_name = "NAME")]
     pub model: Option<String>,

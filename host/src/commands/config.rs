@@ -61,6 +61,8 @@ pub struct RunConfig {
     pub session_header: Option<String>,
     /// `--max-steps-per-session`.
     pub max_steps_per_session: u32,
+    /// `--keep-answer-text`: each record keeps its answer's text (bounded).
+    pub keep_answer_text: bool,
     /// `--receive-clock`: what the latencies' chunk times are.
     pub receive_clock: ReceiveClock,
     pub drain_timeout: Duration,
@@ -138,6 +140,7 @@ impl RunConfig {
                 None => None,
             },
             max_steps_per_session: a.max_steps_per_session,
+            keep_answer_text: a.keep_answer_text,
             receive_clock: a.receive_clock,
             drain_timeout: a.drain_timeout,
             max_error_rate: a.max_error_rate,

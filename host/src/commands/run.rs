@@ -319,6 +319,7 @@ fn engine_config(config: &RunConfig, model: String) -> EngineConfig {
         max_steps_per_session: config.max_steps_per_session,
         control: Default::default(),
         record_tap: None,
+        answer_text: config.keep_answer_text.then(Default::default),
         stream_log: config
             .shard
             .as_ref()

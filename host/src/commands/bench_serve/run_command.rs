@@ -45,6 +45,10 @@ pub fn run_args(o: &BenchOptions, scenario: &Path) -> Vec<String> {
     if let Some(dir) = o.workload.dataset.path().and_then(Path::parent) {
         flag("--data-dir", dir.display().to_string());
     }
+    // vLLM's `generated_texts`: the run keeps the answers' text only when asked.
+    if o.save.save_detailed {
+        a.push("--keep-answer-text".into());
+    }
     a
 }
 

@@ -2,7 +2,10 @@
 //! requests.jsonl: vLLM's keys in vLLM's order and with its types (ints where it writes
 //! ints, `"inf"` for an unlimited rate, `null` goodput without --goodput), the per-request
 //! arrays with --save-detailed, and its file name rule (`--result-dir`,
-//! `--result-filename`, `--append-result`).
+//! `--result-filename`, `--append-result`). With them the keys vLLM's Rust client
+//! (vllm-project/vllm-bench, `src/output/json.rs`) writes besides: `max_model_len`,
+//! `input_throughput`, and `p90_` of each metric (its `src/config.rs` always adds 90 to
+//! the percentiles), so a parser of either file reads ours.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -45,6 +48,9 @@ pub enum VllmJsonError {
     },
 }
 
+/// The tokenizer a run counts with when bench serve is given no `--tokenizer`.
+pub const DEFAULT_TOKENIZER: &str = "o200k_base";
+
 /// The keys vLLM writes before the benchmark's own.
 fn setup_keys(o: &BenchOptions, run: &Value, out: &mut Ordered) {
     let model_id = run.get("model_id").cloned().unwrap_or(Value::Null);
@@ -53,9 +59,13 @@ fn setup_keys(o: &BenchOptions, run: &Value, out: &mut Ordered) {
     out.put("backend", json!(o.run.backend));
     out.put("label", json!(o.run.label));
     out.put("model_id", json!(o.run.model_id).or(model_id.clone()));
-    let tokenizer_id = o.run.tokenizer_id.clone().map(Value::from);
-    out.put("tokenizer_id", tokenizer_id.unwrap_or(model_id));
+    // The tokenizer that counted: without --tokenizer, the run counts with o200k_base
+    // (vLLM would name the model, whose tokenizer it loads).
+    let tokenizer_id = o.run.tokenizer_id.as_deref().unwrap_or(DEFAULT_TOKENIZER);
+    out.put("tokenizer_id", json!(tokenizer_id));
     out.put("num_prompts", json!(o.workload.num_prompts));
+    // vllm-bench's `--max-model-len`, which vLLM 0.33's client lacks: null, as there.
+    out.put("max_model_len", Value::Null);
     for (k, v) in &o.save.metadata {
         out.put(k, json!(v));
     }
@@ -114,6 +124,9 @@ pub fn vllm_result(o: &BenchOptions, run: &Value, records: &[RequestRecord]) -> 
         "total_token_throughput",
     ] {
         out.put(k, num(k));
+        if k == "request_goodput" {
+            out.put("input_throughput", input_throughput(run));
+        }
     }
     let arrays = PerRequest::of(records);
     let detailed = o.save.save_detailed;
@@ -140,12 +153,23 @@ pub fn vllm_result(o: &BenchOptions, run: &Value, records: &[RequestRecord]) -> 
         .map(|v| json!(v.round() as u64));
     out.put("max_concurrent_requests", peak.unwrap_or(Value::Null));
     out.put("rtfx", num("rtfx"));
-    metric_keys(o, run, &mut out);
+    metric_keys(o, run, &arrays, &mut out);
     out
 }
 
-/// `mean_`, `median_`, `std_` and `p<N>_` of each selected metric, in vLLM's order.
-fn metric_keys(o: &BenchOptions, run: &Value, out: &mut Ordered) {
+/// vllm-bench's `input_throughput`: prompt tokens of the completed requests per second.
+fn input_throughput(run: &Value) -> Value {
+    let tokens = run.get("total_input_tokens").and_then(Value::as_f64);
+    let duration = run.get("duration").and_then(Value::as_f64);
+    match (tokens, duration) {
+        (Some(t), Some(d)) if d > 0.0 => json!(t / d),
+        _ => json!(0.0),
+    }
+}
+
+/// `mean_`, `median_`, `std_` and `p<N>_` of each selected metric, in vLLM's order, then
+/// vllm-bench's `p90_` where 90 was not asked for (from the requests, as it computes it).
+fn metric_keys(o: &BenchOptions, run: &Value, arrays: &PerRequest, out: &mut Ordered) {
     for metric in ["ttft", "tpot", "itl", "e2el"] {
         if !o.run.percentile_metrics.iter().any(|m| m == metric) {
             continue;
@@ -158,7 +182,22 @@ fn metric_keys(o: &BenchOptions, run: &Value, out: &mut Ordered) {
             let key = format!("p{}_{metric}_ms", percentile_word(*p));
             out.put(&key, run.get(&key).cloned().unwrap_or(json!(0.0)));
         }
+        if !o.run.metric_percentiles.contains(&90.0) {
+            let p90 = numpy_percentile(arrays.metric_secs(metric), 90.0) * 1000.0;
+            out.put(&format!("p90_{metric}_ms"), json!(p90));
+        }
     }
+}
+
+/// numpy's default (linear) percentile of `values`, 0 for none: vLLM's and vllm-bench's.
+fn numpy_percentile(mut values: Vec<f64>, p: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let Some(last) = values.len().checked_sub(1) else {
+        return 0.0;
+    };
+    let at = p / 100.0 * last as f64;
+    let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
+    values[lo] + (values[hi] - values[lo]) * (at - lo as f64)
 }
 
 /// Python's `str(int(p)) if int(p) == p else str(p)`.
@@ -179,9 +218,12 @@ struct PerRequest {
     latencies: Vec<f64>,
     start_times: Vec<f64>,
     queue_times: Vec<f64>,
-    /// The runner keeps no response text: each is "".
+    /// Each answer's text as the run kept it (`requests.jsonl`'s `answer_text`, kept
+    /// when bench serve runs with --save-detailed, bounded there); "" where none was kept.
     generated_texts: Vec<String>,
     errors: Vec<String>,
+    /// Whether each request succeeded (vLLM's metrics count only those).
+    ok: Vec<bool>,
 }
 
 impl PerRequest {
@@ -205,7 +247,9 @@ impl PerRequest {
             p.start_times.push(secs(r.sent_ns));
             p.queue_times
                 .push(secs(r.sent_ns.saturating_sub(r.scheduled_ns)));
-            p.generated_texts.push(String::new());
+            p.generated_texts
+                .push(r.answer.text.clone().unwrap_or_default());
+            p.ok.push(ok);
             p.errors.push(
                 r.error
                     .as_ref()
@@ -214,6 +258,24 @@ impl PerRequest {
             );
         }
         p
+    }
+
+    /// One metric's values in seconds over the successful requests, as vLLM's
+    /// `calculate_metrics` gathers them (TPOT only for more than one output token).
+    fn metric_secs(&self, metric: &str) -> Vec<f64> {
+        let ok = |i: &usize| self.ok[*i];
+        let each = 0..self.ok.len();
+        match metric {
+            "ttft" => each.filter(ok).map(|i| self.ttfts[i]).collect(),
+            "e2el" => each.filter(ok).map(|i| self.latencies[i]).collect(),
+            "itl" => each.filter(ok).flat_map(|i| self.itls[i].clone()).collect(),
+            "tpot" => each
+                .filter(ok)
+                .filter(|&i| self.output_lens[i] > 1)
+                .map(|i| (self.latencies[i] - self.ttfts[i]) / (self.output_lens[i] - 1) as f64)
+                .collect(),
+            _ => vec![],
+        }
     }
 }
 
@@ -324,5 +386,14 @@ mod tests {
         assert_eq!(percentile_word(99.9), "99.9");
         assert_eq!(python_float(4.0), "4.0");
         assert_eq!(python_float(f64::INFINITY), "inf");
+    }
+
+    #[test]
+    fn percentiles_interpolate_as_numpys() {
+        assert_eq!(numpy_percentile(vec![], 90.0), 0.0);
+        assert_eq!(numpy_percentile(vec![3.0], 90.0), 3.0);
+        // numpy.percentile([1, 2, 3, 4, 5], 90) == 4.6
+        let p = numpy_percentile(vec![5.0, 1.0, 4.0, 2.0, 3.0], 90.0);
+        assert!((p - 4.6).abs() < 1e-12, "{p}");
     }
 }

@@ -306,6 +306,7 @@ impl<'a> PhaseDispatch<'a> {
         let mut cancel = self.cancel.subscribe();
         let backlog = self.run.backlog.clone();
         let (tap, started_wall) = (self.run.config.record_tap.clone(), self.started_wall);
+        let keep_text = self.run.config.answer_text.clone();
         self.tasks.spawn(async move {
             // Spawned up to STAY_AWAKE ahead of its send time: the dispatcher runs on the
             // runtime's calling thread, so a task it spawns waits for a parked worker to
@@ -337,7 +338,10 @@ impl<'a> PhaseDispatch<'a> {
             // chunks. The task ends with its exchange, so the drain, and the phase's
             // duration, never wait for the counting; the phase's summary does.
             backlog.build(
-                move || request.record(exchange, &tokenizer, wants_outcome),
+                move || {
+                    let keep_text = keep_text.as_deref();
+                    request.record(exchange, &tokenizer, wants_outcome, keep_text)
+                },
                 move |(record, outcome)| {
                     if let Some(tap) = &tap {
                         tap.finished(&record, started_wall);

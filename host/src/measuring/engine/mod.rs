@@ -44,6 +44,7 @@ use dispatch::RunContext;
 use generator::ThreadContext;
 pub use live::LiveView;
 use phases::{Finished, PhaseLoop, SCENARIO_GRACE};
+pub use record::AnswerTextBudget;
 use record_builder::Backlog;
 use record_file::RecordFile;
 use signals::Signals;
@@ -110,6 +111,8 @@ pub struct EngineConfig {
     pub control: Arc<crate::servers::control::ServerControl>,
     /// Hears of every finished request (`--otlp`).
     pub record_tap: Option<Arc<dyn RecordTap>>,
+    /// Keep each answer's text in its record (`--keep-answer-text`), within this budget.
+    pub answer_text: Option<Arc<record::AnswerTextBudget>>,
 }
 
 /// The default bound on one session's steps. The bundled agentic scenarios take at most

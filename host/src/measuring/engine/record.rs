@@ -2,6 +2,7 @@
 //! responses, its [`Outcome`]). Runs on the record builders (`record_builder.rs`), never
 //! on the I/O threads: counting the tokens of a response is CPU work on text of any size.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::Planned;
@@ -32,6 +33,7 @@ impl SentRequest {
         ex: Exchange,
         tokenizer: &Tokenizer,
         wants_outcome: bool,
+        keep_text: Option<&AnswerTextBudget>,
     ) -> (RequestRecord, Option<Outcome>) {
         let ns = |t: Instant| t.saturating_duration_since(self.phase_start).as_nanos() as u64;
         let usage_output = ex.completion_tokens.filter(|&n| n > 0);
@@ -47,7 +49,8 @@ impl SentRequest {
             })
             .collect();
         let planned = self.planned;
-        let answer = answer_record(&ex, planned.prepared.api, tokenizer, tool_call_tokens, ns);
+        let mut answer = answer_record(&ex, planned.prepared.api, tokenizer, tool_call_tokens, ns);
+        answer.text = keep_text.map(|budget| budget.take(&ex.answer_text()));
         let (text, tool_calls) = heard(&ex, wants_outcome);
         let record = RequestRecord {
             phase: self.phase,
@@ -104,6 +107,49 @@ impl SentRequest {
     }
 }
 
+/// How much answer text a run keeps in its records (`--keep-answer-text`): vLLM's client
+/// keeps every answer whole in memory; a record file must not grow without bound, so each
+/// answer is cut at [`ANSWER_TEXT_PER_REQUEST`] bytes and the run keeps at most
+/// [`ANSWER_TEXT_TOTAL`] bytes, then keeps "" (and counts the answers it cut or left out).
+#[derive(Debug, Default)]
+pub struct AnswerTextBudget {
+    kept: AtomicU64,
+    cut: AtomicU64,
+}
+
+/// The most bytes of one answer kept.
+pub const ANSWER_TEXT_PER_REQUEST: usize = 64 << 10;
+/// The most bytes of answer text one run keeps.
+pub const ANSWER_TEXT_TOTAL: u64 = 64 << 20;
+
+impl AnswerTextBudget {
+    /// What of `text` to keep: its first bytes up to the per-request cap (on a character
+    /// boundary) while the run's total allows, else "".
+    pub fn take(&self, text: &str) -> String {
+        let mut end = text.len().min(ANSWER_TEXT_PER_REQUEST);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let granted = self
+            .kept
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |kept| {
+                kept.checked_add(end as u64)
+                    .filter(|&k| k <= ANSWER_TEXT_TOTAL)
+            })
+            .is_ok();
+        let end = if granted { end } else { 0 };
+        if end < text.len() {
+            self.cut.fetch_add(1, Ordering::Relaxed);
+        }
+        text[..end].to_string()
+    }
+
+    /// Answers cut short or left out so far.
+    pub fn cut(&self) -> u64 {
+        self.cut.load(Ordering::Relaxed)
+    }
+}
+
 /// The endpoint, first answer chunk, reasoning tokens, tool calls and cached prompt tokens
 /// of an exchange sent to `api` (its tool-call tokens are counted with the text).
 /// Reasoning tokens are the server's count where it gave one, else the tokenizer's count
@@ -148,6 +194,7 @@ fn answer_record(
         },
         first_tool_call_ns,
         cached_prompt_tokens: ex.cached_prompt_tokens,
+        text: None,
     }
 }
 
@@ -222,4 +269,29 @@ fn chunk_tokens<'a>(
         };
         n.clamp(1, u64::from(u32::MAX)) as u32
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 58: bench serve's `generated_texts` were all "": the records kept no text.
+    /// Kept, each answer is cut at its cap on a character boundary, and the run's total
+    /// is bounded.
+    #[test]
+    fn answer_text_is_kept_within_its_caps() {
+        let budget = AnswerTextBudget::default();
+        assert_eq!(budget.take("a short answer"), "a short answer");
+        let long = "é".repeat(ANSWER_TEXT_PER_REQUEST);
+        let kept = budget.take(&long);
+        assert!(kept.len() <= ANSWER_TEXT_PER_REQUEST && kept.len() > 0);
+        assert!(long.starts_with(&kept));
+        assert_eq!(budget.cut(), 1);
+        let full = ANSWER_TEXT_TOTAL / ANSWER_TEXT_PER_REQUEST as u64;
+        let chunk = "x".repeat(ANSWER_TEXT_PER_REQUEST);
+        let kept: usize = (0..full + 2).map(|_| budget.take(&chunk).len()).sum();
+        assert!(kept as u64 <= ANSWER_TEXT_TOTAL, "{kept}");
+        assert_eq!(budget.take(&chunk), "", "past the run's total");
+        assert!(budget.cut() >= 2);
+    }
 }

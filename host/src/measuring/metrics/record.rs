@@ -294,6 +294,14 @@ pub struct AnswerRecord {
     /// Anthropic's `cache_read_input_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_prompt_tokens: Option<u64>,
+    /// The answer's text without its reasoning, kept only when the run asked
+    /// (`--keep-answer-text`, which bench serve's --save-detailed gives), bounded there.
+    #[serde(
+        default,
+        rename = "answer_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub text: Option<String>,
 }
 
 fn is_zero_u32(n: &u32) -> bool {
