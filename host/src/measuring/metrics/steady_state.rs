@@ -234,7 +234,7 @@ fn s_to_ns(s: f64) -> u64 {
 }
 
 /// The requests in flight that hold a cap of `cap` (95 % of it, rounded up).
-fn threshold_requests(cap: u64) -> u64 {
+pub(crate) fn threshold_requests(cap: u64) -> u64 {
     ((THRESHOLD * cap as f64).ceil() as u64).max(1)
 }
 

@@ -4,7 +4,7 @@
 //! beside the whole phase's, as lines the text, markdown and HTML reports each lay out
 //! their own way.
 
-use crate::measuring::metrics::steady_state::WindowRule;
+use crate::measuring::metrics::steady_state::{threshold_requests, WindowRule, THRESHOLD};
 use crate::measuring::metrics::{Distribution, PhaseSummary, SteadyState, SteadyWindow};
 
 /// The section's title in every format.
@@ -86,18 +86,51 @@ pub fn lines(st: &SteadyState, whole: &PhaseSummary) -> Vec<Line> {
     out
 }
 
-/// The section in the text report's layout; nothing without a steady state.
-pub fn render_section(s: &PhaseSummary) -> String {
-    s.steady_state.as_ref().map_or_else(String::new, |st| {
-        super::format::lines_section(TITLE, &lines(st, s))
-    })
+/// Why a capped phase has no window, in words: the plateau rule applies to it, so a report
+/// that left the section out would go quiet about it (issue 58). `None` for a phase with a
+/// window, and for one without a cap, whose report never had the section.
+pub fn missing(s: &PhaseSummary) -> Option<String> {
+    let cap = s.max_concurrency.filter(|c| *c > 0)?;
+    if s.steady_state.is_some() {
+        return None;
+    }
+    let needed = threshold_requests(cap);
+    let why = if s.completed + s.failed + s.cancelled == 0 {
+        "no request finished".to_string()
+    } else if s.peak_concurrency < needed as f64 {
+        format!(
+            "requests in flight peaked at {:.0}, never {:.0} % of the cap {cap} ({needed}); \
+             more requests or a lower max_concurrency would fill it",
+            s.peak_concurrency,
+            THRESHOLD * 100.0
+        )
+    } else {
+        format!(
+            "requests in flight reached {:.0} % of the cap {cap} but held no window there",
+            THRESHOLD * 100.0
+        )
+    };
+    Some(format!("no steady-state window: {why}"))
 }
 
-/// The section of a phase as report.md gives it: a heading and a table.
+/// The section in the text report's layout; for a capped phase without a window, a line
+/// saying why; nothing for another phase.
+pub fn render_section(s: &PhaseSummary) -> String {
+    match (&s.steady_state, missing(s)) {
+        (Some(st), _) => super::format::lines_section(TITLE, &lines(st, s)),
+        (None, Some(why)) => format!("{why}\n"),
+        (None, None) => String::new(),
+    }
+}
+
+/// The section of a phase as report.md gives it: a heading and a table (or the line
+/// saying why there is no window).
 pub fn render_markdown(s: &PhaseSummary) -> String {
-    s.steady_state.as_ref().map_or_else(String::new, |st| {
-        super::format::lines_markdown(TITLE, &s.name, &lines(st, s))
-    })
+    match (&s.steady_state, missing(s)) {
+        (Some(st), _) => super::format::lines_markdown(TITLE, &s.name, &lines(st, s)),
+        (None, Some(why)) => format!("\n## {TITLE}: {}\n\n{why}\n", s.name),
+        (None, None) => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -159,5 +192,38 @@ mod tests {
             )
         );
         assert!(render_section(&s).contains("plateau (in flight >= 95 % of the cap)"));
+    }
+
+    /// Issue 58: `throughput.rhai -p requests=100` (cap 512) printed no steady-state
+    /// block at all; it says there is no window and why.
+    #[test]
+    fn a_capped_phase_that_never_filled_says_why_it_has_no_window() {
+        let opts = MetricsOptions {
+            percentiles: vec![50.0, 99.0],
+            goodput: None,
+        };
+        let mut acc = PhaseAccumulator::new(&opts);
+        for i in 0..100 {
+            acc.record(&record(i));
+        }
+        let mut info = PhaseInfo {
+            name: "main".into(),
+            duration_ns: 5_000 * MS,
+            max_concurrency: Some(512),
+            request_rate: None,
+            burstiness: None,
+            steady_window: None,
+        };
+        let s = acc.summarize(&info);
+        assert!(s.steady_state.is_none());
+        let text = render_section(&s);
+        assert_eq!(
+            text,
+            "no steady-state window: requests in flight peaked at 4, never 95 % of the cap \
+             512 (487); more requests or a lower max_concurrency would fill it\n"
+        );
+        assert!(render_markdown(&s).contains("## Steady state: main\n\nno steady-state window"));
+        info.max_concurrency = None;
+        assert_eq!(render_section(&acc.summarize(&info)), "", "no cap, no rule");
     }
 }
