@@ -71,7 +71,6 @@ pub fn lines(server: &ServerPhase, client: &PhaseSummary) -> Vec<Line> {
 /// 10000-20000)": the mean is exact (sum over count); the percentiles are interpolated
 /// inside Prometheus buckets, so they are marked approximate and their buckets shown.
 fn histogram_line(h: &HistogramStat) -> Line {
-    let approx = |v: Option<f64>| v.map_or("-".into(), |v| format!("≈{v:.0}"));
     let bucket = |b: &Option<Bucket>| match b {
         Some(Bucket {
             above,
@@ -80,17 +79,47 @@ fn histogram_line(h: &HistogramStat) -> Line {
         Some(Bucket { above, up_to: None }) => format!("above {above}"),
         None => "-".into(),
     };
+    let one_bucket = h.p50_bucket.is_some() && h.p50_bucket == h.p99_bucket;
+    let buckets = match one_bucket {
+        true => format!("bucket {}", bucket(&h.p50_bucket)),
+        false => format!(
+            "buckets {}, {}",
+            bucket(&h.p50_bucket),
+            bucket(&h.p99_bucket)
+        ),
+    };
     let mean = h.mean_ms.map_or("-".into(), |v| format!("{v:.2}"));
     (
         format!("{} mean/p50/p99 (ms):", capitalised(&h.meaning)),
         format!(
-            "{mean} / {} / {} (buckets {}, {})",
-            approx(h.p50_ms),
-            approx(h.p99_ms),
-            bucket(&h.p50_bucket),
-            bucket(&h.p99_bucket)
+            "{mean} / {} / {} ({buckets})",
+            quantile(h.p50_ms, h.p50_bucket, one_bucket),
+            quantile(h.p99_ms, h.p99_bucket, one_bucket)
         ),
     )
+}
+
+/// A percentile read from buckets: `≈` its interpolation where that says something, else
+/// the bounds of its bucket. Inside a first bucket (from 0) or the +Inf one, or where p50
+/// and p99 share one bucket (the mass sits in it), the interpolation is only a point on a
+/// straight line through the bucket (issue 58 printed "≈150" for queue times of about 4 ms
+/// in the bucket 0-300): the bucket's bounds are all that is known.
+fn quantile(value: Option<f64>, bucket: Option<Bucket>, one_bucket: bool) -> String {
+    let Some(v) = value else {
+        return "-".into();
+    };
+    match bucket {
+        Some(Bucket { up_to: None, above }) => format!("> {above}"),
+        Some(Bucket {
+            above,
+            up_to: Some(up_to),
+        }) if above <= 0.0 => format!("< {up_to}"),
+        Some(Bucket {
+            above,
+            up_to: Some(up_to),
+        }) if one_bucket => format!("{above}-{up_to}"),
+        _ => format!("≈{v:.0}"),
+    }
 }
 
 /// "Client TTFT mean 312 ms = server TTFT 300 (queue 180) + 12 outside the engine": the
@@ -187,4 +216,55 @@ pub(super) fn render_usage_cache(client: &PhaseSummary) -> String {
         cache.prompt_tokens,
         cache.requests
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn histogram(p50: (f64, f64, Option<f64>), p99: (f64, f64, Option<f64>)) -> HistogramStat {
+        HistogramStat {
+            name: "vllm:request_queue_time_seconds".into(),
+            meaning: "server queue time".into(),
+            count: 100.0,
+            mean_ms: Some(3.97),
+            p50_ms: Some(p50.0),
+            p90_ms: None,
+            p99_ms: Some(p99.0),
+            p50_bucket: Some(Bucket {
+                above: p50.1,
+                up_to: p50.2,
+            }),
+            p90_bucket: None,
+            p99_bucket: Some(Bucket {
+                above: p99.1,
+                up_to: p99.2,
+            }),
+        }
+    }
+
+    /// Issue 58: "3.97 / ≈150 / ≈297 (buckets 0-300)" for queue times of about 4 ms:
+    /// inside a first bucket the line gives its bound, not a midpoint.
+    #[test]
+    fn a_percentile_in_a_first_or_shared_bucket_is_its_bounds() {
+        let first = histogram((150.0, 0.0, Some(300.0)), (297.0, 0.0, Some(300.0)));
+        let (label, value) = histogram_line(&first);
+        assert_eq!(label, "Server queue time mean/p50/p99 (ms):");
+        assert_eq!(value, "3.97 / < 300 / < 300 (bucket 0-300)");
+        let shared = histogram((375.0, 300.0, Some(450.0)), (448.0, 300.0, Some(450.0)));
+        assert_eq!(
+            histogram_line(&shared).1,
+            "3.97 / 300-450 / 300-450 (bucket 300-450)"
+        );
+        let spread = histogram((8507.0, 5000.0, Some(10000.0)), (30000.0, 20000.0, None));
+        assert_eq!(
+            histogram_line(&spread).1,
+            "3.97 / ≈8507 / > 20000 (buckets 5000-10000, above 20000)"
+        );
+        let apart = histogram((120.0, 0.0, Some(300.0)), (8507.0, 5000.0, Some(10000.0)));
+        assert_eq!(
+            histogram_line(&apart).1,
+            "3.97 / < 300 / ≈8507 (buckets 0-300, 5000-10000)"
+        );
+    }
 }
