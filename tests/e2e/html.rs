@@ -348,6 +348,23 @@ fn a_single_phase_page_draws_every_chart_a_multi_phase_one_does_with_its_numbers
         dom.contains("<h2>Steady state</h2>"),
         "the single phase's window"
     );
+    // Issue 58: the Summary's throughputs had no units, and the chart's peak (its bins)
+    // and the report's (1 s windows) disagreed without saying why.
+    for unit in [
+        "<th>request throughput (req/s)</th>",
+        "<th>output throughput (tok/s)</th>",
+    ] {
+        assert!(dom.contains(unit), "{unit}");
+    }
+    let output = figure(&dom, "output-throughput").expect("output throughput");
+    assert!(
+        output.contains("<th>peak (") && output.contains(" s bin)</th>"),
+        "{output}"
+    );
+    assert!(
+        output.contains("<td>over 1 s windows (Peak output token throughput)</td>"),
+        "{output}"
+    );
 
     // Three phases of 16 requests each, sharing a prompt prefix: the curves over phases
     // are by phase (16, 16, 16 prompts would be one vertical line), the hit rate above 0.

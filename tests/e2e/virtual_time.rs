@@ -152,6 +152,11 @@ fn a_short_run_in_virtual_time_matches_the_same_run_in_real_time() {
         "{virtual_text}"
     );
     assert!(!real_text.contains("virtual"), "{real_text}");
+    // Issue 58: the Target line (result.json's `runner.target`, the report's header)
+    // named a loopback URL the requests never went to.
+    let target = simulated["runner"]["target"].as_str().expect("a target");
+    assert!(target.ends_with("(virtual time, in-process)"), "{target}");
+    assert!(!target.contains("http://"), "{target}");
     assert_eq!(simulated["runner"]["virtual_time"], true);
     assert!(real["runner"].get("virtual_time").is_none(), "{real}");
     assert_valid(&validator(), "a run in virtual time", &simulated);

@@ -25,6 +25,19 @@ pub(super) struct Targets {
     pub(super) _output: Option<crate::outputs::output_dir::OutputDir>,
 }
 
+/// How reports name the built-in simulator: its profile or twin, any what-if (said
+/// wherever the target is named), and how it was reached.
+fn sim_label(what: &str, overrides: &[(String, String)], reached: &str) -> String {
+    let what_if: Vec<String> = overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    match what_if.is_empty() {
+        true => format!("built-in simulator, {what} ({reached})"),
+        false => format!(
+            "built-in simulator, {what}, what-if {} ({reached})",
+            what_if.join(",")
+        ),
+    }
+}
+
 impl Targets {
     /// Starts the simulator when it is the target, then checks every server before
     /// anything is sent.
@@ -56,19 +69,13 @@ impl Targets {
                     Some(twin) => twin.describe(profile),
                     None => format!("profile {profile}"),
                 };
-                // A what-if says so wherever the target is named.
-                let what_if: Vec<String> = config
-                    .overrides
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect();
-                let label = match what_if.is_empty() {
-                    true => format!("built-in simulator, {what} ({url})"),
-                    false => format!(
-                        "built-in simulator, {what}, what-if {} ({url})",
-                        what_if.join(",")
-                    ),
+                // In virtual time the requests go over in-memory pipes on the simulated
+                // clock (`SimServer::start_in`); the loopback URL only took the preflight.
+                let reached = match config_virtual {
+                    true => "virtual time, in-process".to_string(),
+                    false => url.clone(),
                 };
+                let label = sim_label(&what, &config.overrides, &reached);
                 (Some(server), vec![url], vec![label])
             }
         };

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::run_report::RunReport;
 use super::sessions::{overflow_notes, session_rows, turn_columns};
-use super::table::{columns, markdown_table, tag_columns, target_columns};
+use super::table::{columns_with_units, markdown_table, tag_columns, target_columns};
 use super::text::{render_header, render_phase_result, server_lines};
 use crate::measuring::metrics::{PhaseSummary, SessionsSummary};
 use crate::servers::server_metrics::ServerPhase;
@@ -63,7 +63,7 @@ pub fn render_phases(report: &RunReport) -> String {
 }
 
 fn phase_table(phases: &[PhaseSummary]) -> String {
-    markdown_table(phases.iter().map(|s| columns(s).to_vec()).collect())
+    markdown_table(phases.iter().map(columns_with_units).collect())
 }
 
 /// Header, thresholds, the phase table, and each phase's result as the text report has it

@@ -22,6 +22,25 @@ pub(crate) fn columns(s: &PhaseSummary) -> [(&'static str, String); 12] {
     ]
 }
 
+/// A column title of [`columns`] with its unit where its name carries none: the HTML and
+/// markdown tables show these; CSV keeps result.json's names, which parsers read.
+pub(crate) fn unit_title(title: &'static str) -> &'static str {
+    match title {
+        "request_throughput" => "request_throughput (req/s)",
+        "output_throughput" => "output_throughput (tok/s)",
+        "peak_concurrency" => "peak_concurrency (requests)",
+        other => other,
+    }
+}
+
+/// The phase's columns as the HTML and markdown tables title them ([`unit_title`]).
+pub(crate) fn columns_with_units(s: &PhaseSummary) -> Vec<(&'static str, String)> {
+    columns(s)
+        .into_iter()
+        .map(|(title, value)| (unit_title(title), value))
+        .collect()
+}
+
 /// A cell of a markdown table row: a `|` or a line break in a name or tag would end the
 /// cell or the row.
 fn markdown_cell(text: &str) -> String {

@@ -69,6 +69,8 @@ pub struct Chart {
     /// The x axis is by phase: x = 1, 2 … n, each tick named by its phase (phases of
     /// equal prompt counts would otherwise fall on one vertical line). Empty: numbers.
     pub x_names: Vec<String>,
+    /// The x values are counts (a turn index): ticks are labelled at whole numbers only.
+    pub x_integers: bool,
 }
 
 impl Chart {
@@ -86,6 +88,7 @@ impl Chart {
             x_span: None,
             scatter: false,
             x_names: Vec::new(),
+            x_integers: false,
         }
     }
 
@@ -184,13 +187,18 @@ impl Chart {
     fn draw_mesh(&self, chart: &mut Plot, x_span: f64, y_span: f64) -> Result<(), ChartError> {
         let scale = self.x_scale;
         let names = &self.x_names;
+        let integers = self.x_integers;
         let x_fmt = move |v: &f64| match scale {
             _ if !names.is_empty() => phase_tick(names, *v),
+            XScale::Linear if integers && (v - v.round()).abs() > 1e-6 => String::new(),
             XScale::Linear => short(*v, x_span),
             XScale::Log2 => short(v.exp2(), v.exp2()),
         };
         let y_fmt = move |v: &f64| short(*v, y_span);
-        let x_ticks = if names.is_empty() {
+        let x_ticks = if self.x_integers {
+            // No more ticks than whole numbers on the axis, so they fall on them.
+            (x_span.floor() as usize + 1).clamp(2, 8)
+        } else if names.is_empty() {
             8
         } else {
             names.len().clamp(2, 30)

@@ -25,7 +25,7 @@ use self::escape::escape;
 use self::panel::push_all;
 use self::series::Series;
 use super::run_report::RunReport;
-use super::table::{columns, tag_columns, target_columns};
+use super::table::{columns_with_units, tag_columns, target_columns};
 use super::text::render_phase_result;
 use super::RunHeader;
 use crate::measuring::metrics::{PhaseSummary, TagSummary};
@@ -75,6 +75,11 @@ pub fn render(report: &RunReport, series: &Series) -> Result<String, ChartError>
 
 /// The page up to its first section: title, description and the run's header table.
 fn page_head(title: &str, h: &RunHeader) -> String {
+    page_head_with(title, h, header_rows(h))
+}
+
+/// The page's head with the header table's `rows` (a series replaces the seed and digest).
+fn page_head_with(title: &str, h: &RunHeader, rows: Vec<(&'static str, String)>) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
@@ -86,7 +91,11 @@ fn page_head(title: &str, h: &RunHeader) -> String {
     if !h.description.is_empty() {
         let _ = writeln!(out, "<p class=\"muted\">{}</p>", escape(&h.description));
     }
-    header_table(&mut out, h);
+    out.push_str("<table class=\"kv\">\n");
+    for (k, v) in rows {
+        let _ = writeln!(out, "<tr><th>{k}</th><td>{}</td></tr>", escape(&v));
+    }
+    out.push_str("</table>\n");
     out
 }
 
@@ -125,7 +134,12 @@ fn charts(out: &mut String, report: &RunReport, series: &Series) -> Result<(), C
         );
     }
     out.push_str("<div class=\"grid\">\n");
-    push_all(out, &timeline::time_panels(series, &bands))?;
+    // The block's peak (vLLM's `max_output_tokens_per_s`) counts 1 s windows.
+    let peak_1s = phases
+        .iter()
+        .map(|s| s.peak_output_throughput)
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    push_all(out, &timeline::time_panels(series, &bands, peak_1s))?;
     push_all(out, &server_charts::server_panels(series, &servers))?;
     out.push_str("</div>\n");
     Ok(())
@@ -181,14 +195,14 @@ fn endings_table(out: &mut String, endings: &[(String, String)]) {
     out.push_str("</table>\n");
 }
 
-fn header_table(out: &mut String, h: &RunHeader) {
+/// The header table's rows: label and value.
+fn header_rows(h: &RunHeader) -> Vec<(&'static str, String)> {
     let params = h
         .params
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(", ");
-    out.push_str("<table class=\"kv\">\n");
     let rows = [
         ("Parameters", params),
         ("Seed", h.seed.to_string()),
@@ -206,10 +220,7 @@ fn header_table(out: &mut String, h: &RunHeader) {
     let clock = h
         .virtual_time
         .then(|| ("Clock", super::text::VIRTUAL_CLOCK.to_string()));
-    for (k, v) in rows.into_iter().chain(clock) {
-        let _ = writeln!(out, "<tr><th>{k}</th><td>{}</td></tr>", escape(&v));
-    }
-    out.push_str("</table>\n");
+    rows.into_iter().chain(clock).collect()
 }
 
 fn thresholds_table(out: &mut String, verdicts: &[Verdict]) {
@@ -266,7 +277,7 @@ fn tag_table(out: &mut String, tags: &[TagSummary]) {
 }
 
 fn phase_table(out: &mut String, phases: &[PhaseSummary]) {
-    grid_table(out, phases.iter().map(|s| columns(s).to_vec()));
+    grid_table(out, phases.iter().map(columns_with_units));
 }
 
 /// A table of rows of (column title, value), titled by the first row's column titles.

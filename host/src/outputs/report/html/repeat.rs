@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::charts::{Chart, ChartError};
 use super::escape::escape;
 use super::panel::{num, push_all, Figures, Panel};
-use super::{grid_table, page_end, page_head};
+use super::{grid_table, header_rows, page_end, page_head_with};
 use crate::outputs::report::series::render::{columns, title};
 use crate::outputs::report::series::{RunSeries, SeriesPhase};
 
@@ -47,10 +47,44 @@ const HEADLINES: [(&str, &str, &str, &[&str]); 6] = [
     ),
 ];
 
+/// The header's rows for a series: the header is run 1's, so its seed and request digest
+/// are replaced by every run's seed and by whether the runs sent one request stream
+/// (issue 58: the page showed seed 42 and run 1's digest over three seeds).
+fn series_rows(series: &RunSeries) -> Vec<(&'static str, String)> {
+    let seeds: Vec<String> = series.runs.iter().map(|r| r.seed.to_string()).collect();
+    let mut digests: Vec<&str> = series
+        .runs
+        .iter()
+        .map(|r| r.request_digest.as_str())
+        .collect();
+    digests.dedup();
+    let seed = match series.same_seed {
+        true => format!("{} for every run (--same-seed)", series.header.seed),
+        false => format!("{} (one per run)", seeds.join(", ")),
+    };
+    let digest = match digests.as_slice() {
+        [one] => format!("sha256:{one} (every run)"),
+        _ => "differs per run (each run's seed makes its own stream; see Runs)".into(),
+    };
+    let mut rows = header_rows(&series.header);
+    for (label, value) in &mut rows {
+        match *label {
+            "Seed" => *value = seed.clone(),
+            "Request digest" => *value = digest.clone(),
+            _ => {}
+        }
+    }
+    rows
+}
+
 /// The series' page.
 pub fn render_series(series: &RunSeries) -> Result<String, ChartError> {
     let h = &series.header;
-    let mut out = page_head(&format!("Repeated runs: {}", h.scenario), h);
+    let mut out = page_head_with(
+        &format!("Repeated runs: {}", h.scenario),
+        h,
+        series_rows(series),
+    );
     let phases = series.phases();
     let _ = writeln!(
         out,
@@ -192,5 +226,43 @@ mod tests {
         assert!((line.points[0].0 - 0.92).abs() < 1e-9 && line.points[0].1 == 100.0);
         assert!((line.errors[0].0 - 75.16).abs() < 0.01, "{:?}", line.errors);
         assert!(html.contains("<td>run-3</td>"));
+    }
+
+    /// Issue 58: the page's header showed run 1's seed and digest for a three-seed series.
+    #[test]
+    fn the_header_names_every_seed_and_says_the_digests_differ() {
+        let mut runs = vec![run(1, 100.0), run(2, 110.0), run(3, 90.0)];
+        runs[1].request_digest = "def".into();
+        let mut series = RunSeries {
+            header: RunHeader {
+                seed: 1,
+                request_digest: Some("abc".into()),
+                ..RunHeader::default()
+            },
+            same_seed: false,
+            cv_threshold: 0.1,
+            runs,
+        };
+        let html = render_series(&series).unwrap();
+        assert!(
+            html.contains("<tr><th>Seed</th><td>1, 2, 3 (one per run)</td></tr>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<tr><th>Request digest</th><td>differs per run"),
+            "{html}"
+        );
+        assert!(!html.contains("sha256:abc"), "{html}");
+        series.same_seed = true;
+        series
+            .runs
+            .iter_mut()
+            .for_each(|r| r.request_digest = "abc".into());
+        let html = render_series(&series).unwrap();
+        assert!(
+            html.contains("<td>1 for every run (--same-seed)</td>"),
+            "{html}"
+        );
+        assert!(html.contains("<td>sha256:abc (every run)</td>"), "{html}");
     }
 }

@@ -82,6 +82,7 @@ fn ttft_by_turn(phases: &[&PhaseSummary]) -> Chart {
         );
     }
     chart.dots = true;
+    chart.x_integers = true;
     chart
 }
 
@@ -114,5 +115,33 @@ mod tests {
         // The turn table: one row per turn index under its titles.
         assert!(out.contains("<th>mean TTFT ms</th>"));
         assert!(out.contains("<tr><td>2</td><td>2</td><td>40.00</td><td>40.00</td><td>49.80</td><td>400.00</td></tr>"));
+    }
+
+    /// Issue 58: the turn index axis had ticks at 0.5, 1.5: a turn index is a count.
+    #[test]
+    fn the_turn_index_axis_is_labelled_at_whole_numbers_only() {
+        let acc = crate::measuring::metrics::PhaseAccumulator::new(&Default::default());
+        let mut s = acc.summarize(&crate::measuring::metrics::PhaseInfo {
+            name: "main".into(),
+            duration_ns: 1,
+            max_concurrency: None,
+            request_rate: None,
+            burstiness: None,
+            steady_window: None,
+        });
+        s.sessions = Some(crate::measuring::metrics::sessions::tests::example());
+        let svg = ttft_by_turn(&[&s]).to_svg().expect("svg");
+        let labels: Vec<&str> = svg
+            .split("</text>")
+            .filter_map(|t| t.rsplit('>').next())
+            .map(str::trim)
+            .collect();
+        let turns = ["0", "1", "2"];
+        for t in turns {
+            assert!(labels.contains(&t), "no tick {t}: {labels:?}");
+        }
+        for half in ["0.5", "1.5"] {
+            assert!(!labels.contains(&half), "tick {half}: {labels:?}");
+        }
     }
 }

@@ -4,14 +4,16 @@
 //! beside it.
 
 use super::charts::Chart;
-use super::panel::{over_points, Panel};
+use super::panel::{num, over_points, Panel};
 use super::series::Series;
 
 /// Bins of the requests-per-second line, about.
 const REQUEST_BINS: usize = 20;
 
-/// The panels; `bands`: each phase's steady-state window on the timeline, seconds.
-pub fn time_panels(series: &Series, bands: &[(f64, f64)]) -> Vec<Panel> {
+/// The panels; `bands`: each phase's steady-state window on the timeline, seconds;
+/// `peak_1s`: the phases' peak output throughput over 1 s windows (the text's and the
+/// block's), shown under the chart's own peak so the two say what each is.
+pub fn time_panels(series: &Series, bands: &[(f64, f64)], peak_1s: Option<f64>) -> Vec<Panel> {
     let over = |values: &[f64]| -> Vec<(f64, f64)> {
         values
             .iter()
@@ -42,6 +44,7 @@ pub fn time_panels(series: &Series, bands: &[(f64, f64)]) -> Vec<Panel> {
             .filter_map(|(b, v)| v.map(|v| (series.time_of(b), pick(v))))
             .collect()
     };
+    let wide_s = series.bin_s * k as f64;
     let charts = [
         (
             "output-throughput",
@@ -76,7 +79,25 @@ pub fn time_panels(series: &Series, bands: &[(f64, f64)]) -> Vec<Panel> {
             chart.markers = markers.clone();
             chart.bands = bands.to_vec();
             chart.x_span = Some((0.0, series.span_s()));
-            let figures = over_points(&chart);
+            // Each peak names its window: a bin's peak is higher than a 1 s window's.
+            let bin = if id == "request-throughput" {
+                wide_s
+            } else {
+                series.bin_s
+            };
+            let mut figures = over_points(&chart);
+            figures.head[3] = format!("peak ({} s bin)", short_secs(bin));
+            if let (Some(peak), "output-throughput") = (peak_1s, id) {
+                let cells = [
+                    "over 1 s windows (Peak output token throughput)",
+                    "",
+                    "",
+                    "",
+                ];
+                let mut row: Vec<String> = cells.iter().map(|c| c.to_string()).collect();
+                row[3] = num(peak);
+                figures = figures.row(row);
+            }
             Panel::new(id, chart, figures)
         })
         .collect()
