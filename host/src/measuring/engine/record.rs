@@ -284,7 +284,7 @@ mod tests {
         assert_eq!(budget.take("a short answer"), "a short answer");
         let long = "é".repeat(ANSWER_TEXT_PER_REQUEST);
         let kept = budget.take(&long);
-        assert!(kept.len() <= ANSWER_TEXT_PER_REQUEST && kept.len() > 0);
+        assert!(kept.len() <= ANSWER_TEXT_PER_REQUEST && !kept.is_empty());
         assert!(long.starts_with(&kept));
         assert_eq!(budget.cut(), 1);
         let full = ANSWER_TEXT_TOTAL / ANSWER_TEXT_PER_REQUEST as u64;
