@@ -232,3 +232,76 @@ fn a_fifo_in_data_ends_the_run_within_the_call_limit_with_one_line() {
         assert!(took < Duration::from_secs(10), "{wasm}: took {took:?}");
     }
 }
+
+/// Issue 58 item 4: a relative name is looked for beside the script, then under each
+/// `--data-dir`, and the error names every path tried.
+#[test]
+fn a_relative_name_resolves_under_a_data_dir_and_names_what_it_tried() {
+    let dir = layout();
+    let granted = tempfile::tempdir().unwrap();
+    std::fs::write(granted.path().join("y.txt"), "granted by name").unwrap();
+    let g = granted.path().display().to_string();
+    let out = read(dir.path(), "y.txt", &["--data-dir", &g]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("read: granted by name"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = read(dir.path(), "missing.txt", &["--data-dir", &g]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    let line = one_error_line(&err);
+    let beside = dir.path().canonicalize().unwrap().join("missing.txt");
+    let under = granted.path().canonicalize().unwrap().join("missing.txt");
+    for tried in [beside, under] {
+        assert!(line.contains(&tried.display().to_string()), "{err}");
+    }
+}
+
+/// A relative name under a `--data-dir` stays inside the grant: neither `..` nor a link
+/// out of it reads the file it points at.
+#[test]
+fn a_relative_name_under_a_data_dir_cannot_leave_it() {
+    let outer = tempfile::tempdir().unwrap();
+    std::fs::write(outer.path().join("secret.txt"), "top secret").unwrap();
+    let granted = outer.path().join("granted");
+    std::fs::create_dir(&granted).unwrap();
+    std::os::unix::fs::symlink(outer.path().join("secret.txt"), granted.join("link")).unwrap();
+    let dir = layout();
+    let g = granted.display().to_string();
+    for file in ["../secret.txt", "link"] {
+        let out = read(dir.path(), file, &["--data-dir", &g]);
+        assert_eq!(out.status.code(), Some(1), "{file}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(!err.contains("top secret"), "{err}");
+        assert!(
+            one_error_line(&err).contains("outside what this scenario may read"),
+            "{file}: {err}"
+        );
+    }
+}
+
+/// The bundled trace replay reads a trace named relative to a `--data-dir`, as its help
+/// says.
+#[test]
+fn the_trace_replay_reads_a_trace_named_under_a_data_dir() {
+    let granted = tempfile::tempdir().unwrap();
+    let sample = crate::support::repo().join("scenarios/data/mooncake_sample.jsonl");
+    std::fs::copy(sample, granted.path().join("my_trace.jsonl")).unwrap();
+    let g = granted.path().display().to_string();
+    let script = crate::support::scenario("trace_replay.rhai");
+    let out = runner(&[
+        &script,
+        "--data-dir",
+        &g,
+        "-p",
+        "trace=my_trace.jsonl",
+        "-p",
+        "requests=2",
+        "-p",
+        "time_scale=0",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

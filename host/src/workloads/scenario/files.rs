@@ -6,9 +6,11 @@
 //! - Either reads the directories given with `--data-dir`.
 //!
 //! Relative paths resolve against the scenario's own directory (so `data/x.json` works
-//! for a lone file); whatever they resolve to, symlinks and `..` included, must lie inside
-//! one of the readable roots, and never under `/proc` (a process's environment holds
-//! its keys).
+//! for a lone file), then under each `--data-dir` in the order given (so
+//! `-p trace=my.jsonl --data-dir DIR` reads `DIR/my.jsonl`): the first that exists inside
+//! the readable roots wins. Whatever a path resolves to, symlinks and `..` included, must
+//! lie inside one of the readable roots, and never under `/proc` (a process's environment
+//! holds its keys).
 //!
 //! A lone file's `data/` must be a real folder: a link (`ln -s / data`, `ln -s . data`)
 //! would make any directory readable. A Wasm guest reads its mounted folder through WASI,
@@ -64,6 +66,8 @@ pub struct FileAccess {
     base: Option<PathBuf>,
     /// Canonical directories whose files may be read.
     roots: Vec<PathBuf>,
+    /// The canonical `--data-dir`s, where a relative path is looked for after `base`.
+    granted: Vec<PathBuf>,
     /// The directory a Wasm guest gets mounted read-only, and where.
     mount: Option<(PathBuf, String)>,
 }
@@ -80,6 +84,7 @@ impl FileAccess {
         let mut access = FileAccess {
             base: root.clone(),
             roots: root.iter().cloned().collect(),
+            granted: Vec::new(),
             mount: root.map(|r| (r, PACKAGE_MOUNT.to_string())),
         };
         access.grant(data_dirs);
@@ -95,6 +100,7 @@ impl FileAccess {
         let mut access = FileAccess {
             base,
             roots: data.iter().cloned().collect(),
+            granted: Vec::new(),
             mount: data.map(|d| (d, format!("{PACKAGE_MOUNT}/{DATA_FOLDER}"))),
         };
         access.grant(data_dirs);
@@ -102,8 +108,8 @@ impl FileAccess {
     }
 
     fn grant(&mut self, data_dirs: &[PathBuf]) {
-        self.roots
-            .extend(data_dirs.iter().filter_map(|d| canonical(d)));
+        self.granted = data_dirs.iter().filter_map(|d| canonical(d)).collect();
+        self.roots.extend(self.granted.iter().cloned());
     }
 
     /// The directory to mount read-only in a Wasm guest, and its path there.
@@ -162,7 +168,8 @@ impl FileAccess {
         String::from_utf8(bytes).map_err(|_| format!("cannot read `{path}`: it is not UTF-8 text"))
     }
 
-    /// The canonical path `path` names, if it lies inside a readable root.
+    /// The canonical path `path` names, if it lies inside a readable root: an absolute
+    /// path as it is, a relative one beside the scenario, then under each `--data-dir`.
     fn resolve(&self, path: &str) -> Result<PathBuf, String> {
         if self.roots.is_empty() {
             return Err(format!(
@@ -170,27 +177,59 @@ impl FileAccess {
                  `{DATA_FOLDER}/` folder beside it or pass --data-dir DIR"
             ));
         }
-        let wanted = Path::new(path);
-        let joined = match (&self.base, wanted.is_absolute()) {
-            (Some(base), false) => base.join(wanted),
-            _ => wanted.to_path_buf(),
-        };
-        let real = joined
-            .canonicalize()
-            .map_err(|e| format!("cannot read `{path}`: {e}"))?;
-        if real.starts_with(PROC) {
-            return Err(format!(
-                "cannot read `{path}`: it lies in {PROC}, which a scenario may never read"
-            ));
+        let mut tried = Vec::new();
+        let mut outside = false;
+        for candidate in self.candidates(Path::new(path)) {
+            let real = match candidate.canonicalize() {
+                Ok(real) => real,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    tried.push(candidate.display().to_string());
+                    continue;
+                }
+                Err(e) => return Err(format!("cannot read `{path}`: {e}")),
+            };
+            if real.starts_with(PROC) {
+                return Err(format!(
+                    "cannot read `{path}`: it lies in {PROC}, which a scenario may never read"
+                ));
+            }
+            if self.roots.iter().any(|r| real.starts_with(r)) {
+                return Ok(real);
+            }
+            // A name that exists but escapes the grant (`..`, a link) is never read; a later
+            // candidate inside the grant may still be.
+            outside = true;
         }
-        if self.roots.iter().any(|r| real.starts_with(r)) {
-            return Ok(real);
+        if outside {
+            return Err(self.outside_error(path));
         }
-        let readable: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
         Err(format!(
+            "cannot read `{path}`: no such file (tried {})",
+            tried.join(", ")
+        ))
+    }
+
+    /// Where a path may be: itself when absolute, else beside the scenario, then under
+    /// each `--data-dir`.
+    fn candidates(&self, wanted: &Path) -> Vec<PathBuf> {
+        if wanted.is_absolute() {
+            return vec![wanted.to_path_buf()];
+        }
+        let dirs = self.base.iter().chain(self.granted.iter());
+        let mut all: Vec<PathBuf> = dirs.map(|d| d.join(wanted)).collect();
+        all.dedup();
+        if all.is_empty() {
+            all.push(wanted.to_path_buf());
+        }
+        all
+    }
+
+    fn outside_error(&self, path: &str) -> String {
+        let readable: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
+        format!(
             "`{path}` is outside what this scenario may read ({}); pass --data-dir DIR to allow reading another directory",
             readable.join(", ")
-        ))
+        )
     }
 }
 
