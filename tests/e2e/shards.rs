@@ -917,3 +917,62 @@ fn tampered_other_version_or_huge_shards_are_one_line() {
         )
     );
 }
+
+/// Issue 58 item 5: a shard whose first requests hit a prefix its sibling shard put in
+/// the server's cache says so, not "an earlier run"; the merged run, whose first requests
+/// found the cache empty, warns about nothing.
+#[test]
+fn a_shard_warmed_by_its_sibling_says_so_and_the_merge_does_not_warn() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sim = SimProcess::start(&[]);
+    let script = crate::support::scenario("shared_prefix.rhai");
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("s{i}"))).collect();
+    // One after the other: shard 1 finds the group's prefix shard 0 left in the cache.
+    let mut warnings = Vec::new();
+    for (i, dir) in dirs.iter().enumerate() {
+        let shard = format!("{i}/2");
+        let d = dir.display().to_string();
+        let out = runner(&[
+            &script,
+            "--target",
+            &sim.url,
+            "-q",
+            "--shard",
+            &shard,
+            "--output",
+            &d,
+            "-p",
+            "groups=1",
+            "-p",
+            "requests_per_group=4",
+            "-p",
+            "input_tokens=256",
+            "-p",
+            "output_tokens=2",
+            "-p",
+            "concurrency=2",
+        ]);
+        assert!(out.status.success(), "shard {i}: {}", stderr(&out));
+        warnings.push(stderr(&out));
+    }
+    assert!(!warnings[0].contains("prefix cache"), "{}", warnings[0]);
+    let line = warnings[1]
+        .lines()
+        .find(|l| l.contains("prefix cache"))
+        .unwrap_or_else(|| panic!("shard 1 names its warm cache: {}", warnings[1]));
+    assert!(
+        line.contains("sibling shard") && line.contains("shard 1/2"),
+        "{line}"
+    );
+    assert!(
+        !line.contains("a cache left warm by an earlier run"),
+        "{line}"
+    );
+    let mut args = vec!["merge".to_string()];
+    args.extend(dir_args(&dirs));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = runner(&args);
+    assert!(out.status.success(), "merge failed: {}", stderr(&out));
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(!all.contains("could have filled yet"), "{all}");
+}

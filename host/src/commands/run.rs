@@ -384,7 +384,9 @@ fn build_report(config: &RunConfig, header: RunHeader, result: &RunResult) -> Ru
         shards: None,
         otlp: None,
     };
-    RunReport::new(parts, &config.thresholds)
+    let mut report = RunReport::new(parts, &config.thresholds);
+    report.shard = config.shard.as_ref().map(|plan| plan.shard);
+    report
 }
 
 /// Every file is written before the report is printed: a reader that closes stdout early

@@ -4,8 +4,14 @@
 //! run with the same seed then measures a warm cache: llama.cpp served 16,576 of 16,592
 //! prompt tokens from cache and TTFT read 18 ms instead of 1,251. `--reset-prefix-cache
 //! run` empties it first.
+//!
+//! A shard cannot tell an earlier run from its own siblings: the shards of one run send
+//! the same prefixes to the same server, and the one that reaches it first fills the
+//! cache the others then hit. A shard's warning says so; the merged report judges the
+//! whole run's early requests together.
 
 use super::run_report::RunReport;
+use crate::sharding::shard::Shard;
 
 /// Share of its prompt each early request must have found in cache for the cache to count
 /// as left over: a chat template's few shared tokens stay below it.
@@ -21,6 +27,8 @@ pub struct Leftover {
     pub requests: u64,
     pub cached: u64,
     pub prompt: u64,
+    /// The shard the report is of, if it is one.
+    pub shard: Option<Shard>,
 }
 
 /// What the run's first phase's early requests found in the cache (from their usage).
@@ -31,6 +39,7 @@ pub fn check(report: &RunReport) -> Option<Leftover> {
             requests: cache.early_requests,
             cached: cache.early_cached_tokens,
             prompt: cache.early_prompt_tokens,
+            shard: report.shard,
         },
     )
 }
@@ -38,11 +47,20 @@ pub fn check(report: &RunReport) -> Option<Leftover> {
 impl Leftover {
     /// The warning, one line.
     pub fn warning(&self) -> String {
-        format!(
-            "warning: the server served {} of the {} prompt tokens of the run's first {} from its prefix cache, which no request of this run could have filled yet: a cache left warm by an earlier run (this run's hit rates and TTFT read a warm cache; --reset-prefix-cache run empties it first)",
-            self.cached,
-            self.prompt,
-            if self.requests == 1 { "request".to_string() } else { format!("{} requests", self.requests) }
-        )
+        let first = if self.requests == 1 {
+            "request".to_string()
+        } else {
+            format!("{} requests", self.requests)
+        };
+        match self.shard {
+            None => format!(
+                "warning: the server served {} of the {} prompt tokens of the run's first {first} from its prefix cache, which no request of this run could have filled yet: a cache left warm by an earlier run (this run's hit rates and TTFT read a warm cache; --reset-prefix-cache run empties it first)",
+                self.cached, self.prompt,
+            ),
+            Some(shard) => format!(
+                "note: the server served {} of the {} prompt tokens of shard {shard}'s first {first} from its prefix cache, which no request of this shard could have filled yet: most likely warmed by a sibling shard of this run that reached the server first (expected when shards share prefixes), else left warm by an earlier run; `runner merge` judges the whole run",
+                self.cached, self.prompt,
+            ),
+        }
     }
 }

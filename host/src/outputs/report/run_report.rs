@@ -74,6 +74,8 @@ pub struct RunReport {
     pub notes: Vec<(String, NoteValue)>,
     /// A merged run's shards; `None` for a run one process made.
     pub shards: Option<ShardStarts>,
+    /// The shard this report is of (`--shard I/N`); `None` for a whole or merged run.
+    pub shard: Option<crate::sharding::shard::Shard>,
     /// What became of the spans `--otlp` exported; `None` without it.
     pub otlp: Option<OtlpSummary>,
 }
@@ -97,6 +99,7 @@ impl RunReport {
             verdicts: Vec::new(),
             notes: parts.notes,
             shards: parts.shards,
+            shard: None,
             otlp: parts.otlp,
         };
         report.verdicts = thresholds::check_all(checks, &report.measured());
