@@ -275,3 +275,58 @@ fn requests_carry_a_request_id_new_for_every_run() {
     assert!(first.iter().all(|p| p == prefix), "one prefix per run");
     assert_ne!(&ids()[0], prefix, "a new prefix for the next run");
 }
+
+/// Issue 58 item 8: a string where a number belongs is named as a string, not shown as
+/// the number it looks like.
+#[test]
+fn a_string_max_tokens_is_named_as_a_string() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("string_tokens.rhai");
+    std::fs::write(
+        &path,
+        r#"
+fn describe() { #{ name: "string_tokens", description: "max_tokens as a string." } }
+fn phases() { [#{ name: "main", arrival: #{ process: "closed", concurrency: 1 }, max_requests: 1 }] }
+fn next_request(phase, index) { #{ prompt: "hi", max_tokens: "16" } }
+"#,
+    )
+    .unwrap();
+    fails_with(
+        &[&path.display().to_string(), "-q"],
+        &[
+            "`max_tokens` must be a positive integer",
+            r#"got the string "16""#,
+        ],
+    );
+}
+
+/// `--target https://…` against a server speaking plain HTTP says so, not what the TLS
+/// library saw.
+#[test]
+fn https_against_plain_http_says_to_use_http() {
+    let sim = SimProcess::start(&[]);
+    let https = sim.url.replacen("http://", "https://", 1);
+    fails_with(
+        &[&scenario("throughput.rhai"), "--target", &https, "-q"],
+        &["answered in plain HTTP", &format!("use {}", sim.url)],
+    );
+}
+
+/// A base path that answers 404 is named as the thing to check, not `--model`.
+#[test]
+fn a_wrong_base_path_says_to_check_the_path_not_the_model() {
+    let sim = SimProcess::start(&[]);
+    let wrong = format!("{}/v2", sim.url);
+    let out = runner(&[&scenario("throughput.rhai"), "--target", &wrong, "-q"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line, got: {err}");
+    assert!(
+        err.contains("HTTP 404") && err.contains("path of --target"),
+        "{err}"
+    );
+    assert!(
+        err.contains("/v2/v1/models") && !err.contains("--model"),
+        "{err}"
+    );
+}

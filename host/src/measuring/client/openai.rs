@@ -69,6 +69,12 @@ pub enum ClientError {
     },
     #[error("{url} did not return an OpenAI model list ({reason}); is this an OpenAI-compatible server? Give the model with --model")]
     NoModels { url: String, reason: String },
+    #[error("{url} answered HTTP 404: no OpenAI API under this base path; check the path of --target (the runner adds /v1/models itself: e.g. http://HOST:PORT or http://HOST:PORT/v1, or a proxy's own prefix)")]
+    ModelsNotFound { url: String },
+    #[error(
+        "cannot reach the target at {url}: the server answered in plain HTTP, not TLS; use {plain}"
+    )]
+    PlainHttp { url: String, plain: String },
     #[error("the test request to {url} failed: {reason}")]
     TestRequest { url: String, reason: String },
     #[error("invalid target URL `{0}`: expected e.g. http://127.0.0.1:8000")]
@@ -612,12 +618,7 @@ impl Client {
             .send()
             .await
         {
-            Err(e) => {
-                return Err(ClientError::Unreachable {
-                    url: self.base.clone(),
-                    reason: chain(&e),
-                })
-            }
+            Err(e) => return Err(self.unreachable(&e).await),
             Ok(mut r) if r.status().is_server_error() => {
                 let status = r.status().as_u16();
                 let body = self.body_excerpt(ErrorResponse::Untimed(&mut r)).await;
@@ -656,6 +657,32 @@ impl Client {
         Ok(model)
     }
 
+    /// Why the first call failed. An `https://` target whose server speaks plain HTTP
+    /// fails in the TLS handshake with a library's words ("corrupt message"): the same
+    /// address asked in plain HTTP tells it. nginx and Apache answer plain HTTP on a TLS
+    /// port with 400, so a 400 is no proof.
+    async fn unreachable(&self, e: &reqwest::Error) -> ClientError {
+        if let Some(rest) = self.base.strip_prefix("https://") {
+            let plain = format!("http://{rest}");
+            let probe = self
+                .http
+                .get(format!("{plain}/health"))
+                .timeout(Duration::from_secs(5))
+                .send()
+                .await;
+            if probe.is_ok_and(|r| r.status() != reqwest::StatusCode::BAD_REQUEST) {
+                return ClientError::PlainHttp {
+                    url: self.redact(self.base.clone()),
+                    plain: self.redact(plain),
+                };
+            }
+        }
+        ClientError::Unreachable {
+            url: self.base.clone(),
+            reason: chain(e),
+        }
+    }
+
     async fn first_model(&self) -> Result<String, ClientError> {
         let url = format!("{}/v1/models", self.base);
         let mut req = self.http.get(&url).timeout(Duration::from_secs(30));
@@ -667,6 +694,11 @@ impl Client {
             reason: chain(&e),
         })?;
         let status = resp.status();
+        // A wrong base path (`/v2`, a proxy's prefix left out) answers 404: the path is
+        // what to fix, not the model.
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Err(ClientError::ModelsNotFound { url });
+        }
         if !status.is_success() {
             let reason = format!("HTTP {}", status.as_u16());
             return Err(ClientError::NoModels { url, reason });

@@ -64,8 +64,9 @@ impl Fields<'_> {
         match v.as_int() {
             Ok(n) if n >= 0 => Ok(Some(n as u64)),
             _ => Err(format!(
-                "{}`{key}` must be a non-negative integer, got {v}",
-                self.at
+                "{}`{key}` must be a non-negative integer, got {}",
+                self.at,
+                shown(v)
             )),
         }
     }
@@ -76,7 +77,7 @@ impl Fields<'_> {
             None => Ok(default),
             Some(v) => v
                 .as_bool()
-                .map_err(|_| format!("{}`{key}` must be true or false, got {v}", self.at)),
+                .map_err(|_| format!("{}`{key}` must be true or false, got {}", self.at, shown(v))),
         }
     }
 
@@ -393,7 +394,7 @@ fn request(map: &Map) -> Result<RequestSpec, String> {
         None => return Err("`max_tokens` is missing".into()),
         Some(v) => match v.as_int() {
             Ok(n) if n >= 0 => n as u64,
-            _ => return Err(validate::max_tokens_not_positive(v)),
+            _ => return Err(validate::max_tokens_not_positive(shown(v))),
         },
     };
     let extra = match fields.get("extra") {
@@ -408,7 +409,7 @@ fn request(map: &Map) -> Result<RequestSpec, String> {
             None => Ok(None),
             Some(v) => number(v, key)
                 .map(Some)
-                .map_err(|_| validate::not_seconds(key, v)),
+                .map_err(|_| validate::not_seconds(key, shown(v))),
         }
     };
     Ok(RequestSpec {
@@ -542,6 +543,15 @@ fn prompt(fields: &Fields) -> Result<Prompt, String> {
                 .collect::<Vec<_>>()
                 .join(" and ")
         )),
+    }
+}
+
+/// A value as an error shows it: a string quoted and named as one, so `"16"` where a
+/// number belongs reads `got the string "16"`, not `got 16`.
+fn shown(v: &Dynamic) -> String {
+    match v.read_lock::<rhai::ImmutableString>() {
+        Some(text) => format!("the string {:?}", text.as_str()),
+        None => v.to_string(),
     }
 }
 
