@@ -5,7 +5,7 @@
 #   bench-results/twin_llamacpp.sh [REPEATS]      (from the repository root; default 5)
 #
 # Each repeat starts a fresh llama-server (tests/llamacpp/serve.py: 4 slots, 1 thread, no
-# host prompt cache) on the test fixture's model, runs tests/fixtures/scenarios/calibration.rhai
+# host prompt cache) on the test fixture's model, runs scenarios/calibration.rhai
 # at the load points LOAD (default r4,c2,c4,c8,r10: Poisson 4 req/s, closed loops of 2, 4
 # and 8, Poisson 10 req/s; REQUESTS each, default 24; prompts of 16 to 64 tokens, 48
 # output tokens; a seed per repeat), fits a twin from the phases not in HOLDOUT
@@ -33,7 +33,7 @@ for seed in $(seq 1 "$repeats"); do
         --cache-ram 0 >"$work/server.out" 2>"$work/server.log" &
     server=$!
     for _ in $(seq 1 600); do grep -q listening "$work/server.out" && break; sleep 0.1; done
-    "$runner" tests/fixtures/scenarios/calibration.rhai -p load="$load" -p requests="$requests" \
+    "$runner" scenarios/calibration.rhai -p load="$load" -p requests="$requests" \
         -p output_tokens="${OUTPUT:-48}" -p min_prompt=16 -p max_prompt="${MAX_PROMPT:-64}" -p seed="$seed" \
         --target "http://127.0.0.1:$port" --tokenizer "$model/tokenizer.json" \
         --output "$work/run$seed" >/dev/null 2>&1

@@ -7,7 +7,7 @@
 #
 # Starts BUSY `yes` loops (default 4: twice the cores of a 2-core machine, heavier than
 # the test suite's load), then RUNS times (default 6) runs the test's three load points
-# (tests/fixtures/scenarios/calibration.rhai, closed loops of 2, 16 and 4, REQUESTS
+# (scenarios/calibration.rhai, closed loops of 2, 16 and 4, REQUESTS
 # requests each, default 64 as in the test, 16 tokens out) against the profile below and
 # fits a twin from c2 and c16, c4 held out. Prints one markdown row per run: each fitted
 # parameter and its error against the profile, the steps the fit left out, the held-out
@@ -30,7 +30,7 @@ profile=(--sim-prefill-us-per-token 30 --sim-decode-step-ms 8 --sim-decode-us-pe
 echo "| run | prefill_us_per_token (30) | decode_step_ms (8) | decode_us_per_seq (1000) | steps left out | held-out c4 mean TTFT: real, twin |"
 echo "|---|---|---|---|---|---|"
 for i in $(seq 1 "$runs"); do
-    "$runner" tests/fixtures/scenarios/calibration.rhai -p concurrency=2,16,4 -p requests="$requests" \
+    "$runner" scenarios/calibration.rhai -p concurrency=2,16,4 -p requests="$requests" \
         -p output_tokens=16 "${profile[@]}" --output "$work/run$i" >/dev/null 2>&1
     "$runner" calibrate "$work/run$i" --holdout c4 --out "$work/twin$i.toml" >/dev/null 2>&1
     python3 - "$work/twin$i.toml" "$i" "$work/errors" <<'EOF'

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::schema::{assert_valid, validator};
 use crate::support::{
-    calibrate_recorded, exclusive, fixture, holdout_signed_pct, repo, runner, stderr, stdout,
+    calibrate_recorded, exclusive, holdout_signed_pct, repo, runner, scenario, stderr, stdout,
 };
 
 /// The recorded run of the known profile (tests/fixtures/recorded/sim: the load points of
@@ -45,7 +45,7 @@ const REQUESTS: &str = "requests=64";
 fn load_points(dir: &Path) -> String {
     let out = dir.join("run").display().to_string();
     let mut args = vec![
-        fixture("calibration.rhai"),
+        scenario("calibration.rhai"),
         "-p".into(),
         "concurrency=2,16,4".into(),
         "-p".into(),
@@ -181,7 +181,7 @@ fn recovers_the_profile(run: &str, twin: &str) {
 fn names_the_twin(run: &str, twin: &str, dir: &Path) {
     let out = dir.join("against").display().to_string();
     let o = runner(&[
-        &fixture("calibration.rhai"),
+        &scenario("calibration.rhai"),
         "-p",
         "concurrency=4",
         "-p",

@@ -13,6 +13,7 @@ mod bench_serve;
 mod budgets;
 mod build_steps;
 mod calibrate;
+mod calibrate_recipe;
 mod cli;
 mod clock;
 mod compare;

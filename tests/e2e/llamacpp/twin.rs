@@ -15,7 +15,7 @@ use std::path::Path;
 
 use super::fixture::{engine, Options, Server};
 use crate::support::{
-    calibrate_recorded, exclusive, fixture, holdout_signed_pct, records_in, repo, runner, stderr,
+    calibrate_recorded, exclusive, holdout_signed_pct, records_in, repo, runner, scenario, stderr,
 };
 
 /// The twin's held-out error on the recorded llama.cpp run (tests/fixtures/recorded/llamacpp,
@@ -87,7 +87,7 @@ fn a_twin_fitted_at_two_load_points_predicts_three_held_out_ones() {
     let run = dir.path().join("run").display().to_string();
     let tokenizer = engine.tokenizer.display().to_string();
     let o = runner(&[
-        &fixture("calibration.rhai"),
+        &scenario("calibration.rhai"),
         "-p",
         "load=r4,c2,c4,c8,r10",
         "-p",

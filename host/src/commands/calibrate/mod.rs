@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
 use crate::commands::cli::CalibrateArgs;
-use crate::servers::sim::twin_file::TwinFile;
+use crate::servers::sim::twin_file::{TwinEngine, TwinFile};
 use crate::servers::twin::{self, ObservedPhase, ObservedRun};
 
 pub fn calibrate(a: CalibrateArgs) -> Result<()> {
@@ -94,11 +94,23 @@ fn write(twin: &TwinFile, a: &CalibrateArgs) -> Result<()> {
         .with_context(|| format!("cannot write {}", a.out.display()))
 }
 
+/// The limit, or the bound it is when no run queued: `≥ 64 (never reached)`.
+fn max_seqs_shown(e: &TwinEngine) -> String {
+    if e.max_seqs_lower_bound {
+        format!(
+            "≥ {} (never reached: no request waited for a slot)",
+            e.max_seqs
+        )
+    } else {
+        e.max_seqs.to_string()
+    }
+}
+
 fn print(twin: &TwinFile, a: &CalibrateArgs) {
     let e = &twin.engine;
     println!("twin written to {}", a.out.display());
     let rows: BTreeMap<&str, String> = BTreeMap::from([
-        ("max_seqs", e.max_seqs.to_string()),
+        ("max_seqs", max_seqs_shown(e)),
         ("kv_tokens", e.kv_tokens.to_string()),
         (
             "prefill_us_per_token",

@@ -41,6 +41,10 @@ pub struct TwinFile {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TwinEngine {
     pub max_seqs: usize,
+    /// The fitted runs never queued: `max_seqs` is the most they ran at once, and the
+    /// engine's limit may be higher. The twin still runs `max_seqs` at once and says so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub max_seqs_lower_bound: bool,
     pub max_batched_tokens: usize,
     pub kv_tokens: usize,
     pub prefill_us_per_token: f64,
@@ -120,8 +124,16 @@ impl TwinFile {
             .iter()
             .map(|r| format!("{} ({})", r.path, short(&r.request_digest)))
             .collect();
+        let bound = if self.engine.max_seqs_lower_bound {
+            format!(
+                "; max_seqs ≥ {0} never reached in its runs (it runs {0} at once: a guess beyond)",
+                self.engine.max_seqs
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "twin {path} fitted from {}; {}",
+            "twin {path} fitted from {}; {}{bound}",
             runs.join(", "),
             self.error_summary()
         )
@@ -178,6 +190,7 @@ mod tests {
             format: TWIN_FORMAT,
             engine: TwinEngine {
                 max_seqs: 8,
+                max_seqs_lower_bound: false,
                 max_batched_tokens: 8192,
                 kv_tokens: 100_000,
                 prefill_us_per_token: 30.0,

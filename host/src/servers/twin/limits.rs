@@ -11,6 +11,9 @@ const MIN_QUEUED_STEPS: usize = 3;
 pub struct Fitted {
     pub max_seqs: usize,
     pub source: String,
+    /// No request ever waited: `max_seqs` is the most that ran at once, a lower bound of
+    /// the engine's limit, not the limit.
+    pub lower_bound: bool,
 }
 
 pub struct Kv {
@@ -43,6 +46,14 @@ fn limit_reached(steps: &[EngineStep]) -> usize {
 pub fn concurrency(steps: &[EngineStep], gauges: &[&Gauges]) -> Result<Fitted, FitError> {
     let queued = steps.iter().filter(|s| s.in_flight > s.running).count();
     let limit = limit_reached(steps);
+    // A request waited for a slot only where the slots were full: in a burst on a busy
+    // client, requests sent a moment apart reach the engine in different steps, and a
+    // step before the last of them arrived shows more sent than running with slots free
+    // (64 prompts at once against 256 slots read as a limit of 64).
+    let at_limit = steps
+        .iter()
+        .filter(|s| s.in_flight > s.running && s.running >= limit)
+        .count();
     let most = steps.iter().map(|s| s.running).max().unwrap_or(0);
     let gauge = gauges.iter().filter_map(|g| g.max_running.as_ref()).fold(
         None::<(String, f64)>,
@@ -55,10 +66,15 @@ pub fn concurrency(steps: &[EngineStep], gauges: &[&Gauges]) -> Result<Fitted, F
         Some((name, v)) => format!("; server_metrics.jsonl's {name} peaked at {v}"),
         None => String::new(),
     };
-    if queued >= MIN_QUEUED_STEPS && limit > 0 {
+    // The server's own running gauge above the steps' limit proves it a misread: on a
+    // busy client, late chunks fall into the wrong steps (16 in flight against 256 slots
+    // once read as a limit of 8 while the gauge showed 16).
+    let contradicted = gauge.as_ref().is_some_and(|(_, v)| *v > limit as f64);
+    if at_limit >= MIN_QUEUED_STEPS && limit > 0 && !contradicted {
         return Ok(Fitted {
             max_seqs: limit,
             source: format!("the most sequences run in {MIN_STEPS_AT_LIMIT} steps at least (decoding + prefilled, from requests.jsonl's chunk times), while requests waited: {queued} of {} steps had more streams sent than running (at most {most} in one step){gauge_words}", steps.len()),
+            lower_bound: false,
         });
     }
     let waited = gauges.iter().filter_map(|g| g.max_waiting).any(|w| w > 0.0);
@@ -66,12 +82,17 @@ pub fn concurrency(steps: &[EngineStep], gauges: &[&Gauges]) -> Result<Fitted, F
         return Ok(Fitted {
             max_seqs: (v.round() as usize).max(1),
             source: format!("the peak of server_metrics.jsonl's {name} ({v}) in runs whose waiting gauge rose above 0"),
+            lower_bound: false,
         });
     }
-    Err(FitError::Undetermined {
-        parameter: "max_seqs",
-        why: format!("no request waited for a slot (at most {most} sequences ran at once, and every request sent was running)"),
-        remedy: "add a run with more requests in flight than the server runs at once (max_concurrency above its --max-num-seqs or slot count)",
+    // No queue: the runs show how many ran at once, not how many could. The rest of the
+    // fit stands; the limit is stated as the bound it is.
+    let peak = gauge.as_ref().map_or(0, |(_, v)| v.round() as usize);
+    let bound = most.max(peak).max(1);
+    Ok(Fitted {
+        max_seqs: bound,
+        source: format!("≥ {bound}, never reached: a lower bound, not the limit; no request waited for a slot (at most {most} sequences ran at once in requests.jsonl's chunk times, and no step that ran that many had more requests sent){gauge_words}; the twin runs {bound} at once and queues the rest, so beyond {bound} in flight its queueing is a guess: a run with more requests in flight than the server runs at once (max_concurrency above its --max-num-seqs or slot count) fits the limit itself"),
+        lower_bound: true,
     })
 }
 
@@ -154,9 +175,37 @@ mod tests {
     }
 
     #[test]
-    fn no_queue_is_refused_naming_the_parameter() {
+    fn requests_sent_while_slots_were_free_are_no_queue() {
+        // A burst of 64 whose requests reached the engine over three steps.
+        let mut steps = vec![step(20, 44), step(50, 14), step(63, 1)];
+        steps.extend((0..100).map(|_| step(64, 0)));
+        let fitted = concurrency(&steps, &[]).expect("a bound");
+        assert_eq!((fitted.max_seqs, fitted.lower_bound), (64, true));
+    }
+
+    #[test]
+    fn a_running_gauge_above_the_steps_limit_makes_it_a_bound() {
+        let mut steps: Vec<EngineStep> = (0..50).map(|_| step(8, 8)).collect();
+        steps.extend((0..50).map(|_| step(4, 12)));
+        let gauges = Gauges {
+            max_running: Some(("vllm:num_requests_running".into(), 16.0)),
+            max_waiting: Some(0.0),
+            kv: None,
+        };
+        let fitted = concurrency(&steps, &[&gauges]).expect("a bound");
+        assert_eq!((fitted.max_seqs, fitted.lower_bound), (16, true));
+    }
+
+    #[test]
+    fn no_queue_gives_the_most_seen_as_a_lower_bound() {
         let steps: Vec<EngineStep> = (0..100).map(|_| step(3, 0)).collect();
-        let err = concurrency(&steps, &[]).err().expect("refused");
-        assert!(err.to_string().contains("max_seqs"), "{err}");
+        let fitted = concurrency(&steps, &[]).expect("a bound, not a refusal");
+        assert_eq!(fitted.max_seqs, 3);
+        assert!(fitted.lower_bound);
+        assert!(
+            fitted.source.starts_with("≥ 3, never reached"),
+            "{}",
+            fitted.source
+        );
     }
 }

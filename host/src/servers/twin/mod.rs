@@ -109,6 +109,7 @@ pub fn fit(runs: &[ObservedRun]) -> Result<TwinFile, FitError> {
         format: TWIN_FORMAT,
         engine: TwinEngine {
             max_seqs: limit.max_seqs,
+            max_seqs_lower_bound: limit.lower_bound,
             max_batched_tokens,
             kv_tokens: kv.tokens,
             prefill_us_per_token: step.prefill_us_per_token,
