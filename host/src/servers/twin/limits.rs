@@ -88,7 +88,9 @@ pub fn concurrency(steps: &[EngineStep], gauges: &[&Gauges]) -> Result<Fitted, F
     // No queue: the runs show how many ran at once, not how many could. The rest of the
     // fit stands; the limit is stated as the bound it is.
     let peak = gauge.as_ref().map_or(0, |(_, v)| v.round() as usize);
-    let bound = most.max(peak).max(1);
+    // What many steps ran, not the one step that ran most: a finished stream's last chunk
+    // and its successor's first can share a misread step (17 of 16 in flight, once).
+    let bound = limit.max(peak).max(1);
     Ok(Fitted {
         max_seqs: bound,
         source: format!("≥ {bound}, never reached: a lower bound, not the limit; no request waited for a slot (at most {most} sequences ran at once in requests.jsonl's chunk times, and no step that ran that many had more requests sent){gauge_words}; the twin runs {bound} at once and queues the rest, so beyond {bound} in flight its queueing is a guess: a run with more requests in flight than the server runs at once (max_concurrency above its --max-num-seqs or slot count) fits the limit itself"),
