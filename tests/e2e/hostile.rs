@@ -241,3 +241,39 @@ fn redirects_are_failures_and_never_followed() {
     seen.sort_unstable();
     assert_eq!(seen, (0..30).collect::<Vec<u64>>(), "one POST per request");
 }
+
+/// A scenario logging a server's text cannot print a line of its own: line breaks, tabs
+/// and every other control character in `log()` and `print()` are shown escaped, on the
+/// scenario's own line.
+#[test]
+fn a_logged_line_break_cannot_forge_an_output_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("forger.rhai");
+    std::fs::write(
+        &script,
+        r#"fn describe() { #{ name: "forger", params: [] } }
+fn phases() { [#{ name: "p", max_requests: 1 }] }
+fn next_request(phase, index) { #{ prompt: "hi", max_tokens: 2 } }
+fn on_response(o) {
+    log("tool: get_weather\nX-Injected: 1\tx\u0085y\r");
+    print("echo\nX-Printed: 1");
+}
+"#,
+    )
+    .unwrap();
+    let out = runner(&[&script.display().to_string()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    for forged in ["X-Injected", "X-Printed"] {
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains(forged)).collect();
+        assert_eq!(lines.len(), 1, "{forged}: {err}");
+        assert!(lines[0].starts_with("[forger] "), "{forged}: {err}");
+    }
+    assert!(
+        err.contains(r"get_weather\u{a}X-Injected: 1\u{9}x\u{85}y\u{d}"),
+        "{err}"
+    );
+    for raw in ['\t', '\u{85}', '\r'] {
+        assert!(!err.contains(raw), "{raw:?} raw in {err}");
+    }
+}

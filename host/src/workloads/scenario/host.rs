@@ -193,16 +193,19 @@ impl HostContext {
     }
 
     /// A line on stderr, cut to the log budget (see [`LogBudget`]) after it is redacted (a
-    /// scenario may log what a server echoed).
+    /// scenario may log what a server echoed) and escaped: every control character, line
+    /// breaks and tabs included, so a server's text logged by a scenario stays on the
+    /// scenario's own line and cannot print a line of its own.
     pub fn log(&mut self, message: &str) {
         if self.quiet {
             return;
         }
+        let message = crate::safeguards::redact::text(message);
         if let Some(line) = self
             .log_budget
-            .admit(&crate::safeguards::redact::text(message))
+            .admit(&crate::safeguards::display::escape_control(&message))
         {
-            // Escaped, and never a panic on a closed stderr (see `console`).
+            // Never a panic on a closed stderr (see `console`).
             crate::errln!("[{}] {line}", self.scenario);
         }
     }
