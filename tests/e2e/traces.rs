@@ -456,3 +456,48 @@ fn the_analyzer_and_the_replay_refuse_the_same_chats_at_the_same_line() {
     ]);
     assert_eq!(records.len(), 66);
 }
+
+/// A Bailian trace of `chats` lines: root chats, each followed by its second turn, every
+/// chat 32 blocks long (the sample's size).
+fn big_bailian_trace(path: &Path, chats: usize) {
+    let mut text = String::new();
+    for i in 0..chats {
+        let (parent, turn) = if i % 2 == 0 {
+            (-1, 1)
+        } else {
+            (i as i64 - 1, 2)
+        };
+        let ids: Vec<String> = (0..32).map(|k| (i * 32 + k).to_string()).collect();
+        text.push_str(&format!(
+            "{{\"chat_id\": {i}, \"parent_chat_id\": {parent}, \"timestamp\": {}.5, \"input_length\": 512, \"output_length\": 8, \"type\": \"text\", \"turn\": {turn}, \"hash_ids\": [{}]}}\n",
+            i,
+            ids.join(", ")
+        ));
+    }
+    std::fs::write(path, text).expect("the trace");
+}
+
+/// A 50,000-line trace loads within `phases`' 60 s (it did not when each insertion into
+/// the script's map of chats walked the whole map: Rhai's size check), and its first two
+/// sessions replay, two turns each.
+#[test]
+fn bailian_sessions_loads_a_50000_line_trace() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("big.jsonl");
+    big_bailian_trace(&trace, 50_000);
+    let data_dir = dir.path().display().to_string();
+    let (_, _, records) = run_records(&[
+        &scenario("bailian_sessions.rhai"),
+        "--data-dir",
+        &data_dir,
+        "-p",
+        &format!("trace={}", trace.display()),
+        "-p",
+        "sessions=2",
+        "-p",
+        "time_scale=0",
+        "-p",
+        "output_tokens=2",
+    ]);
+    assert_eq!(records.len(), 4, "two sessions of two turns");
+}

@@ -8,9 +8,7 @@ use rhai::packages::{
 };
 use rhai::{Array, Dynamic, Engine, INT};
 
-use super::{
-    lock, RhaiResult, MAX_ARRAY_LEN, MAX_CALL_LEVELS, MAX_MAP_LEN, MAX_OPERATIONS, MAX_STRING_BYTES,
-};
+use super::{limits, lock, RhaiResult, MAX_CALL_LEVELS, MAX_OPERATIONS};
 use crate::workloads::scenario::budget;
 use crate::workloads::scenario::params::{parse_duration_secs, ParamValue, Params};
 use crate::workloads::scenario::{HostContext, NoteValue};
@@ -44,9 +42,9 @@ pub(super) fn sandboxed_engine() -> Engine {
     engine.set_max_operations(MAX_OPERATIONS);
     engine.set_max_call_levels(MAX_CALL_LEVELS);
     engine.set_max_expr_depths(256, 256);
-    engine.set_max_string_size(MAX_STRING_BYTES);
-    engine.set_max_array_size(MAX_ARRAY_LEN);
-    engine.set_max_map_size(MAX_MAP_LEN);
+    // No `set_max_string_size`, `set_max_array_size` or `set_max_map_size`: Rhai checks
+    // them by walking the whole value after each change (see `limits`).
+    limits::register_pad(&mut engine);
     engine
 }
 

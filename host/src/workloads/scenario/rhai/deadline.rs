@@ -1,12 +1,15 @@
 //! A wall-clock limit on each script call, host calls included. Rhai counts operations,
 //! and a host call (`synthetic_text` of a million tokens) is one operation of any length:
-//! a loop of them would run for hours within the operation limit.
+//! a loop of them would run for hours within the operation limit. The same callback
+//! checks the call's heap growth ([`super::limits`]) at every operation.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rhai::{Dynamic, Engine};
+
+use super::limits::{self, CallHeap};
 
 /// Setup calls (top level, `describe`, `phases`, `next_phase`) may load a dataset.
 pub const SETUP_LIMIT: Duration = Duration::from_secs(60);
@@ -25,6 +28,7 @@ pub struct CallDeadline {
     epoch: Instant,
     /// Nanoseconds after `epoch`; `u64::MAX` outside a call.
     at_ns: Arc<AtomicU64>,
+    heap: CallHeap,
 }
 
 impl CallDeadline {
@@ -33,9 +37,13 @@ impl CallDeadline {
         let deadline = CallDeadline {
             epoch: Instant::now(),
             at_ns: Arc::new(AtomicU64::new(u64::MAX)),
+            heap: CallHeap::new(),
         };
         let watched = deadline.clone();
         engine.on_progress(move |ops| {
+            if watched.heap.passed() {
+                return Some(Dynamic::from(limits::TOKEN));
+            }
             (ops % CHECK_EVERY == 0 && watched.passed()).then(|| Dynamic::from(TOKEN))
         });
         deadline
@@ -54,6 +62,7 @@ impl CallDeadline {
         let at = self.epoch.elapsed() + Self::limit_of(function);
         let ns = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
         self.at_ns.store(ns, Ordering::Relaxed);
+        self.heap.start();
     }
 
     fn passed(&self) -> bool {

@@ -10,6 +10,7 @@ mod api;
 mod convert;
 mod deadline;
 mod hooks;
+mod limits;
 mod record;
 mod session;
 
@@ -33,9 +34,6 @@ use record::HostRecord;
 /// Operations one call may run (a 32,000-token prompt is one host call, so this is generous).
 const MAX_OPERATIONS: u64 = 50_000_000;
 const MAX_CALL_LEVELS: usize = 64;
-const MAX_STRING_BYTES: usize = 64 << 20;
-const MAX_ARRAY_LEN: usize = 4_000_000;
-const MAX_MAP_LEN: usize = 1_000_000;
 
 type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
 
@@ -157,8 +155,11 @@ impl RhaiScenario {
             EvalAltResult::ErrorTooManyOperations(_) => format!(
                 "the script ran more than {MAX_OPERATIONS} operations in one call (an endless loop?) and was stopped"
             ),
-            EvalAltResult::ErrorDataTooLarge(what, _) => {
-                format!("{what} grew past the scenario size limit (strings {MAX_STRING_BYTES} bytes, arrays {MAX_ARRAY_LEN}, maps {MAX_MAP_LEN})")
+            EvalAltResult::ErrorTerminated(token, _) if token.to_string() == limits::TOKEN => {
+                format!(
+                    "the call added more than {} MiB to the heap (the scenario size limit: a quarter of the runner's memory budget, at most 1024 MiB) and was stopped",
+                    limits::call_heap_limit() >> 20
+                )
             }
             EvalAltResult::ErrorTerminated(token, _) if token.to_string() == deadline::TOKEN => {
                 format!(
