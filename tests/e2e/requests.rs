@@ -262,3 +262,77 @@ fn two_targets_share_the_requests_round_robin() {
         "{err}"
     );
 }
+
+/// `--session-header` naming a credential's header is refused in one line, as `Host` is:
+/// each session's id would replace the API key sent there.
+#[test]
+fn a_credential_session_header_is_refused_in_one_line() {
+    for name in [
+        "Authorization",
+        "x-api-key",
+        "Proxy-Authorization",
+        "Cookie",
+    ] {
+        let out = runner(&[
+            &scenario("chat_abandon.rhai"),
+            "--api-key",
+            "key-0123456789",
+            "--session-header",
+            name,
+        ]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{name}: {err}");
+        assert!(
+            err.contains(&format!("--session-header: `{name}` carries credentials")),
+            "{name}: {err}"
+        );
+    }
+}
+
+/// A scenario's `extra` body fields may not replace what the runner owns (`stream`,
+/// `stream_options`) or built from the request's own fields (`max_tokens`, `prompt`):
+/// the run ends at that request in one line naming the field, before it is sent.
+#[test]
+fn extra_fields_the_runner_owns_end_the_run_in_one_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (extra, says) in [
+        (
+            "#{ stream: false }",
+            "`extra.stream`: the runner sets `stream` itself",
+        ),
+        (
+            "#{ stream_options: #{ include_usage: false } }",
+            "use --no-usage or --continuous-usage",
+        ),
+        (
+            "#{ max_tokens: 999 }",
+            "`extra.max_tokens` would replace the `max_tokens`",
+        ),
+        (
+            "#{ prompt: \"other\" }",
+            "`extra.prompt` would replace the `prompt`",
+        ),
+    ] {
+        let script = dir.path().join("owned.rhai");
+        std::fs::write(
+            &script,
+            format!(
+                "fn describe() {{ #{{ name: \"owned\", params: [] }} }}
+fn phases() {{ [#{{ name: \"p\", max_requests: 2 }}] }}
+fn next_request(phase, index) {{ #{{ prompt: \"hi\", max_tokens: 2, extra: {extra} }} }}
+"
+            ),
+        )
+        .unwrap();
+        let out = runner(&[&script.display().to_string()]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{extra}: {err}");
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+        assert_eq!(errors.len(), 1, "{extra}: {err}");
+        assert!(
+            errors[0].contains("next_request") && errors[0].contains(says),
+            "{extra}: {err}"
+        );
+    }
+}

@@ -131,14 +131,11 @@ impl RunConfig {
                 .iter()
                 .map(|h| parse_header_arg(h).map_err(|e| anyhow!("--header: {e}")))
                 .collect::<Result<_>>()?,
-            session_header: match &a.session_header {
-                Some(name) => Some(
-                    parse_header_arg(&format!("{name}: s"))
-                        .map_err(|e| anyhow!("--session-header: {e}"))?
-                        .0,
-                ),
-                None => None,
-            },
+            session_header: a
+                .session_header
+                .as_deref()
+                .map(session_header)
+                .transpose()?,
             max_steps_per_session: a.max_steps_per_session,
             keep_answer_text: a.keep_answer_text,
             receive_clock: a.receive_clock,
@@ -159,6 +156,22 @@ impl RunConfig {
     pub fn goodput(&self) -> bool {
         self.metrics.goodput.is_some()
     }
+}
+
+/// `--session-header NAME`: a header the client may set (not `Host`, `Content-Length`, …)
+/// and not a credential's (`Authorization`, `x-api-key`, `Cookie`, any name
+/// [`redact::secret_header`] hides): the session id would replace the API key the
+/// client sends there, every request would fail to authenticate, and the ids would be
+/// hidden in every output as secrets.
+///
+/// [`redact::secret_header`]: crate::safeguards::redact::secret_header
+fn session_header(name: &str) -> Result<String> {
+    let (name, _) =
+        parse_header_arg(&format!("{name}: s")).map_err(|e| anyhow!("--session-header: {e}"))?;
+    if crate::safeguards::redact::secret_header(&name) {
+        bail!("--session-header: `{name}` carries credentials (the API key goes in `Authorization` or `x-api-key`), not a session id: name another header, e.g. X-Session-ID");
+    }
+    Ok(name)
 }
 
 /// The parameters with `-p` and `--seed` applied, and the run's seed: the scenario's

@@ -377,11 +377,40 @@ fn extra_body(p: &Parsed) -> Result<serde_json::Map<String, serde_json::Value>, 
     }
     if let Some(text) = p.text("--extra-body") {
         match serde_json::from_str::<serde_json::Value>(text) {
-            Ok(serde_json::Value::Object(m)) => body.extend(m),
+            Ok(serde_json::Value::Object(m)) => {
+                refuse_owned(&m)?;
+                body.extend(m)
+            }
             _ => return Err(FlagError::value("--extra-body", "must be a JSON object")),
         }
     }
     Ok(body)
+}
+
+/// The fields every request of the generated scenario is built with: its prompt (or
+/// messages) and its answer's length, from the dataset flags.
+const REQUEST_FIELDS: [&str; 4] = ["prompt", "messages", "max_tokens", "max_completion_tokens"];
+
+/// `--extra-body` naming a field the runner owns (`stream`, `stream_options`) or builds
+/// from the dataset flags: refused before anything is sent, as a run refuses it in a
+/// scenario's `extra` (see `api::owned_field`). vLLM lets `"stream": false` through, and
+/// then every TTFT is the whole response time.
+fn refuse_owned(extra: &serde_json::Map<String, serde_json::Value>) -> Result<(), FlagError> {
+    use crate::measuring::client::api::OWNED_FIELDS;
+    for key in extra.keys() {
+        let why = if OWNED_FIELDS.iter().any(|(k, _)| k == key) {
+            "is the runner's own: every request is streamed, and its times are read from the stream"
+        } else if REQUEST_FIELDS.contains(&key.as_str()) {
+            "is built from the dataset flags (the prompt, and its length from --*-output-len)"
+        } else {
+            continue;
+        };
+        return Err(FlagError::value(
+            "--extra-body",
+            format!("`{key}` {why}: leave it out"),
+        ));
+    }
+    Ok(())
 }
 
 fn run_settings(p: &Parsed) -> Result<RunSettings, FlagError> {

@@ -44,6 +44,9 @@ pub fn prepare(
     let api = api.for_prompt(&spec.prompt)?;
     let mut body = api.body(spec, model, usage)?;
     for (k, v) in &spec.extra {
+        if let Some(why) = super::api::owned_field(k, &body) {
+            return Err(why);
+        }
         body.insert(k.clone(), v.clone());
     }
     let bytes = serde_json::to_vec(&body).map_err(|e| e.to_string())?;

@@ -127,6 +127,32 @@ impl Api {
     }
 }
 
+/// Body fields the runner sets whatever the request, and what sets them instead.
+pub const OWNED_FIELDS: [(&str, &str); 2] = [
+    (
+        "stream",
+        "the request's own `stream` field (`stream: false` for an unstreamed request)",
+    ),
+    ("stream_options", "--no-usage or --continuous-usage"),
+];
+
+/// Why an extra body field (a scenario's `extra`, bench serve's `--extra-body`) may not
+/// be sent: it is one the runner owns ([`OWNED_FIELDS`]: `"stream": false` would make
+/// every TTFT the whole response time), or it would replace a field the runner built
+/// from the request's own (`prompt`, `messages`, `max_tokens`, …: requests.jsonl would
+/// record what was not sent). `model` may be replaced: a request may name its own model
+/// (a LoRA adapter, as bench serve's `--lora-modules` does).
+pub fn owned_field(key: &str, body: &Map<String, Value>) -> Option<String> {
+    if let Some((_, instead)) = OWNED_FIELDS.iter().find(|(k, _)| *k == key) {
+        return Some(format!(
+            "`extra.{key}`: the runner sets `{key}` itself and measures by it: use {instead}"
+        ));
+    }
+    (key != "model" && body.contains_key(key)).then(|| {
+        format!("`extra.{key}` would replace the `{key}` the runner wrote from the request's own fields (requests.jsonl would record what was not sent): set the request's field instead")
+    })
+}
+
 /// How to ask for token usage in a stream (here, below `client::openai`, because each
 /// API's body builder reads it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
