@@ -643,3 +643,115 @@ fn save_result_arrays_are_the_servers_times_in_seconds() {
     let gaps = errors_ms(&spans, &server_spans);
     assert_the_servers("itls, summed per request", &gaps, -1000.0);
 }
+
+/// `--extra-body` naming a field the runner owns or builds from the dataset flags is
+/// refused before anything is sent: `"stream": false` would make every TTFT the whole
+/// response time, in silence.
+#[test]
+fn extra_body_fields_the_runner_owns_exit_2_with_one_line() {
+    for (body, field) in [
+        (r#"{"stream": false}"#, "`stream` is the runner's own"),
+        (
+            r#"{"top_k": 5, "stream_options": {"include_usage": false}}"#,
+            "`stream_options` is the runner's own",
+        ),
+        (
+            r#"{"max_tokens": 9}"#,
+            "`max_tokens` is built from the dataset flags",
+        ),
+    ] {
+        let out = runner(&["bench", "serve", "--dry-run", "--extra-body", body]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{body}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{body}: {err}");
+        assert!(
+            err.starts_with("error: `--extra-body`: ") && err.contains(field),
+            "{body}: {err}"
+        );
+    }
+    // Fields of the server's own still go through.
+    let out = runner(&[
+        "bench",
+        "serve",
+        "--dry-run",
+        "--extra-body",
+        r#"{"model": "m", "top_k": 5}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// 160,000 custom prompts load within the setup call's 60 s (they did not when each push
+/// walked the whole array: Rhai's size check), and four of them are sent.
+#[test]
+fn a_custom_dataset_of_160000_prompts_loads() {
+    let sim = fast_sim();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dataset = dir.path().join("big.jsonl");
+    let lines: String = (0..160_000)
+        .map(|i| format!("{{\"prompt\": \"question {i}: what is {i} plus one?\"}}\n"))
+        .collect();
+    std::fs::write(&dataset, lines).unwrap();
+    let (port, path) = (port_of(&sim), dataset.display().to_string());
+    let out_dir = dir.path().join("out").display().to_string();
+    let out = runner(&[
+        "bench",
+        "serve",
+        "--port",
+        &port,
+        "--model",
+        "sim/llm-9b",
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        &path,
+        "--num-prompts",
+        "4",
+        "--custom-output-len",
+        "2",
+        "--output",
+        &out_dir,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(records_in(&dir.path().join("out")).len(), 4);
+}
+
+/// An error in the generated scenario names the user's dataset, never the temporary
+/// file the scenario was written to (gone when the line is read).
+#[test]
+fn an_error_in_the_generated_scenario_names_the_dataset_not_a_temporary_file() {
+    let sim = fast_sim();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dataset = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &dataset,
+        "{\"prompt\": \"fine\"}\n{\"text\": \"no prompt\"}\n",
+    )
+    .unwrap();
+    let (port, path) = (port_of(&sim), dataset.display().to_string());
+    let out = runner(&[
+        "bench",
+        "serve",
+        "--port",
+        &port,
+        "--model",
+        "sim/llm-9b",
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        &path,
+        "--num-prompts",
+        "2",
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("an error line: {err}"));
+    assert!(
+        line.contains(&format!("from --dataset-path {path}"))
+            && line.contains("line 2 is not")
+            && !line.contains("vllm_bench_serve.rhai"),
+        "{line}"
+    );
+}

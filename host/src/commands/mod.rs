@@ -75,7 +75,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
 }
 
 /// The error and its causes on one line; a cause its parent already quotes is not repeated.
-fn error_line(e: &anyhow::Error) -> String {
+pub(crate) fn error_line(e: &anyhow::Error) -> String {
     let mut s = e.to_string();
     for cause in e.chain().skip(1) {
         let text = cause.to_string();

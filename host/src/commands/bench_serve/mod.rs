@@ -130,12 +130,32 @@ fn run_and_save(o: &BenchOptions, run_args: Vec<String>, work: &Path) -> Result<
             cli::usage_error_line(&e.render().to_string())
         ),
     };
-    let code = super::run::run(*run)?;
+    let code = super::run::run(*run).map_err(|e| inputs_named(&e, o, work))?;
     if o.save.save_result || o.save.append_result {
         let path = vllm_json::write(o, &result, &output.join("requests.jsonl"))?;
         crate::errln!("vLLM result file: {}", path.display());
     }
     Ok(code)
+}
+
+/// The run's error with the temporary files it names (the generated scenario, the run's
+/// files) replaced by what the user gave: the temporary directory is gone when the line
+/// is read, and the line must point at the input to fix.
+fn inputs_named(e: &anyhow::Error, o: &BenchOptions, work: &Path) -> anyhow::Error {
+    let dataset = &o.workload.dataset;
+    let input = match dataset.path() {
+        Some(path) => format!(" from --dataset-path {}", path.display()),
+        None => format!(" for --dataset-name {}", dataset.name()),
+    };
+    let line = super::error_line(e);
+    let line = match &o.emit_scenario {
+        Some(_) => line,
+        None => line.replace(
+            &work.join("vllm_bench_serve.rhai").display().to_string(),
+            &format!("the scenario generated{input} (--emit-scenario FILE writes it)"),
+        ),
+    };
+    anyhow::anyhow!(line.replace(&work.display().to_string(), "<temporary directory>"))
 }
 
 /// `--ready-check-timeout-sec`: waits until the target accepts connections.
