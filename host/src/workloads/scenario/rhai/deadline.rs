@@ -51,9 +51,10 @@ impl CallDeadline {
 
     /// The limit of a call to `function`.
     pub fn limit_of(function: &str) -> Duration {
-        match function {
-            "<top level>" | "describe" | "phases" | "next_phase" => SETUP_LIMIT,
-            _ => REQUEST_LIMIT,
+        if is_setup(function) {
+            SETUP_LIMIT
+        } else {
+            REQUEST_LIMIT
         }
     }
 
@@ -62,13 +63,21 @@ impl CallDeadline {
         let at = self.epoch.elapsed() + Self::limit_of(function);
         let ns = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
         self.at_ns.store(ns, Ordering::Relaxed);
-        self.heap.start();
+        self.heap.start(function);
     }
 
     fn passed(&self) -> bool {
         let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
         now > self.at_ns.load(Ordering::Relaxed)
     }
+}
+
+/// Whether a call to `function` is a setup call, which may load a dataset.
+pub fn is_setup(function: &str) -> bool {
+    matches!(
+        function,
+        "<top level>" | "describe" | "phases" | "next_phase"
+    )
 }
 
 #[cfg(test)]

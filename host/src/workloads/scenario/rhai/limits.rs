@@ -6,7 +6,8 @@
 //! src/func/func_call.rs for each `&mut` argument), so `arr.push(s)` costs in proportion
 //! to `arr` and filling an array or a map is quadratic (20,000 strings 1.2 s, 40,000 4.9 s;
 //! a 50,000-line trace did not load in 60 s). Instead:
-//! - each call may add at most [`call_heap_limit`] bytes to the heap, read from the
+//! - each call may add at most [`call_heap_limit`] bytes to the heap (1 GiB for a setup
+//!   call, 256 MiB for the others, a quarter of the budget at most), read from the
 //!   runner's counting allocator ([`crate::safeguards::memory_budget`]) at every
 //!   operation: one atomic load, whatever the data;
 //! - the one function that makes a value far larger than its arguments, `pad`, is
@@ -29,33 +30,44 @@ pub const TOKEN: &str = "runner: call heap limit";
 pub const MAX_PAD_CHARS: usize = 64 << 20;
 /// The elements a `pad` may add to an array, nested elements of the item counted.
 pub const MAX_PAD_ITEMS: usize = 4_000_000;
-/// The most one call may add to the heap, whatever the budget.
-const MAX_CALL_HEAP: usize = 1 << 30;
+/// The most a setup call (which may load a dataset) may add to the heap, whatever the
+/// budget.
+const MAX_SETUP_CALL_HEAP: usize = 1 << 30;
+/// The most a call made for a request or a response may add.
+const MAX_REQUEST_CALL_HEAP: usize = 256 << 20;
 
-/// The bytes one call may add to the heap: a quarter of the runner's budget, at most
-/// 1 GiB. A quarter, so that the operation that passes it (at most a doubling: `s += s`
-/// holds the old and the new string for a moment) still fits in the budget.
-pub fn call_heap_limit() -> usize {
-    (memory_budget::budget() / 4).min(MAX_CALL_HEAP)
+/// The bytes a call to `function` may add to the heap: a quarter of the runner's budget,
+/// at most 1 GiB for a setup call and 256 MiB for the others. A quarter, so that the
+/// operation that passes it (at most a doubling: `s += s` holds the old and the new
+/// string for a moment) still fits in the budget.
+pub fn call_heap_limit(function: &str) -> usize {
+    let most = if super::deadline::is_setup(function) {
+        MAX_SETUP_CALL_HEAP
+    } else {
+        MAX_REQUEST_CALL_HEAP
+    };
+    (memory_budget::budget() / 4).min(most)
 }
 
 /// The heap held when the call in progress started, and the call's limit.
 #[derive(Clone)]
 pub struct CallHeap {
     start: Arc<AtomicUsize>,
-    limit: usize,
+    limit: Arc<AtomicUsize>,
 }
 
 impl CallHeap {
     pub fn new() -> CallHeap {
         CallHeap {
             start: Arc::new(AtomicUsize::new(0)),
-            limit: call_heap_limit(),
+            limit: Arc::new(AtomicUsize::new(usize::MAX)),
         }
     }
 
-    /// Starts counting a call's growth from what is held now.
-    pub fn start(&self) {
+    /// Starts counting a call to `function`'s growth from what is held now.
+    pub fn start(&self, function: &str) {
+        self.limit
+            .store(call_heap_limit(function), Ordering::Relaxed);
         self.start.store(memory_budget::held(), Ordering::Relaxed);
     }
 
@@ -65,7 +77,7 @@ impl CallHeap {
     }
 
     fn grew_past(&self, held: usize) -> bool {
-        held.saturating_sub(self.start.load(Ordering::Relaxed)) > self.limit
+        held.saturating_sub(self.start.load(Ordering::Relaxed)) > self.limit.load(Ordering::Relaxed)
     }
 }
 
@@ -142,7 +154,7 @@ mod tests {
     fn a_call_is_stopped_once_it_adds_more_than_its_limit() {
         let heap = CallHeap {
             start: Arc::new(AtomicUsize::new(1000)),
-            limit: 100,
+            limit: Arc::new(AtomicUsize::new(100)),
         };
         assert!(!heap.grew_past(1100));
         assert!(heap.grew_past(1101));
@@ -231,7 +243,11 @@ mod tests {
 
     #[test]
     fn the_limit_is_at_most_a_quarter_of_the_budget() {
-        assert!(call_heap_limit() <= memory_budget::budget() / 4);
-        assert!(call_heap_limit() <= MAX_CALL_HEAP);
+        let quarter = memory_budget::budget() / 4;
+        assert_eq!(call_heap_limit("phases"), quarter.min(MAX_SETUP_CALL_HEAP));
+        assert_eq!(
+            call_heap_limit("next_request"),
+            quarter.min(MAX_REQUEST_CALL_HEAP)
+        );
     }
 }

@@ -157,8 +157,8 @@ impl RhaiScenario {
             ),
             EvalAltResult::ErrorTerminated(token, _) if token.to_string() == limits::TOKEN => {
                 format!(
-                    "the call added more than {} MiB to the heap (the scenario size limit: a quarter of the runner's memory budget, at most 1024 MiB) and was stopped",
-                    limits::call_heap_limit() >> 20
+                    "the call added more than {} MiB to the heap (the scenario size limit: a quarter of the runner's memory budget, at most 1024 MiB in a setup call, 256 MiB in the others) and was stopped",
+                    limits::call_heap_limit(function) >> 20
                 )
             }
             EvalAltResult::ErrorTerminated(token, _) if token.to_string() == deadline::TOKEN => {
