@@ -51,7 +51,7 @@ impl CallDeadline {
 
     /// The limit of a call to `function`.
     pub fn limit_of(function: &str) -> Duration {
-        if is_setup(function) {
+        if limits::is_setup(function) {
             SETUP_LIMIT
         } else {
             REQUEST_LIMIT
@@ -70,14 +70,6 @@ impl CallDeadline {
         let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
         now > self.at_ns.load(Ordering::Relaxed)
     }
-}
-
-/// Whether a call to `function` is a setup call, which may load a dataset.
-pub fn is_setup(function: &str) -> bool {
-    matches!(
-        function,
-        "<top level>" | "describe" | "phases" | "next_phase"
-    )
 }
 
 #[cfg(test)]

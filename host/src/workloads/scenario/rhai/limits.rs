@@ -41,12 +41,21 @@ const MAX_REQUEST_CALL_HEAP: usize = 256 << 20;
 /// operation that passes it (at most a doubling: `s += s` holds the old and the new
 /// string for a moment) still fits in the budget.
 pub fn call_heap_limit(function: &str) -> usize {
-    let most = if super::deadline::is_setup(function) {
+    let most = if is_setup(function) {
         MAX_SETUP_CALL_HEAP
     } else {
         MAX_REQUEST_CALL_HEAP
     };
     (memory_budget::budget() / 4).min(most)
+}
+
+/// Whether a call to `function` is a setup call, which may load a dataset (and so has
+/// the longer wall-clock limit too, see [`super::deadline`]).
+pub fn is_setup(function: &str) -> bool {
+    matches!(
+        function,
+        "<top level>" | "describe" | "phases" | "next_phase"
+    )
 }
 
 /// The heap held when the call in progress started, and the call's limit.
