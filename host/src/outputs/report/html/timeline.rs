@@ -4,7 +4,7 @@
 //! beside it.
 
 use super::charts::Chart;
-use super::panel::{num, over_points, Panel};
+use super::panel::{num, over_points, Figures, Panel};
 use super::series::Series;
 
 /// Bins of the requests-per-second line, about.
@@ -85,22 +85,24 @@ pub fn time_panels(series: &Series, bands: &[(f64, f64)], peak_1s: Option<f64>) 
             } else {
                 series.bin_s
             };
-            let mut figures = over_points(&chart);
-            figures.head[3] = format!("peak ({} s bin)", short_secs(bin));
-            if let (Some(peak), "output-throughput") = (peak_1s, id) {
-                let cells = [
-                    "over 1 s windows (Peak output token throughput)",
-                    "",
-                    "",
-                    "",
-                ];
-                let mut row: Vec<String> = cells.iter().map(|c| c.to_string()).collect();
-                row[3] = num(peak);
-                figures = figures.row(row);
-            }
+            let peak_1s = peak_1s.filter(|_| id == "output-throughput");
+            let figures = peaks_named(&chart, bin, peak_1s);
             Panel::new(id, chart, figures)
         })
         .collect()
+}
+
+/// The chart's figures with its peak column naming the bin it is over, and `peak_1s`
+/// (the text's peak, over 1 s windows) as a row of its own where given.
+fn peaks_named(chart: &Chart, bin_s: f64, peak_1s: Option<f64>) -> Figures {
+    let mut figures = over_points(chart);
+    figures.head[3] = format!("peak ({} s bin)", short_secs(bin_s));
+    if let Some(peak) = peak_1s {
+        let label = "over 1 s windows (Peak output token throughput)";
+        let row = vec![label.to_string(), String::new(), String::new(), num(peak)];
+        figures = figures.row(row);
+    }
+    figures
 }
 
 fn short_secs(s: f64) -> String {
