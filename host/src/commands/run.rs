@@ -385,7 +385,10 @@ fn build_report(config: &RunConfig, header: RunHeader, result: &RunResult) -> Ru
         otlp: None,
     };
     let mut report = RunReport::new(parts, &config.thresholds);
-    report.shard = config.shard.as_ref().map(|plan| plan.shard);
+    report.shard = config
+        .shard
+        .as_ref()
+        .map(|plan| (plan.shard.index, plan.shard.count));
     report
 }
 

@@ -11,7 +11,6 @@
 //! whole run's early requests together.
 
 use super::run_report::RunReport;
-use crate::sharding::shard::Shard;
 
 /// Share of its prompt each early request must have found in cache for the cache to count
 /// as left over: a chat template's few shared tokens stay below it.
@@ -27,8 +26,8 @@ pub struct Leftover {
     pub requests: u64,
     pub cached: u64,
     pub prompt: u64,
-    /// The shard the report is of, if it is one.
-    pub shard: Option<Shard>,
+    /// The shard the report is of (I, N), if it is one.
+    pub shard: Option<(u32, u32)>,
 }
 
 /// What the run's first phase's early requests found in the cache (from their usage).
@@ -57,8 +56,8 @@ impl Leftover {
                 "warning: the server served {} of the {} prompt tokens of the run's first {first} from its prefix cache, which no request of this run could have filled yet: a cache left warm by an earlier run (this run's hit rates and TTFT read a warm cache; --reset-prefix-cache run empties it first)",
                 self.cached, self.prompt,
             ),
-            Some(shard) => format!(
-                "note: the server served {} of the {} prompt tokens of shard {shard}'s first {first} from its prefix cache, which no request of this shard could have filled yet: most likely warmed by a sibling shard of this run that reached the server first (expected when shards share prefixes), else left warm by an earlier run; `runner merge` judges the whole run",
+            Some((index, count)) => format!(
+                "note: the server served {} of the {} prompt tokens of shard {index}/{count}'s first {first} from its prefix cache, which no request of this shard could have filled yet: most likely warmed by a sibling shard of this run that reached the server first (expected when shards share prefixes), else left warm by an earlier run; `runner merge` judges the whole run",
                 self.cached, self.prompt,
             ),
         }

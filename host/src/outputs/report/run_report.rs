@@ -74,8 +74,9 @@ pub struct RunReport {
     pub notes: Vec<(String, NoteValue)>,
     /// A merged run's shards; `None` for a run one process made.
     pub shards: Option<ShardStarts>,
-    /// The shard this report is of (`--shard I/N`); `None` for a whole or merged run.
-    pub shard: Option<crate::sharding::shard::Shard>,
+    /// The shard this report is of (`--shard I/N`: I, N); `None` for a whole or merged
+    /// run. Plain numbers: the outputs read shards, they do not import sharding.
+    pub shard: Option<(u32, u32)>,
     /// What became of the spans `--otlp` exported; `None` without it.
     pub otlp: Option<OtlpSummary>,
 }
