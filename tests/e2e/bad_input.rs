@@ -348,7 +348,7 @@ fn guest_cases(inputs: &Inputs) -> Vec<Case> {
             "max_tokens of the wrong type",
             &[wrong_type],
             1,
-            &["`max_tokens` must be a positive integer, got ten"],
+            &["`max_tokens` must be a positive integer, got the string \"ten\""],
         ),
         case(
             "prompt of the wrong type",
